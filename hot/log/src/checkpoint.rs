@@ -1,0 +1,64 @@
+//! Small checkpoint files holding one offset, replaced atomically.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use strata_proto::Offset;
+
+use crate::error::LogError;
+
+/// Reads a checkpoint; `None` if absent or unreadable (a torn checkpoint is treated as
+/// absent: every checkpoint we keep is a lower bound that is safe to lose).
+pub(crate) fn read(path: &Path) -> Option<Offset> {
+    let text = fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != "0" {
+        return None; // unknown version
+    }
+    let value: Offset = lines.next()?.trim().parse().ok()?;
+    // The trailing "end" line proves the write was complete.
+    (lines.next()? == "end").then_some(value)
+}
+
+/// Writes a checkpoint: temp file, fsync, rename. With `sync_dir` the rename itself is
+/// made durable too (needed when the value must not go backwards after a crash).
+pub(crate) fn write(path: &Path, value: Offset, sync_dir: bool) -> Result<(), LogError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(LogError::io("create", &tmp))?;
+    f.write_all(format!("0\n{value}\nend\n").as_bytes())
+        .map_err(LogError::io("write", &tmp))?;
+    f.sync_all().map_err(LogError::io("fsync", &tmp))?;
+    fs::rename(&tmp, path).map_err(LogError::io("rename", path))?;
+    if sync_dir {
+        if let Some(dir) = path.parent() {
+            sync_directory(dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// fsyncs a directory so that created, renamed and removed entries are durable.
+pub(crate) fn sync_directory(dir: &Path) -> Result<(), LogError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(LogError::io("fsync dir", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_torn_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cp");
+        assert_eq!(read(&p), None);
+        write(&p, 42, true).unwrap();
+        assert_eq!(read(&p), Some(42));
+        fs::write(&p, "0\n43\n").unwrap();
+        assert_eq!(read(&p), None);
+        fs::write(&p, "garbage").unwrap();
+        assert_eq!(read(&p), None);
+    }
+}

@@ -1,0 +1,56 @@
+//! The log's own view of a topic's configuration.
+
+use strata_proto::TopicConfig;
+use strata_proto::config::MessageTimestampType;
+
+/// How much of the log to keep locally. `None` is unbounded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RetentionLimits {
+    pub ms: Option<i64>,
+    pub bytes: Option<u64>,
+}
+
+/// What the log needs to know of its topic's configuration.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct LogConfig {
+    /// Roll when the active segment would exceed this.
+    pub segment_bytes: u64,
+    /// Roll when the active segment's first append is this old.
+    pub segment_ms: i64,
+    /// Largest batch accepted (Kafka's max.message.bytes applies to the batch).
+    pub max_message_bytes: u64,
+    /// Bytes between sparse index entries.
+    pub index_interval_bytes: u64,
+    /// fsync after this many records since the last fsync.
+    pub flush_messages: i64,
+    /// fsync when unflushed data is this old.
+    pub flush_ms: i64,
+    /// Local retention (local.retention.* when tiering is on, retention.* otherwise).
+    pub retention: RetentionLimits,
+    /// Rewrite timestamps to the append time (message.timestamp.type=LogAppendTime).
+    pub log_append_time: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig::from(&TopicConfig::default())
+    }
+}
+
+impl From<&TopicConfig> for LogConfig {
+    fn from(c: &TopicConfig) -> Self {
+        LogConfig {
+            segment_bytes: c.segment_bytes,
+            segment_ms: c.segment_ms,
+            max_message_bytes: c.max_message_bytes,
+            index_interval_bytes: c.index_interval_bytes,
+            flush_messages: c.flush_messages,
+            flush_ms: c.flush_ms,
+            retention: RetentionLimits {
+                ms: c.effective_local_retention_ms(),
+                bytes: c.effective_local_retention_bytes(),
+            },
+            log_append_time: c.message_timestamp_type == MessageTimestampType::LogAppendTime,
+        }
+    }
+}

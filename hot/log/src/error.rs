@@ -1,0 +1,62 @@
+//! The log's error type.
+
+use std::path::PathBuf;
+
+use strata_proto::{BatchError, ErrorCode, Offset};
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    #[error("batch set of {size} bytes is larger than segment.bytes {segment_bytes}")]
+    RecordListTooLarge { size: usize, segment_bytes: u64 },
+    #[error("offset {requested} is outside the log [{start}, {end})")]
+    OffsetOutOfRange {
+        requested: Offset,
+        start: Offset,
+        end: Offset,
+    },
+    #[error("empty append")]
+    EmptyAppend,
+    #[error("corrupt log data in {path} at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+}
+
+impl LogError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::Io { op, path, source }
+    }
+
+    /// The Kafka error a client gets for this failure.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            LogError::Io { .. } | LogError::Corrupt { .. } => ErrorCode::KafkaStorageError,
+            LogError::InvalidBatch(e) => e.error_code(),
+            LogError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
+            LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            LogError::EmptyAppend => ErrorCode::CorruptMessage,
+        }
+    }
+
+    /// Whether the same call may succeed later (an IO error may be transient; a bad
+    /// batch never becomes good).
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, LogError::Io { .. })
+    }
+}

@@ -1,0 +1,893 @@
+//! The partition log.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::Bytes;
+use strata_proto::Offset;
+use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+
+use crate::checkpoint;
+use crate::clock::Clock;
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::index::{Indexes, TIME_ENTRY, rel};
+use crate::segment::{self, Segment, read_at};
+
+const RECOVERY_POINT_FILE: &str = "recovery-point";
+const LOG_START_FILE: &str = "log-start-offset";
+
+/// What an append did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AppendInfo {
+    /// Offset given to the first record.
+    pub first_offset: Offset,
+    /// Offset of the last record.
+    pub last_offset: Offset,
+    /// The log-end offset after the append.
+    pub log_end_offset: Offset,
+    /// The largest record timestamp in the appended batches.
+    pub max_timestamp: i64,
+    /// The broker time stamped into the batches, when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    /// Number of records appended.
+    pub record_count: i64,
+}
+
+/// What a read returned.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ReadResult {
+    /// Whole batches; the first contains the requested offset.
+    pub data: Bytes,
+    /// The offset after the last returned batch (the requested offset when empty).
+    pub next_offset: Offset,
+}
+
+/// A segment as seen from outside (by retention predicates, the offloader, tools).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SegmentInfo {
+    pub base_offset: Offset,
+    /// The offset after the segment's last record.
+    pub next_offset: Offset,
+    pub size_bytes: u64,
+    /// The largest record timestamp, -1 for an empty segment.
+    pub max_timestamp: i64,
+    /// Sealed segments never change; the last segment is the active one.
+    pub sealed: bool,
+    pub log_path: PathBuf,
+    pub index_path: PathBuf,
+    pub time_index_path: PathBuf,
+}
+
+/// One truncation made during recovery.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Truncation {
+    pub segment_base: Offset,
+    /// The byte position the segment was cut at.
+    pub position: u64,
+    pub bytes_removed: u64,
+    pub reason: String,
+}
+
+/// What [`Log::open`] found and repaired.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct RecoveryReport {
+    /// Segments CRC-scanned (those at or above the recovery point, and the last one).
+    pub scanned_segments: Vec<Offset>,
+    pub truncations: Vec<Truncation>,
+    /// Segments removed: after a truncation (offsets must stay dense) or below the log start.
+    pub deleted_segments: Vec<Offset>,
+    /// Sealed segments whose index files were missing or damaged and were rebuilt.
+    pub rebuilt_indexes: Vec<Offset>,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
+}
+
+impl RecoveryReport {
+    /// Whether recovery had to throw anything away.
+    pub fn lost_data(&self) -> bool {
+        !self.truncations.is_empty()
+    }
+}
+
+/// What a retention pass deleted.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct RetentionOutcome {
+    pub deleted: Vec<SegmentInfo>,
+    /// The first segment retention wanted to delete but the caller's predicate kept.
+    pub blocked_by_predicate: Option<Offset>,
+    pub log_start_offset: Offset,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: LogConfig,
+    /// Every segment by base offset; the last is the active one.
+    segments: BTreeMap<Offset, Segment>,
+    log_start_offset: Offset,
+    /// Every byte below this offset is fsynced.
+    recovery_point: Offset,
+    unflushed_records: i64,
+    first_unflushed_ms: Option<i64>,
+}
+
+impl Inner {
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn log_end_offset(&self) -> Offset {
+        self.active().next_offset
+    }
+    fn size(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+    /// The segment holding `offset`, if any.
+    fn segment_for(&self, offset: Offset) -> Option<&Segment> {
+        let seg = self.segments.range(..=offset).next_back().map(|(_, s)| s)?;
+        if offset < seg.next_offset {
+            return Some(seg);
+        }
+        // Past the floor segment's end (possible only across a gap): the next one.
+        self.segments
+            .range(offset + 1..)
+            .next()
+            .map(|(_, s)| s)
+            .filter(|s| s.next_offset > s.base)
+    }
+}
+
+fn info(s: &Segment) -> SegmentInfo {
+    let dir = s.dir();
+    SegmentInfo {
+        base_offset: s.base,
+        next_offset: s.next_offset,
+        size_bytes: s.size,
+        max_timestamp: s.max_timestamp,
+        sealed: s.sealed,
+        log_path: s.path.clone(),
+        index_path: segment::index_path(dir, s.base),
+        time_index_path: segment::time_index_path(dir, s.base),
+    }
+}
+
+/// A partition's log on local disk. Appends are serialised; reads run concurrently with
+/// appends and with each other (they hold the lock only to find file positions).
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    inner: RwLock<Inner>,
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in `dir`, recovering it as described in the
+    /// crate docs.
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Log, RecoveryReport), LogError> {
+        fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
+        let mut report = RecoveryReport::default();
+        let mut bases = Vec::new();
+        for entry in fs::read_dir(dir).map_err(LogError::io("list", dir))? {
+            let entry = entry.map_err(LogError::io("list", dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(".tmp") {
+                let _ = fs::remove_file(entry.path());
+                continue;
+            }
+            if let Some(stem) = name.strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<Offset>() {
+                    bases.push(base);
+                }
+            }
+        }
+        bases.sort_unstable();
+        // Index files without a log file are leftovers of a deletion cut short.
+        for entry in fs::read_dir(dir)
+            .map_err(LogError::io("list", dir))?
+            .flatten()
+        {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let stem = name
+                .strip_suffix(".index")
+                .or_else(|| name.strip_suffix(".timeindex"));
+            if let Some(base) = stem.and_then(|s| s.parse::<Offset>().ok()) {
+                if bases.binary_search(&base).is_err() {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+
+        let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
+        let start_checkpoint = checkpoint::read(&dir.join(LOG_START_FILE));
+        let interval = config.index_interval_bytes;
+        let mut segments: BTreeMap<Offset, Segment> = BTreeMap::new();
+        let mut cut = false;
+        for (i, &base) in bases.iter().enumerate() {
+            let path = segment::log_path(dir, base);
+            if cut {
+                delete_segment_files(dir, base);
+                report.deleted_segments.push(base);
+                continue;
+            }
+            let file = Segment::open_file(&path)?;
+            let next_base = bases.get(i + 1).copied();
+            let is_last = next_base.is_none();
+            let needs_scan = is_last || next_base.is_some_and(|nb| nb > recovery_point);
+            if !needs_scan {
+                if let Some(seg) = open_trusted(
+                    dir,
+                    base,
+                    file,
+                    path.clone(),
+                    next_base.unwrap_or(base),
+                    interval,
+                )? {
+                    segments.insert(base, seg);
+                    continue;
+                }
+                report.rebuilt_indexes.push(base);
+                // Fall through to a scan with a freshly opened handle.
+            }
+            let file = Segment::open_file(&path)?;
+            report.scanned_segments.push(base);
+            let scan = Segment::scan(&file, &path, base, interval)?;
+            let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
+            if let Some(reason) = &scan.stop_reason {
+                file.set_len(scan.valid_size)
+                    .map_err(LogError::io("truncate", &path))?;
+                file.sync_all().map_err(LogError::io("fsync", &path))?;
+                tracing::warn!(segment = %path.display(), position = scan.valid_size, removed = len - scan.valid_size, %reason, "truncated log tail");
+                report.truncations.push(Truncation {
+                    segment_base: base,
+                    position: scan.valid_size,
+                    bytes_removed: len - scan.valid_size,
+                    reason: reason.clone(),
+                });
+                cut = !is_last;
+            } else if next_base.is_some_and(|nb| nb != scan.next_offset) {
+                tracing::warn!(segment = %path.display(), next = scan.next_offset, "segment does not end where the next begins; dropping later segments");
+                report.truncations.push(Truncation {
+                    segment_base: base,
+                    position: scan.valid_size,
+                    bytes_removed: 0,
+                    reason: format!(
+                        "segment ends at offset {} but the next segment starts at {}",
+                        scan.next_offset,
+                        next_base.unwrap_or_default()
+                    ),
+                });
+                cut = true;
+            }
+            let last_now = is_last || cut;
+            let mut seg = Segment {
+                base,
+                next_offset: scan.next_offset,
+                size: scan.valid_size,
+                max_timestamp: scan.builder.max_timestamp(),
+                file: Arc::new(file),
+                path,
+                sealed: false,
+                builder: scan.builder,
+                persisted: (0, 0),
+                sealed_index: Default::default(),
+                first_append_ms: scan.first_batch_max_ts,
+                dirty: true,
+            };
+            if last_now {
+                // The active segment: its index is rebuilt on every open, so rewrite the
+                // files from the scan and keep appending to them.
+                segment::write_index_files(dir, base, &seg.builder.idx, false)?;
+                seg.persisted = (seg.builder.idx.offsets.len(), seg.builder.idx.times.len());
+            } else {
+                seg.seal()?;
+            }
+            segments.insert(base, seg);
+        }
+
+        // The log start: the checkpoint, but never before the first segment.
+        let mut log_start = start_checkpoint.unwrap_or(0);
+        if let Some((&first, _)) = segments.iter().next() {
+            log_start = log_start.max(first);
+        }
+        let leo = segments.values().next_back().map(|s| s.next_offset);
+        if leo.is_some_and(|leo| log_start > leo) {
+            // Everything local is below the start (for example, a remote retention moved
+            // the start past the local data): start afresh at the log start.
+            for (&base, _) in segments.iter() {
+                delete_segment_files(dir, base);
+                report.deleted_segments.push(base);
+            }
+            segments.clear();
+        }
+        // Whole segments below the log start are gone already from a reader's view.
+        while segments.len() > 1 {
+            let (&base, seg) = segments.iter().next().expect("len > 1");
+            if seg.next_offset > log_start {
+                break;
+            }
+            segments.remove(&base);
+            delete_segment_files(dir, base);
+            report.deleted_segments.push(base);
+        }
+        if segments.is_empty() {
+            let seg = Segment::create(dir, log_start, interval)?;
+            segments.insert(log_start, seg);
+        }
+        checkpoint::sync_directory(dir)?;
+
+        let mut inner = Inner {
+            config,
+            segments,
+            log_start_offset: log_start,
+            recovery_point: 0,
+            unflushed_records: 0,
+            first_unflushed_ms: None,
+        };
+        // What we scanned may sit only in the page cache (the process died, the machine
+        // did not): make it durable before the recovery point says so.
+        inner.active_mut().sync()?;
+        inner.recovery_point = inner.log_end_offset();
+        checkpoint::write(&dir.join(RECOVERY_POINT_FILE), inner.recovery_point, false)?;
+        if start_checkpoint != Some(inner.log_start_offset) {
+            checkpoint::write(&dir.join(LOG_START_FILE), inner.log_start_offset, true)?;
+        }
+        report.log_start_offset = inner.log_start_offset;
+        report.log_end_offset = inner.log_end_offset();
+        if !report.truncations.is_empty() || !report.deleted_segments.is_empty() {
+            tracing::warn!(dir = %dir.display(), ?report, "log recovered with repairs");
+        }
+        Ok((
+            Log {
+                dir: dir.to_path_buf(),
+                clock,
+                inner: RwLock::new(inner),
+            },
+            report,
+        ))
+    }
+
+    fn read_lock(&self) -> RwLockReadGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave Inner half-updated in a way reads
+        // care about (appends update sizes last), so poisoning is ignored.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_lock(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.read_lock().config.clone()
+    }
+
+    /// Applies a new configuration (topic configs changed). Takes effect on the next
+    /// append or retention pass.
+    pub fn set_config(&self, config: LogConfig) {
+        self.write_lock().config = config;
+    }
+
+    pub fn log_start_offset(&self) -> Offset {
+        self.read_lock().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> Offset {
+        self.read_lock().log_end_offset()
+    }
+
+    /// Every offset below this is fsynced.
+    pub fn recovery_point(&self) -> Offset {
+        self.read_lock().recovery_point
+    }
+
+    /// Bytes on local disk (segment files).
+    pub fn size_bytes(&self) -> u64 {
+        self.read_lock().size()
+    }
+
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        let g = self.read_lock();
+        g.segments.values().map(info).collect()
+    }
+
+    /// Validates and appends one or more batches, giving them offsets from the log end
+    /// and stamping `leader_epoch` into them. Either every batch is appended or none.
+    pub fn append(&self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
+        if batches.is_empty() {
+            return Err(LogError::EmptyAppend);
+        }
+        let (max_message_bytes, segment_bytes) = {
+            let g = self.read_lock();
+            (g.config.max_message_bytes, g.config.segment_bytes)
+        };
+        // Validate everything before touching the log (no lock held: CRCs take time).
+        let mut spans: Vec<(usize, usize, i32, i64)> = Vec::new(); // (start, len, count, max_ts)
+        let mut pos = 0;
+        for b in batch::batches(batches) {
+            let b = b?;
+            b.validate_for_append()?;
+            if b.len() as u64 > max_message_bytes {
+                return Err(batch::BatchError::TooLarge {
+                    size: b.len(),
+                    max: max_message_bytes as usize,
+                }
+                .into());
+            }
+            spans.push((pos, b.len(), b.header().record_count, b.max_timestamp()));
+            pos += b.len();
+        }
+        if batches.len() as u64 > segment_bytes {
+            return Err(LogError::RecordListTooLarge {
+                size: batches.len(),
+                segment_bytes,
+            });
+        }
+
+        let now = self.clock.now_ms();
+        let mut g = self.write_lock();
+        let g = &mut *g;
+        {
+            let active = g.active();
+            let too_big = active.size + batches.len() as u64 > g.config.segment_bytes;
+            let too_old = active
+                .first_append_ms
+                .is_some_and(|t| now - t >= g.config.segment_ms);
+            let offsets_overflow =
+                active.next_offset - active.base + (batches.len() as i64) > u32::MAX as i64;
+            if active.size > 0 && (too_big || too_old || offsets_overflow) {
+                self.roll(g)?;
+            }
+        }
+        let log_append_time = g.config.log_append_time.then_some(now);
+        let active = g.active_mut();
+        let first_offset = active.next_offset;
+        let mut next = first_offset;
+        let mut max_ts = -1i64;
+        let mut records = 0i64;
+        for &(start, len, count, ts) in &spans {
+            let b = &mut batches[start..start + len];
+            batch::set_base_offset(b, next);
+            batch::set_partition_leader_epoch(b, leader_epoch);
+            if let Some(t) = log_append_time {
+                batch::set_log_append_time(b, t);
+            }
+            next += count as i64;
+            records += count as i64;
+            max_ts = max_ts.max(log_append_time.unwrap_or(ts));
+        }
+        if let Err(e) = active.file.write_all_at(batches, active.size) {
+            // Leave no partial bytes behind the committed size.
+            let _ = active.file.set_len(active.size);
+            return Err(LogError::io("write", &active.path)(e));
+        }
+        let mut offset = first_offset;
+        for &(start, len, count, ts) in &spans {
+            let pos = active.size + start as u64;
+            active.builder.on_batch(
+                rel(active.base, offset),
+                pos as u32,
+                len as u64,
+                log_append_time.unwrap_or(ts),
+            );
+            offset += count as i64;
+        }
+        active.size += batches.len() as u64;
+        active.next_offset = next;
+        active.max_timestamp = active.max_timestamp.max(max_ts);
+        active.dirty = true;
+        active.first_append_ms.get_or_insert(now);
+        g.unflushed_records += records;
+        g.first_unflushed_ms.get_or_insert(now);
+        let info = AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_end_offset: next,
+            max_timestamp: max_ts,
+            log_append_time,
+            record_count: records,
+        };
+        if g.unflushed_records >= g.config.flush_messages
+            || g.first_unflushed_ms
+                .is_some_and(|t| now - t >= g.config.flush_ms)
+        {
+            flush_locked(g)?;
+        }
+        Ok(info)
+    }
+
+    /// Seals the active segment and starts a new one, if the active one holds data.
+    fn roll(&self, g: &mut Inner) -> Result<(), LogError> {
+        let active = g.active_mut();
+        if active.size == 0 {
+            return Ok(());
+        }
+        active.seal()?;
+        let base = active.next_offset;
+        let interval = g.config.index_interval_bytes;
+        let seg = Segment::create(&self.dir, base, interval)?;
+        checkpoint::sync_directory(&self.dir)?;
+        g.segments.insert(base, seg);
+        // Sealing fsynced the old active segment and every earlier one was fsynced when
+        // it was sealed: everything below the new base is durable.
+        g.recovery_point = base;
+        g.unflushed_records = 0;
+        g.first_unflushed_ms = None;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), base, false)?;
+        Ok(())
+    }
+
+    /// Rolls the active segment now (if it holds data).
+    pub fn force_roll(&self) -> Result<(), LogError> {
+        let mut g = self.write_lock();
+        self.roll(&mut g)
+    }
+
+    /// Rolls the active segment if segment.ms has passed since its first append, so an
+    /// idle partition's last data still becomes a sealed (offloadable) segment.
+    pub fn maybe_roll(&self) -> Result<bool, LogError> {
+        let now = self.clock.now_ms();
+        let mut g = self.write_lock();
+        let due = {
+            let a = g.active();
+            a.size > 0
+                && a.first_append_ms
+                    .is_some_and(|t| now - t >= g.config.segment_ms)
+        };
+        if due {
+            self.roll(&mut g)?;
+        }
+        Ok(due)
+    }
+
+    /// fsyncs everything appended so far. Returns the new recovery point.
+    pub fn flush(&self) -> Result<Offset, LogError> {
+        let mut g = self.write_lock();
+        flush_locked(&mut g)?;
+        Ok(g.recovery_point)
+    }
+
+    /// Flushes if flush.ms has passed since the oldest unflushed append. Call
+    /// periodically.
+    pub fn maybe_flush(&self) -> Result<bool, LogError> {
+        let now = self.clock.now_ms();
+        let mut g = self.write_lock();
+        if g.first_unflushed_ms
+            .is_some_and(|t| now - t >= g.config.flush_ms)
+        {
+            flush_locked(&mut g)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Writes the recovery-point checkpoint, so the next open rescans less.
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        let rp = self.read_lock().recovery_point;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, false)
+    }
+
+    /// Flushes, checkpoints and closes the log.
+    pub fn close(self) -> Result<(), LogError> {
+        self.flush()?;
+        self.checkpoint()
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, up to
+    /// `max_bytes` (but always at least one whole batch, as Kafka does since KIP-74), and
+    /// only batches that end at or below `max_offset` when given (the high-water mark).
+    /// Reads come from one segment; the caller continues from `next_offset`.
+    pub fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        max_offset: Option<Offset>,
+    ) -> Result<ReadResult, LogError> {
+        let empty = || ReadResult {
+            data: Bytes::new(),
+            next_offset: offset,
+        };
+        let (file, path, mut pos, limit) = {
+            let g = self.read_lock();
+            let (start, end) = (g.log_start_offset, g.log_end_offset());
+            if offset < start || offset > end {
+                return Err(LogError::OffsetOutOfRange {
+                    requested: offset,
+                    start,
+                    end,
+                });
+            }
+            if offset == end || max_offset.is_some_and(|m| offset >= m) {
+                return Ok(empty());
+            }
+            let Some(seg) = g.segment_for(offset) else {
+                return Ok(empty());
+            };
+            let target = rel(seg.base, offset.max(seg.base));
+            let pos = if seg.sealed {
+                seg.index()?.position_for(target)
+            } else {
+                seg.builder.idx.position_for(target)
+            };
+            (seg.file.clone(), seg.path.clone(), pos as u64, seg.size)
+        };
+        // Walk batch headers from the index entry to the batch containing `offset`.
+        let header = loop {
+            if pos >= limit {
+                return Ok(empty());
+            }
+            let head = read_at(&file, &path, pos, HEADER_LEN)?;
+            let h = batch::parse_header(&head).map_err(|e| LogError::Corrupt {
+                path: path.clone(),
+                position: pos,
+                reason: e.to_string(),
+            })?;
+            if h.next_offset() > offset {
+                break h;
+            }
+            pos += h.total_size() as u64;
+        };
+        if max_offset.is_some_and(|m| header.next_offset() > m) {
+            return Ok(empty());
+        }
+        let first = header.total_size() as u64;
+        let want = first
+            .max((max_bytes as u64).min(limit - pos))
+            .min(limit - pos);
+        let mut data = read_at(&file, &path, pos, want as usize)?;
+        // Keep whole batches, and none past max_offset.
+        let mut end = 0usize;
+        let mut next_offset = offset;
+        while data.len() - end >= HEADER_LEN {
+            let h = batch::parse_header(&data[end..]).map_err(|e| LogError::Corrupt {
+                path: path.clone(),
+                position: pos + end as u64,
+                reason: e.to_string(),
+            })?;
+            if end + h.total_size() > data.len() || max_offset.is_some_and(|m| h.next_offset() > m)
+            {
+                break;
+            }
+            end += h.total_size();
+            next_offset = h.next_offset();
+        }
+        data.truncate(end);
+        Ok(ReadResult {
+            data: Bytes::from(data),
+            next_offset,
+        })
+    }
+
+    /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by
+    /// time): its offset and timestamp, or `None` if every record is older. Found through
+    /// the segments' max timestamps and time indexes, then a walk of at most one index
+    /// interval of batches.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(Offset, i64)>, LogError> {
+        let candidates: Vec<(Arc<std::fs::File>, PathBuf, u64, u64, Offset)> = {
+            let g = self.read_lock();
+            let start = g.log_start_offset;
+            let mut out = Vec::new();
+            for seg in g.segments.values() {
+                if seg.next_offset <= start || seg.max_timestamp < timestamp {
+                    continue;
+                }
+                let with_index = |idx: &Indexes| {
+                    let from = seg.base + idx.start_for_timestamp(timestamp) as i64;
+                    let from = from.max(start).min(seg.next_offset);
+                    idx.position_for(rel(seg.base, from))
+                };
+                let pos = if seg.sealed {
+                    with_index(seg.index()?.as_ref())
+                } else {
+                    with_index(&seg.builder.idx)
+                };
+                out.push((
+                    seg.file.clone(),
+                    seg.path.clone(),
+                    pos as u64,
+                    seg.size,
+                    start,
+                ));
+            }
+            out
+        };
+        for (file, path, mut pos, limit, start) in candidates {
+            while pos < limit {
+                let head = read_at(&file, &path, pos, HEADER_LEN)?;
+                let h = batch::parse_header(&head).map_err(|e| LogError::Corrupt {
+                    path: path.clone(),
+                    position: pos,
+                    reason: e.to_string(),
+                })?;
+                let size = h.total_size() as u64;
+                if h.max_timestamp >= timestamp && h.next_offset() > start {
+                    let bytes = read_at(&file, &path, pos, size as usize)?;
+                    let (b, _) = RecordBatch::parse(&bytes)?;
+                    let recs = b.records()?;
+                    for r in recs.iter() {
+                        let r = r?;
+                        if r.offset >= start && r.timestamp >= timestamp {
+                            return Ok(Some((r.offset, r.timestamp)));
+                        }
+                    }
+                }
+                pos += size;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes the oldest sealed segments that local retention (time or size) or the log
+    /// start offset has passed, never the active segment, and only as long as
+    /// `may_delete` agrees: the first segment it refuses stops the pass, so the log
+    /// stays a contiguous range (the offloader uses this for "not deleted until
+    /// offloaded"). The log start offset moves (durably) before any file is removed.
+    pub fn apply_retention(
+        &self,
+        may_delete: &mut dyn FnMut(&SegmentInfo) -> bool,
+    ) -> Result<RetentionOutcome, LogError> {
+        let now = self.clock.now_ms();
+        let (infos, limits, start, total) = {
+            let g = self.read_lock();
+            let infos: Vec<SegmentInfo> =
+                g.segments.values().filter(|s| s.sealed).map(info).collect();
+            (infos, g.config.retention, g.log_start_offset, g.size())
+        };
+        let mut remaining = total;
+        let mut doomed = Vec::new();
+        let mut blocked = None;
+        for seg in infos {
+            let below_start = seg.next_offset <= start;
+            let by_time = limits.ms.is_some_and(|ms| now - seg.max_timestamp > ms);
+            let by_size = limits
+                .bytes
+                .is_some_and(|b| remaining - seg.size_bytes >= b);
+            if !(below_start || by_time || by_size) {
+                break;
+            }
+            if !below_start && !may_delete(&seg) {
+                blocked = Some(seg.base_offset);
+                break;
+            }
+            remaining -= seg.size_bytes;
+            doomed.push(seg);
+        }
+        let mut g = self.write_lock();
+        let Some(last) = doomed.last() else {
+            return Ok(RetentionOutcome {
+                deleted: vec![],
+                blocked_by_predicate: blocked,
+                log_start_offset: g.log_start_offset,
+            });
+        };
+        let new_start = g.log_start_offset.max(last.next_offset);
+        checkpoint::write(&self.dir.join(LOG_START_FILE), new_start, true)?;
+        g.log_start_offset = new_start;
+        let mut deleted = Vec::new();
+        for seg in doomed {
+            // Only the unchanged prefix: a concurrent pass may have removed some already.
+            if g.segments.get(&seg.base_offset).is_some_and(|s| s.sealed) {
+                g.segments.remove(&seg.base_offset);
+                delete_segment_files(&self.dir, seg.base_offset);
+                deleted.push(seg);
+            }
+        }
+        checkpoint::sync_directory(&self.dir)?;
+        Ok(RetentionOutcome {
+            deleted,
+            blocked_by_predicate: blocked,
+            log_start_offset: g.log_start_offset,
+        })
+    }
+
+    /// Moves the log start offset forward (DeleteRecords, remote retention). Offsets
+    /// below it are no longer served; whole sealed segments below it are deleted.
+    pub fn advance_log_start(&self, offset: Offset) -> Result<Offset, LogError> {
+        {
+            let mut g = self.write_lock();
+            let end = g.log_end_offset();
+            if offset > end {
+                return Err(LogError::OffsetOutOfRange {
+                    requested: offset,
+                    start: g.log_start_offset,
+                    end,
+                });
+            }
+            if offset <= g.log_start_offset {
+                return Ok(g.log_start_offset);
+            }
+            checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
+            g.log_start_offset = offset;
+        }
+        self.apply_retention(&mut |_| false)?;
+        Ok(self.log_start_offset())
+    }
+}
+
+fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
+    let leo = g.log_end_offset();
+    let active = g.active_mut();
+    active.persist_index()?;
+    active.sync()?;
+    g.recovery_point = leo;
+    g.unflushed_records = 0;
+    g.first_unflushed_ms = None;
+    Ok(())
+}
+
+/// Opens a sealed segment below the recovery point without scanning it. Returns `None`
+/// if its time index cannot give the max timestamp (the caller then scans and rebuilds).
+fn open_trusted(
+    dir: &Path,
+    base: Offset,
+    file: std::fs::File,
+    path: PathBuf,
+    next_offset: Offset,
+    interval: u64,
+) -> Result<Option<Segment>, LogError> {
+    let size = file.metadata().map_err(LogError::io("stat", &path))?.len();
+    let tpath = segment::time_index_path(dir, base);
+    let tail = fs::read(&tpath).ok().and_then(|t| {
+        if t.is_empty() || t.len() % TIME_ENTRY != 0 {
+            return None;
+        }
+        let last = &t[t.len() - TIME_ENTRY..];
+        let mut tsb = [0u8; 8];
+        tsb.copy_from_slice(&last[..8]);
+        let r = u32::from_be_bytes([last[8], last[9], last[10], last[11]]);
+        (r as i64 == next_offset - base).then_some(i64::from_be_bytes(tsb))
+    });
+    let Some(max_timestamp) = tail else {
+        return Ok(None);
+    };
+    if size == 0 || next_offset <= base {
+        return Ok(None);
+    }
+    Ok(Some(Segment {
+        base,
+        next_offset,
+        size,
+        max_timestamp,
+        file: Arc::new(file),
+        path,
+        sealed: true,
+        builder: crate::index::IndexBuilder::new(interval),
+        persisted: (0, 0),
+        sealed_index: Default::default(),
+        first_append_ms: None,
+        dirty: false,
+    }))
+}
+
+fn delete_segment_files(dir: &Path, base: Offset) {
+    for p in [
+        segment::log_path(dir, base),
+        segment::index_path(dir, base),
+        segment::time_index_path(dir, base),
+    ] {
+        if let Err(e) = fs::remove_file(&p) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %p.display(), error = %e, "cannot delete segment file");
+            }
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! One segment: its files, its in-memory state, scanning and reading.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use strata_proto::Offset;
+use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+
+use crate::error::LogError;
+use crate::index::{IndexBuilder, Indexes, rel};
+
+pub(crate) fn file_stem(base: Offset) -> String {
+    format!("{base:020}")
+}
+
+pub(crate) fn log_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{}.log", file_stem(base)))
+}
+pub(crate) fn index_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{}.index", file_stem(base)))
+}
+pub(crate) fn time_index_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{}.timeindex", file_stem(base)))
+}
+
+/// A segment's state. The active segment's fields change under the log's write lock;
+/// a sealed segment never changes.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base: Offset,
+    pub next_offset: Offset,
+    pub size: u64,
+    pub max_timestamp: i64,
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    pub sealed: bool,
+    /// Active segment: the index being built. Sealed segment: unused (see `sealed_index`).
+    pub builder: IndexBuilder,
+    /// How many offset/time entries of `builder` are already in the index files.
+    pub persisted: (usize, usize),
+    /// Sealed segment: the index, loaded on first use.
+    pub sealed_index: OnceLock<Arc<Indexes>>,
+    /// When the first batch was appended (for segment.ms), if known.
+    pub first_append_ms: Option<i64>,
+    /// Bytes appended since the last fsync.
+    pub dirty: bool,
+}
+
+/// What a full scan of a segment file found.
+#[derive(Debug)]
+pub(crate) struct ScanResult {
+    pub valid_size: u64,
+    pub next_offset: Offset,
+    pub builder: IndexBuilder,
+    /// Why the scan stopped before the end of the file, if it did.
+    pub stop_reason: Option<String>,
+    pub first_batch_max_ts: Option<i64>,
+}
+
+impl Segment {
+    /// Creates an empty segment's files.
+    pub fn create(dir: &Path, base: Offset, index_interval: u64) -> Result<Segment, LogError> {
+        let path = log_path(dir, base);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(LogError::io("create", &path))?;
+        for p in [index_path(dir, base), time_index_path(dir, base)] {
+            File::create(&p).map_err(LogError::io("create", &p))?;
+        }
+        Ok(Segment {
+            base,
+            next_offset: base,
+            size: 0,
+            max_timestamp: -1,
+            file: Arc::new(file),
+            path,
+            sealed: false,
+            builder: IndexBuilder::new(index_interval),
+            persisted: (0, 0),
+            sealed_index: OnceLock::new(),
+            first_append_ms: None,
+            dirty: false,
+        })
+    }
+
+    pub fn open_file(path: &Path) -> Result<File, LogError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(LogError::io("open", path))
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Scans the whole file, CRC-checking each batch, from the segment's base offset.
+    /// Stops at the first batch that is torn, corrupt, or does not continue the offsets.
+    pub fn scan(
+        file: &File,
+        path: &Path,
+        base: Offset,
+        index_interval: u64,
+    ) -> Result<ScanResult, LogError> {
+        let len = file.metadata().map_err(LogError::io("stat", path))?.len();
+        let mut builder = IndexBuilder::new(index_interval);
+        let mut pos: u64 = 0;
+        let mut expected = base;
+        let mut stop_reason = None;
+        let mut first_batch_max_ts = None;
+        // Read in large chunks; a batch spanning the chunk end is re-read whole.
+        const CHUNK: usize = 4 << 20;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_start: u64 = 0;
+        while pos < len {
+            let avail_in_buf = (buf_start + buf.len() as u64).saturating_sub(pos);
+            if pos < buf_start || avail_in_buf < HEADER_LEN as u64 {
+                buf_start = pos;
+                buf = read_at(file, path, pos, CHUNK.min((len - pos) as usize))?;
+            }
+            let off = (pos - buf_start) as usize;
+            let header = match batch::parse_header(&buf[off..]) {
+                Ok(h) => h,
+                Err(e) => {
+                    stop_reason = Some(format!("at byte {pos}: {e}"));
+                    break;
+                }
+            };
+            let size = header.total_size() as u64;
+            if pos + size > len {
+                stop_reason = Some(format!(
+                    "at byte {pos}: batch of {size} bytes is torn ({} on disk)",
+                    len - pos
+                ));
+                break;
+            }
+            if off + size as usize > buf.len() {
+                buf_start = pos;
+                buf = read_at(
+                    file,
+                    path,
+                    pos,
+                    (size as usize).max(CHUNK.min((len - pos) as usize)),
+                )?;
+            }
+            let off = (pos - buf_start) as usize;
+            let (b, _) = match RecordBatch::parse(&buf[off..off + size as usize]) {
+                Ok(x) => x,
+                Err(e) => {
+                    stop_reason = Some(format!("at byte {pos}: {e}"));
+                    break;
+                }
+            };
+            if let Err(e) = b.validate_crc() {
+                stop_reason = Some(format!("at byte {pos}: {e}"));
+                break;
+            }
+            if b.base_offset() != expected
+                || b.header().last_offset_delta < 0
+                || b.next_offset() - base > u32::MAX as i64
+            {
+                stop_reason = Some(format!(
+                    "at byte {pos}: batch offsets {}..={} do not follow {}",
+                    b.base_offset(),
+                    b.last_offset(),
+                    expected
+                ));
+                break;
+            }
+            if pos + size > u32::MAX as u64 {
+                stop_reason = Some(format!("at byte {pos}: segment larger than 4 GiB"));
+                break;
+            }
+            builder.on_batch(
+                rel(base, b.base_offset()),
+                pos as u32,
+                size,
+                b.max_timestamp(),
+            );
+            first_batch_max_ts.get_or_insert(b.max_timestamp());
+            expected = b.next_offset();
+            pos += size;
+        }
+        Ok(ScanResult {
+            valid_size: pos,
+            next_offset: expected,
+            builder,
+            stop_reason,
+            first_batch_max_ts,
+        })
+    }
+
+    /// The segment's index: the builder's for the active segment, the loaded (or
+    /// rebuilt) one for a sealed segment.
+    pub fn index(&self) -> Result<Arc<Indexes>, LogError> {
+        if !self.sealed {
+            return Ok(Arc::new(self.builder.idx.clone()));
+        }
+        if let Some(i) = self.sealed_index.get() {
+            return Ok(i.clone());
+        }
+        let loaded = self.load_or_rebuild_index()?;
+        Ok(self.sealed_index.get_or_init(|| Arc::new(loaded)).clone())
+    }
+
+    fn load_or_rebuild_index(&self) -> Result<Indexes, LogError> {
+        let dir = self.dir().to_path_buf();
+        let ip = index_path(&dir, self.base);
+        let tp = time_index_path(&dir, self.base);
+        let next_rel = (self.next_offset - self.base) as u64;
+        let decoded = match (fs::read(&ip), fs::read(&tp)) {
+            (Ok(o), Ok(t)) => Indexes::decode_checked(&o, &t, self.size, next_rel),
+            (Err(e), _) | (_, Err(e)) => Err(format!("cannot read index: {e}")),
+        };
+        let decoded = decoded.and_then(|idx| {
+            // Spot-check the last entry: it must start a batch at that offset.
+            if let Some(e) = idx.offsets.last() {
+                let h = read_at(&self.file, &self.path, e.pos as u64, HEADER_LEN)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| batch::parse_header(&b).map_err(|e| e.to_string()))?;
+                if h.base_offset != self.base + e.rel as i64 {
+                    return Err(format!(
+                        "last index entry points at offset {} not {}",
+                        h.base_offset,
+                        self.base + e.rel as i64
+                    ));
+                }
+            }
+            Ok(idx)
+        });
+        match decoded {
+            Ok(idx) => Ok(idx),
+            Err(reason) => {
+                tracing::warn!(segment = %self.path.display(), %reason, "rebuilding damaged index");
+                // A sealed segment's builder keeps the interval it was configured with.
+                let interval = self.builder.interval();
+                let scan = Segment::scan(&self.file, &self.path, self.base, interval)?;
+                if scan.valid_size != self.size || scan.next_offset != self.next_offset {
+                    return Err(LogError::Corrupt {
+                        path: self.path.clone(),
+                        position: scan.valid_size,
+                        reason: scan
+                            .stop_reason
+                            .unwrap_or_else(|| "segment shorter than recorded".into()),
+                    });
+                }
+                let mut b = scan.builder;
+                b.seal(rel(self.base, self.next_offset));
+                write_index_files(&dir, self.base, &b.idx, true)?;
+                Ok(b.idx)
+            }
+        }
+    }
+
+    /// Appends not-yet-persisted index entries of the active segment to its files.
+    pub fn persist_index(&mut self) -> Result<(), LogError> {
+        let dir = self.dir().to_path_buf();
+        let (po, pt) = self.persisted;
+        let idx = &self.builder.idx;
+        if idx.offsets.len() > po {
+            let p = index_path(&dir, self.base);
+            append_file(
+                &p,
+                (po * crate::index::OFFSET_ENTRY) as u64,
+                &Indexes::encode_offsets(&idx.offsets[po..]),
+            )?;
+        }
+        if idx.times.len() > pt {
+            let p = time_index_path(&dir, self.base);
+            append_file(
+                &p,
+                (pt * crate::index::TIME_ENTRY) as u64,
+                &Indexes::encode_times(&idx.times[pt..]),
+            )?;
+        }
+        self.persisted = (idx.offsets.len(), idx.times.len());
+        Ok(())
+    }
+
+    /// fsyncs the log file.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        if self.dirty {
+            self.file
+                .sync_data()
+                .map_err(LogError::io("fsync", &self.path))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Seals the segment: final time-index entry, index files written and fsynced, log
+    /// fsynced. After this the segment never changes.
+    pub fn seal(&mut self) -> Result<(), LogError> {
+        self.builder.seal(rel(self.base, self.next_offset));
+        self.sync()?;
+        let dir = self.dir().to_path_buf();
+        write_index_files(&dir, self.base, &self.builder.idx, true)?;
+        self.persisted = (self.builder.idx.offsets.len(), self.builder.idx.times.len());
+        self.sealed = true;
+        let idx = std::mem::take(&mut self.builder.idx);
+        let _ = self.sealed_index.set(Arc::new(idx));
+        Ok(())
+    }
+}
+
+/// Writes both index files of a segment whole (truncating), optionally fsyncing them.
+pub(crate) fn write_index_files(
+    dir: &Path,
+    base: Offset,
+    idx: &Indexes,
+    sync: bool,
+) -> Result<(), LogError> {
+    for (p, bytes) in [
+        (index_path(dir, base), Indexes::encode_offsets(&idx.offsets)),
+        (
+            time_index_path(dir, base),
+            Indexes::encode_times(&idx.times),
+        ),
+    ] {
+        let f = File::create(&p).map_err(LogError::io("create", &p))?;
+        f.write_all_at(&bytes, 0)
+            .map_err(LogError::io("write", &p))?;
+        if sync {
+            f.sync_all().map_err(LogError::io("fsync", &p))?;
+        }
+    }
+    Ok(())
+}
+
+fn append_file(path: &Path, at: u64, bytes: &[u8]) -> Result<(), LogError> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(LogError::io("open", path))?;
+    f.set_len(at).map_err(LogError::io("truncate", path))?;
+    f.write_all_at(bytes, at)
+        .map_err(LogError::io("write", path))
+}
+
+/// Reads exactly `len` bytes at `pos` (fewer only at end of file).
+pub(crate) fn read_at(file: &File, path: &Path, pos: u64, len: usize) -> Result<Vec<u8>, LogError> {
+    let mut buf = vec![0u8; len];
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], pos + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LogError::io("read", path)(e)),
+        }
+    }
+    buf.truncate(filled);
+    Ok(buf)
+}

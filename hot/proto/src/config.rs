@@ -1,0 +1,401 @@
+//! Topic configuration: the keys Strata understands, Kafka's defaults, validation.
+//!
+//! Names are Kafka's wherever Kafka has one (DESIGN.md, Interfaces). A topic stores only
+//! the keys it overrides; [`TopicConfig`] is the resolved view with defaults filled in.
+//! Unknown keys and bad values are refused with INVALID_CONFIG, as Kafka does.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::ErrorCode;
+
+/// What to do with old data.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CleanupPolicy {
+    Delete,
+    Compact,
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+}
+
+impl fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        })
+    }
+}
+
+/// Whether record timestamps are the producer's or the broker's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MessageTimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+/// A config key or value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown topic config '{0}'")]
+    UnknownKey(String),
+    #[error("invalid value '{value}' for topic config '{key}': {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("inconsistent topic configs: {0}")]
+    Inconsistent(String),
+}
+
+impl ConfigError {
+    pub fn error_code(&self) -> ErrorCode {
+        ErrorCode::InvalidConfig
+    }
+}
+
+/// Keys and their Kafka defaults, as strings (what DescribeConfigs reports).
+pub mod keys {
+    pub const SEGMENT_BYTES: &str = "segment.bytes";
+    pub const SEGMENT_MS: &str = "segment.ms";
+    pub const RETENTION_MS: &str = "retention.ms";
+    pub const RETENTION_BYTES: &str = "retention.bytes";
+    pub const LOCAL_RETENTION_MS: &str = "local.retention.ms";
+    pub const LOCAL_RETENTION_BYTES: &str = "local.retention.bytes";
+    pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
+    pub const CLEANUP_POLICY: &str = "cleanup.policy";
+    pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+    pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+    pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+    pub const FLUSH_MESSAGES: &str = "flush.messages";
+    pub const FLUSH_MS: &str = "flush.ms";
+    pub const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
+    pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
+    pub const PARQUET_ENABLE: &str = "parquet.enable";
+}
+
+/// Every key with its default, in the order DescribeConfigs lists them.
+pub const DEFAULTS: &[(&str, &str)] = &[
+    (keys::CLEANUP_POLICY, "delete"),
+    (keys::FLUSH_MESSAGES, "9223372036854775807"),
+    (keys::FLUSH_MS, "9223372036854775807"),
+    (keys::INDEX_INTERVAL_BYTES, "4096"),
+    (keys::LOCAL_RETENTION_BYTES, "-2"),
+    (keys::LOCAL_RETENTION_MS, "-2"),
+    (keys::MAX_MESSAGE_BYTES, "1048588"),
+    (keys::MESSAGE_TIMESTAMP_TYPE, "CreateTime"),
+    (keys::MIN_INSYNC_REPLICAS, "1"),
+    (keys::PARQUET_ENABLE, "false"),
+    (keys::REMOTE_STORAGE_ENABLE, "false"),
+    (keys::RETENTION_BYTES, "-1"),
+    (keys::RETENTION_MS, "604800000"),
+    (keys::SEGMENT_BYTES, "1073741824"),
+    (keys::SEGMENT_MS, "604800000"),
+    (keys::UNCLEAN_LEADER_ELECTION_ENABLE, "false"),
+];
+
+/// A topic's resolved configuration.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TopicConfig {
+    /// Roll the active segment when it would exceed this many bytes.
+    pub segment_bytes: u64,
+    /// Roll the active segment when its first batch is this old.
+    pub segment_ms: i64,
+    /// Total retention by time (local plus remote); -1 keeps forever.
+    pub retention_ms: i64,
+    /// Total retention by size per partition; -1 is unbounded.
+    pub retention_bytes: i64,
+    /// Local retention by time; -2 means "same as retention.ms" (KIP-405).
+    pub local_retention_ms: i64,
+    /// Local retention by size; -2 means "same as retention.bytes" (KIP-405).
+    pub local_retention_bytes: i64,
+    pub remote_storage_enable: bool,
+    pub cleanup_policy: CleanupPolicy,
+    pub min_insync_replicas: i32,
+    /// Largest batch a producer may send (Kafka's max.message.bytes counts the batch).
+    pub max_message_bytes: u64,
+    pub unclean_leader_election_enable: bool,
+    /// fsync after this many messages (records) since the last fsync.
+    pub flush_messages: i64,
+    /// fsync when the oldest unflushed data is this old.
+    pub flush_ms: i64,
+    /// Bytes between sparse offset/time index entries.
+    pub index_interval_bytes: u64,
+    pub message_timestamp_type: MessageTimestampType,
+    /// Strata: also write offloaded segments as Parquet.
+    pub parquet_enable: bool,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig::resolve(&BTreeMap::new()).expect("the built-in defaults are valid")
+    }
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_long(key: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+    let v: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, value, "not an integer"))?;
+    if v < min {
+        return Err(invalid(key, value, format!("must be at least {min}")));
+    }
+    Ok(v)
+}
+
+fn parse_int(key: &str, value: &str, min: i32) -> Result<i32, ConfigError> {
+    let v = parse_long(key, value, min as i64)?;
+    i32::try_from(v).map_err(|_| invalid(key, value, "must fit in a 32-bit integer"))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, value, "must be true or false")),
+    }
+}
+
+impl TopicConfig {
+    /// Checks one key/value pair in isolation.
+    pub fn validate_entry(key: &str, value: &str) -> Result<(), ConfigError> {
+        let mut probe = TopicConfig::resolve(&BTreeMap::new()).expect("defaults are valid");
+        probe.apply(key, value)
+    }
+
+    /// The default value of a key, if the key is known.
+    pub fn default_value(key: &str) -> Option<&'static str> {
+        DEFAULTS.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            keys::SEGMENT_BYTES => {
+                // Kafka 3.x's minimum is 14 bytes (one legacy record's overhead); we keep
+                // it so tests can roll small segments.
+                self.segment_bytes = parse_int(key, value, 14)? as u64;
+            }
+            keys::SEGMENT_MS => self.segment_ms = parse_long(key, value, 1)?,
+            keys::RETENTION_MS => self.retention_ms = parse_long(key, value, -1)?,
+            keys::RETENTION_BYTES => self.retention_bytes = parse_long(key, value, -1)?,
+            keys::LOCAL_RETENTION_MS => self.local_retention_ms = parse_long(key, value, -2)?,
+            keys::LOCAL_RETENTION_BYTES => self.local_retention_bytes = parse_long(key, value, -2)?,
+            keys::REMOTE_STORAGE_ENABLE => self.remote_storage_enable = parse_bool(key, value)?,
+            keys::CLEANUP_POLICY => {
+                let mut parts: Vec<String> = value
+                    .split(',')
+                    .map(|p| p.trim().to_ascii_lowercase())
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                parts.sort();
+                parts.dedup();
+                self.cleanup_policy = match parts.iter().map(String::as_str).collect::<Vec<_>>()[..]
+                {
+                    ["delete"] => CleanupPolicy::Delete,
+                    ["compact"] => CleanupPolicy::Compact,
+                    ["compact", "delete"] => CleanupPolicy::CompactDelete,
+                    _ => {
+                        return Err(invalid(
+                            key,
+                            value,
+                            "must be delete, compact or compact,delete",
+                        ));
+                    }
+                };
+            }
+            keys::MIN_INSYNC_REPLICAS => self.min_insync_replicas = parse_int(key, value, 1)?,
+            keys::MAX_MESSAGE_BYTES => self.max_message_bytes = parse_int(key, value, 0)? as u64,
+            keys::UNCLEAN_LEADER_ELECTION_ENABLE => {
+                self.unclean_leader_election_enable = parse_bool(key, value)?
+            }
+            keys::FLUSH_MESSAGES => self.flush_messages = parse_long(key, value, 1)?,
+            keys::FLUSH_MS => self.flush_ms = parse_long(key, value, 0)?,
+            keys::INDEX_INTERVAL_BYTES => {
+                self.index_interval_bytes = parse_int(key, value, 0)? as u64
+            }
+            keys::MESSAGE_TIMESTAMP_TYPE => {
+                self.message_timestamp_type = match value.trim() {
+                    "CreateTime" => MessageTimestampType::CreateTime,
+                    "LogAppendTime" => MessageTimestampType::LogAppendTime,
+                    _ => return Err(invalid(key, value, "must be CreateTime or LogAppendTime")),
+                }
+            }
+            keys::PARQUET_ENABLE => self.parquet_enable = parse_bool(key, value)?,
+            _ => return Err(ConfigError::UnknownKey(key.to_string())),
+        }
+        Ok(())
+    }
+
+    /// Resolves a topic's overrides against the defaults, validating each key and the
+    /// combination (KIP-405: local retention may not exceed total retention).
+    pub fn resolve(overrides: &BTreeMap<String, String>) -> Result<TopicConfig, ConfigError> {
+        let mut c = TopicConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 604_800_000,
+            retention_ms: 604_800_000,
+            retention_bytes: -1,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
+            remote_storage_enable: false,
+            cleanup_policy: CleanupPolicy::Delete,
+            min_insync_replicas: 1,
+            max_message_bytes: 1_048_588,
+            unclean_leader_election_enable: false,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
+            index_interval_bytes: 4096,
+            message_timestamp_type: MessageTimestampType::CreateTime,
+            parquet_enable: false,
+        };
+        for (k, v) in overrides {
+            c.apply(k, v)?;
+        }
+        c.check_consistency()?;
+        Ok(c)
+    }
+
+    fn check_consistency(&self) -> Result<(), ConfigError> {
+        if self.retention_ms >= 0
+            && self.local_retention_ms >= 0
+            && self.local_retention_ms > self.retention_ms
+        {
+            return Err(ConfigError::Inconsistent(format!(
+                "local.retention.ms ({}) must not exceed retention.ms ({})",
+                self.local_retention_ms, self.retention_ms
+            )));
+        }
+        if self.retention_bytes >= 0
+            && self.local_retention_bytes >= 0
+            && self.local_retention_bytes > self.retention_bytes
+        {
+            return Err(ConfigError::Inconsistent(format!(
+                "local.retention.bytes ({}) must not exceed retention.bytes ({})",
+                self.local_retention_bytes, self.retention_bytes
+            )));
+        }
+        if self.parquet_enable && !self.remote_storage_enable {
+            return Err(ConfigError::Inconsistent(
+                "parquet.enable=true needs remote.storage.enable=true".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The time bound for the local copy: local.retention.ms when tiering is on (with -2
+    /// meaning retention.ms), otherwise retention.ms. `None` keeps forever.
+    pub fn effective_local_retention_ms(&self) -> Option<i64> {
+        let v = if self.remote_storage_enable && self.local_retention_ms != -2 {
+            self.local_retention_ms
+        } else {
+            self.retention_ms
+        };
+        (v >= 0).then_some(v)
+    }
+
+    /// The size bound for the local copy, as [`Self::effective_local_retention_ms`].
+    pub fn effective_local_retention_bytes(&self) -> Option<u64> {
+        let v = if self.remote_storage_enable && self.local_retention_bytes != -2 {
+            self.local_retention_bytes
+        } else {
+            self.retention_bytes
+        };
+        (v >= 0).then_some(v as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_match_kafka() {
+        let c = TopicConfig::default();
+        assert_eq!(c.segment_bytes, 1_073_741_824);
+        assert_eq!(c.retention_ms, 7 * 24 * 3600 * 1000);
+        assert_eq!(c.max_message_bytes, 1_048_588);
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
+        assert_eq!(c.effective_local_retention_ms(), Some(604_800_000));
+        assert_eq!(c.effective_local_retention_bytes(), None);
+        // The string table agrees with the typed defaults.
+        for (k, v) in DEFAULTS {
+            assert_eq!(TopicConfig::resolve(&map(&[(k, v)])).unwrap(), c, "{k}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert_eq!(
+            TopicConfig::resolve(&map(&[("segment.byte", "1")])).unwrap_err(),
+            ConfigError::UnknownKey("segment.byte".into())
+        );
+        for (k, v) in [
+            ("segment.bytes", "13"),
+            ("segment.bytes", "abc"),
+            ("segment.bytes", "99999999999"),
+            ("retention.ms", "-3"),
+            ("min.insync.replicas", "0"),
+            ("remote.storage.enable", "yes"),
+            ("cleanup.policy", "archive"),
+            ("message.timestamp.type", "Now"),
+        ] {
+            let e = TopicConfig::validate_entry(k, v).unwrap_err();
+            assert_eq!(e.error_code(), ErrorCode::InvalidConfig);
+            assert!(e.to_string().contains(k), "{e}");
+        }
+    }
+
+    #[test]
+    fn local_retention_follows_kip_405() {
+        let c = TopicConfig::resolve(&map(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "86400000"),
+            ("local.retention.ms", "3600000"),
+            ("local.retention.bytes", "1048576"),
+        ]))
+        .unwrap();
+        assert_eq!(c.effective_local_retention_ms(), Some(3_600_000));
+        assert_eq!(c.effective_local_retention_bytes(), Some(1_048_576));
+        // Without tiering, local retention is total retention.
+        let c = TopicConfig::resolve(&map(&[("local.retention.ms", "1000")])).unwrap();
+        assert_eq!(c.effective_local_retention_ms(), Some(604_800_000));
+        // Local may not exceed total.
+        assert!(matches!(
+            TopicConfig::resolve(&map(&[
+                ("retention.ms", "1000"),
+                ("local.retention.ms", "2000")
+            ])),
+            Err(ConfigError::Inconsistent(_))
+        ));
+        assert_eq!(
+            TopicConfig::resolve(&map(&[("cleanup.policy", "delete, compact")]))
+                .unwrap()
+                .cleanup_policy,
+            CleanupPolicy::CompactDelete
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! Strata's wire-level model, shared by every other crate.
+//!
+//! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
+//! * [`batch`]: a zero-copy view over Kafka RecordBatch v2 bytes: header fields,
+//!   CRC-32C validation, the offset/epoch rewrites a broker makes, and record
+//!   iteration (compressed batches are decompressed through the kafka-protocol crate).
+//! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
+//!   validation.
+//! * [`error`]: the Kafka error codes the broker answers with.
+//!
+//! Nothing here does IO or depends on an async runtime.
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod ids;
+
+pub use batch::{BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType};
+pub use config::{CleanupPolicy, ConfigError, TopicConfig};
+pub use error::ErrorCode;
+pub use ids::{
+    LeaderEpoch, Offset, PartitionId, ProducerEpoch, ProducerId, TopicId, TopicPartition,
+};
