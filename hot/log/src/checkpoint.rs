@@ -30,10 +30,8 @@ pub(crate) fn write(path: &Path, value: Offset, sync_dir: bool) -> Result<(), Lo
         .map_err(LogError::io("write", &tmp))?;
     f.sync_all().map_err(LogError::io("fsync", &tmp))?;
     fs::rename(&tmp, path).map_err(LogError::io("rename", path))?;
-    if sync_dir {
-        if let Some(dir) = path.parent() {
-            sync_directory(dir)?;
-        }
+    if sync_dir && let Some(dir) = path.parent() {
+        sync_directory(dir)?;
     }
     Ok(())
 }

@@ -80,13 +80,13 @@ impl Indexes {
         log_size: u64,
         next_rel: u64,
     ) -> Result<Indexes, String> {
-        if offsets.len() % OFFSET_ENTRY != 0 {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY) {
             return Err(format!(
                 "offset index length {} is not a multiple of 8",
                 offsets.len()
             ));
         }
-        if times.len() % TIME_ENTRY != 0 {
+        if !times.len().is_multiple_of(TIME_ENTRY) {
             return Err(format!(
                 "time index length {} is not a multiple of 12",
                 times.len()
@@ -96,13 +96,13 @@ impl Indexes {
         for c in offsets.chunks_exact(OFFSET_ENTRY) {
             let rel = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
             let pos = u32::from_be_bytes([c[4], c[5], c[6], c[7]]);
-            if let Some(prev) = idx.offsets.last() {
-                if rel <= prev.rel || pos <= prev.pos {
-                    return Err(format!(
-                        "offset index not increasing at entry {}",
-                        idx.offsets.len()
-                    ));
-                }
+            if let Some(prev) = idx.offsets.last()
+                && (rel <= prev.rel || pos <= prev.pos)
+            {
+                return Err(format!(
+                    "offset index not increasing at entry {}",
+                    idx.offsets.len()
+                ));
             }
             if pos as u64 >= log_size || rel as u64 >= next_rel {
                 return Err(format!(
@@ -116,13 +116,13 @@ impl Indexes {
             tsb.copy_from_slice(&c[0..8]);
             let ts = i64::from_be_bytes(tsb);
             let rel = u32::from_be_bytes([c[8], c[9], c[10], c[11]]);
-            if let Some(prev) = idx.times.last() {
-                if ts < prev.ts || rel < prev.rel {
-                    return Err(format!(
-                        "time index not increasing at entry {}",
-                        idx.times.len()
-                    ));
-                }
+            if let Some(prev) = idx.times.last()
+                && (ts < prev.ts || rel < prev.rel)
+            {
+                return Err(format!(
+                    "time index not increasing at entry {}",
+                    idx.times.len()
+                ));
             }
             if rel as u64 > next_rel {
                 return Err(format!(

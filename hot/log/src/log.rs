@@ -190,10 +190,10 @@ impl Log {
                 let _ = fs::remove_file(entry.path());
                 continue;
             }
-            if let Some(stem) = name.strip_suffix(".log") {
-                if let Ok(base) = stem.parse::<Offset>() {
-                    bases.push(base);
-                }
+            if let Some(stem) = name.strip_suffix(".log")
+                && let Ok(base) = stem.parse::<Offset>()
+            {
+                bases.push(base);
             }
         }
         bases.sort_unstable();
@@ -207,10 +207,10 @@ impl Log {
             let stem = name
                 .strip_suffix(".index")
                 .or_else(|| name.strip_suffix(".timeindex"));
-            if let Some(base) = stem.and_then(|s| s.parse::<Offset>().ok()) {
-                if bases.binary_search(&base).is_err() {
-                    let _ = fs::remove_file(entry.path());
-                }
+            if let Some(base) = stem.and_then(|s| s.parse::<Offset>().ok())
+                && bases.binary_search(&base).is_err()
+            {
+                let _ = fs::remove_file(entry.path());
             }
         }
 
@@ -884,10 +884,10 @@ fn delete_segment_files(dir: &Path, base: Offset) {
         segment::index_path(dir, base),
         segment::time_index_path(dir, base),
     ] {
-        if let Err(e) = fs::remove_file(&p) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %p.display(), error = %e, "cannot delete segment file");
-            }
+        if let Err(e) = fs::remove_file(&p)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %p.display(), error = %e, "cannot delete segment file");
         }
     }
 }

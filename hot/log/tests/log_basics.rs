@@ -1,5 +1,7 @@
 //! Behaviour of the partition log: offsets, reads, rolls, time lookup, retention, flush.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;
