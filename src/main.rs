@@ -1,6 +1,7 @@
 //! `strata`: the Strata broker and its command-line tools.
 
 mod cli;
+mod http;
 
 use clap::Parser;
 

@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 mod log;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -14,6 +15,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run a broker (with no flags: a complete single-node broker on 127.0.0.1:9092).
+    Serve(serve::ServeArgs),
     /// Inspect a partition's local log directory (offline; like kafka-dump-log).
     #[command(subcommand)]
     Log(log::LogCommand),
@@ -21,6 +24,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Log(cmd) => log::run(cmd),
     }
 }

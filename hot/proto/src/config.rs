@@ -104,6 +104,80 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::UNCLEAN_LEADER_ELECTION_ENABLE, "false"),
 ];
 
+/// A config value's type, as DescribeConfigs v3+ reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ConfigType {
+    Boolean,
+    String,
+    Int,
+    Long,
+    List,
+}
+
+impl ConfigType {
+    /// The type id on the wire (Kafka's DescribeConfigsResponse ConfigType).
+    pub fn wire_id(self) -> i8 {
+        match self {
+            ConfigType::Boolean => 1,
+            ConfigType::String => 2,
+            ConfigType::Int => 3,
+            ConfigType::Long => 5,
+            ConfigType::List => 7,
+        }
+    }
+}
+
+/// The type and a one-line description of each key.
+pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
+    use ConfigType::*;
+    Some(match key {
+        keys::SEGMENT_BYTES => (
+            Int,
+            "Roll the active segment when it would exceed this many bytes.",
+        ),
+        keys::SEGMENT_MS => (
+            Long,
+            "Roll the active segment when its first record is this old.",
+        ),
+        keys::RETENTION_MS => (
+            Long,
+            "Keep the log (local plus remote) this long; -1 keeps forever.",
+        ),
+        keys::RETENTION_BYTES => (
+            Long,
+            "Keep at most this many bytes per partition (local plus remote); -1 is unbounded.",
+        ),
+        keys::LOCAL_RETENTION_MS => (
+            Long,
+            "Keep the local copy this long when tiering is on; -2 means retention.ms.",
+        ),
+        keys::LOCAL_RETENTION_BYTES => (
+            Long,
+            "Keep at most this many local bytes per partition when tiering is on; -2 means retention.bytes.",
+        ),
+        keys::REMOTE_STORAGE_ENABLE => (Boolean, "Offload sealed segments to object storage."),
+        keys::CLEANUP_POLICY => (List, "delete, compact, or both."),
+        keys::MIN_INSYNC_REPLICAS => (Int, "acks=all writes need this many in-sync replicas."),
+        keys::MAX_MESSAGE_BYTES => (Int, "The largest record batch accepted."),
+        keys::UNCLEAN_LEADER_ELECTION_ENABLE => (
+            Boolean,
+            "Allow an out-of-sync replica to become leader (may lose data).",
+        ),
+        keys::FLUSH_MESSAGES => (Long, "fsync after this many records."),
+        keys::FLUSH_MS => (Long, "fsync when unflushed data is this old."),
+        keys::INDEX_INTERVAL_BYTES => (Int, "Bytes between sparse offset-index entries."),
+        keys::MESSAGE_TIMESTAMP_TYPE => (
+            String,
+            "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
+        ),
+        keys::PARQUET_ENABLE => (
+            Boolean,
+            "Also write offloaded segments as Parquet (Strata).",
+        ),
+        _ => return None,
+    })
+}
+
 /// A topic's resolved configuration.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct TopicConfig {

@@ -1,0 +1,549 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+//! AlterConfigs and IncrementalAlterConfigs.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use strata_proto::config::{DEFAULTS, key_info};
+use strata_proto::{ErrorCode, TopicConfig, TopicId};
+
+use super::{Pending, RequestContext, encode_response, msg, ready};
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::metadata::validate_topic_name;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// The configs CreateTopics v5+ echoes back: every key with its value and source.
+fn config_entries(overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+    DEFAULTS
+        .iter()
+        .map(|(k, default)| {
+            let mut c = CreatableTopicConfigs::default();
+            c.name = s(*k);
+            let v = overrides.get(*k);
+            c.value = Some(s(v.map_or(*default, |v| v.as_str())));
+            c.config_source = if v.is_some() {
+                SOURCE_DYNAMIC_TOPIC
+            } else {
+                SOURCE_DEFAULT
+            };
+            c
+        })
+        .collect()
+}
+
+pub(super) fn create_topics(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: CreateTopicsRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = CreateTopicsResponse::default();
+        let mut seen = HashSet::new();
+        let dups: HashSet<String> = req
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .filter(|n| !seen.insert(n.clone()))
+            .collect();
+        for t in req.topics {
+            let name = t.name.0.to_string();
+            let mut r = CreatableTopicResult::default();
+            r.name = t.name.clone();
+            r.num_partitions = -1;
+            r.replication_factor = -1;
+            let result: Result<(TopicId, i32, BTreeMap<String, String>), ApiError> = async {
+                if dups.contains(&name) {
+                    return Err(ApiError::new(ErrorCode::InvalidRequest, format!("topic '{name}' appears more than once in the request")));
+                }
+                validate_topic_name(&name)?;
+                let node = broker.node_id();
+                let partitions = if !t.assignments.is_empty() {
+                    if t.num_partitions != -1 || t.replication_factor != -1 {
+                        return Err(ApiError::new(ErrorCode::InvalidRequest, "give either assignments or num_partitions/replication_factor, not both"));
+                    }
+                    let mut idx: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+                    idx.sort_unstable();
+                    if idx.iter().enumerate().any(|(i, p)| *p != i as i32) {
+                        return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, "partition indexes must be 0..n without gaps"));
+                    }
+                    if t.assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node) {
+                        return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, format!("this cluster has one broker (id {node}); each partition's replicas must be [{node}]")));
+                    }
+                    idx.len() as i32
+                } else {
+                    let rf = if t.replication_factor == -1 { 1 } else { t.replication_factor };
+                    if rf != 1 {
+                        return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor {rf} is larger than the number of brokers (1)")));
+                    }
+                    let n = if t.num_partitions == -1 { broker.config.default_partitions } else { t.num_partitions };
+                    if n < 1 {
+                        return Err(ApiError::new(ErrorCode::InvalidPartitions, format!("number of partitions must be at least 1, not {n}")));
+                    }
+                    n
+                };
+                let mut configs = BTreeMap::new();
+                for c in &t.configs {
+                    if let Some(v) = &c.value {
+                        configs.insert(c.name.to_string(), v.to_string());
+                    }
+                }
+                TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+                if req.validate_only {
+                    if broker.topic(&name).is_some() {
+                        return Err(ApiError::new(ErrorCode::TopicAlreadyExists, format!("topic '{name}' already exists")));
+                    }
+                    return Ok((TopicId::ZERO, partitions, configs));
+                }
+                let guard = broker.lock_metadata().await;
+                let created = broker.store.create_topic(&name, partitions, configs.clone()).await;
+                broker.apply_metadata(&guard)?;
+                let meta = created?;
+                tracing::info!(topic = %name, partitions, "created topic");
+                Ok((meta.id, partitions, configs))
+            }
+            .await;
+            match result {
+                Ok((id, partitions, configs)) => {
+                    r.topic_id = id.0;
+                    r.num_partitions = partitions;
+                    r.replication_factor = 1;
+                    if ctx.version >= 5 {
+                        r.configs = Some(config_entries(&configs));
+                    }
+                }
+                Err(e) => {
+                    r.error_code = e.code.code();
+                    r.error_message = msg(e.message);
+                }
+            }
+            resp.topics.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn delete_topics(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: DeleteTopicsRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = DeleteTopicsResponse::default();
+        // v0-5 name topics; v6 may name them or give ids.
+        let mut targets: Vec<(Option<String>, uuid::Uuid)> = req
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+            .collect();
+        targets.extend(
+            req.topics
+                .iter()
+                .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+        );
+        for (name, id) in targets {
+            let mut r = DeletableTopicResult::default();
+            r.topic_id = id;
+            let found = match &name {
+                Some(n) => broker.topic(n),
+                None => broker.topic_by_id(TopicId(id)),
+            };
+            match found {
+                None => {
+                    r.name = name.map(|n| TopicName(s(n)));
+                    r.error_code = if id.is_nil() {
+                        ErrorCode::UnknownTopicOrPartition
+                    } else {
+                        ErrorCode::UnknownTopicId
+                    }
+                    .code();
+                    r.error_message = msg("no such topic");
+                }
+                Some(t) => {
+                    r.name = Some(TopicName(s(t.name.to_string())));
+                    r.topic_id = t.id.0;
+                    let guard = broker.lock_metadata().await;
+                    let deleted = broker.store.delete_topic(&t.name).await;
+                    let applied = broker.apply_metadata(&guard);
+                    drop(guard);
+                    match deleted.map_err(ApiError::from).and(applied) {
+                        Ok(_) => tracing::info!(topic = %t.name, "deleted topic"),
+                        Err(e) => {
+                            r.error_code = e.code.code();
+                            r.error_message = msg(e.message);
+                        }
+                    }
+                }
+            }
+            resp.responses.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn create_partitions(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: CreatePartitionsRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = CreatePartitionsResponse::default();
+        for t in req.topics {
+            let name = t.name.0.to_string();
+            let mut r = CreatePartitionsTopicResult::default();
+            r.name = t.name.clone();
+            let result: Result<(), ApiError> = async {
+                let current = broker.topic(&name).ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("topic '{name}' does not exist"),
+                    )
+                })?;
+                let have = current.partitions.len() as i32;
+                if t.count <= have {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidPartitions,
+                        format!("topic '{name}' has {have} partitions; the count can only grow"),
+                    ));
+                }
+                if let Some(a) = &t.assignments {
+                    let node = broker.node_id();
+                    if a.len() as i32 != t.count - have
+                        || a.iter()
+                            .any(|x| x.broker_ids.len() != 1 || x.broker_ids[0].0 != node)
+                    {
+                        return Err(ApiError::new(
+                            ErrorCode::InvalidReplicaAssignment,
+                            format!("give one assignment [{node}] per new partition"),
+                        ));
+                    }
+                }
+                if req.validate_only {
+                    return Ok(());
+                }
+                let guard = broker.lock_metadata().await;
+                let r = broker.store.create_partitions(&name, t.count).await;
+                broker.apply_metadata(&guard)?;
+                r?;
+                Ok(())
+            }
+            .await;
+            if let Err(e) = result {
+                r.error_code = e.code.code();
+                r.error_message = msg(e.message);
+            }
+            resp.results.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn describe_configs(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    req: DescribeConfigsRequest,
+) -> Pending {
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut out = DescribeConfigsResult::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name.clone();
+        let wanted = |k: &str| {
+            res.configuration_keys
+                .as_ref()
+                .is_none_or(|ks| ks.iter().any(|x| x.as_str() == k))
+        };
+        match res.resource_type {
+            RESOURCE_TOPIC => match broker.topic(res.resource_name.as_str()) {
+                None => {
+                    out.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                    out.error_message = msg(format!(
+                        "topic '{}' does not exist",
+                        res.resource_name.as_str()
+                    ));
+                }
+                Some(t) => {
+                    for (k, default) in DEFAULTS.iter().filter(|(k, _)| wanted(k)) {
+                        let over = t.overrides.get(*k);
+                        let mut e = DescribeConfigsResourceResult::default();
+                        e.name = s(*k);
+                        e.value = Some(s(over.map_or(*default, |v| v.as_str())));
+                        e.config_source = if over.is_some() {
+                            SOURCE_DYNAMIC_TOPIC
+                        } else {
+                            SOURCE_DEFAULT
+                        };
+                        if let Some((ty, doc)) = key_info(k) {
+                            e.config_type = ty.wire_id();
+                            if req.include_documentation {
+                                e.documentation = msg(doc);
+                            }
+                        }
+                        if req.include_synonyms {
+                            if let Some(v) = over {
+                                let mut syn = DescribeConfigsSynonym::default();
+                                syn.name = s(*k);
+                                syn.value = Some(s(v.clone()));
+                                syn.source = SOURCE_DYNAMIC_TOPIC;
+                                e.synonyms.push(syn);
+                            }
+                            let mut syn = DescribeConfigsSynonym::default();
+                            syn.name = s(*k);
+                            syn.value = Some(s(*default));
+                            syn.source = SOURCE_DEFAULT;
+                            e.synonyms.push(syn);
+                        }
+                        out.configs.push(e);
+                    }
+                }
+            },
+            RESOURCE_BROKER => {
+                let name = res.resource_name.as_str();
+                if !name.is_empty() && name != broker.node_id().to_string() {
+                    out.error_code = ErrorCode::InvalidRequest.code();
+                    out.error_message =
+                        msg(format!("this is broker {}, not '{name}'", broker.node_id()));
+                } else {
+                    let c = &broker.config;
+                    let entries = [
+                        ("node.id", c.node_id.to_string()),
+                        ("broker.id", c.node_id.to_string()),
+                        ("log.dirs", c.data_dir.display().to_string()),
+                        (
+                            "auto.create.topics.enable",
+                            c.auto_create_topics.to_string(),
+                        ),
+                        ("num.partitions", c.default_partitions.to_string()),
+                        ("socket.request.max.bytes", c.max_request_bytes.to_string()),
+                    ];
+                    for (k, v) in entries.into_iter().filter(|(k, _)| wanted(k)) {
+                        let mut e = DescribeConfigsResourceResult::default();
+                        e.name = s(k);
+                        e.value = Some(s(v));
+                        e.read_only = true;
+                        e.config_source = SOURCE_STATIC_BROKER;
+                        out.configs.push(e);
+                    }
+                }
+            }
+            other => {
+                out.error_code = ErrorCode::InvalidRequest.code();
+                out.error_message = msg(format!("resource type {other} is not supported"));
+            }
+        }
+        resp.results.push(out);
+    }
+    ready(encode_response(&ctx, &resp))
+}
+
+/// Validates and stores a topic's new override set.
+async fn set_topic_configs(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    if resource_type == RESOURCE_BROKER {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "broker settings are static: pass them to `strata serve`",
+        ));
+    }
+    if resource_type != RESOURCE_TOPIC {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("resource type {resource_type} is not supported"),
+        ));
+    }
+    let guard = broker.lock_metadata().await;
+    let t = broker.topic(name).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        )
+    })?;
+    let mut configs = t.overrides.clone();
+    change(&mut configs)?;
+    TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+    if validate_only {
+        return Ok(());
+    }
+    let r = broker.store.set_configs(name, configs).await;
+    broker.apply_metadata(&guard)?;
+    r?;
+    tracing::info!(topic = name, "altered topic configs");
+    Ok(())
+}
+
+fn known_key(k: &str) -> Result<(), ApiError> {
+    if key_info(k).is_none() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidConfig,
+            format!("unknown topic config '{k}'"),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn alter_configs(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: AlterConfigsRequest,
+) -> Pending {
+    use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+    Box::pin(async move {
+        let mut resp = AlterConfigsResponse::default();
+        for res in req.resources {
+            let mut r = AlterConfigsResourceResponse::default();
+            r.resource_type = res.resource_type;
+            r.resource_name = res.resource_name.clone();
+            // The legacy API replaces the whole override set.
+            let result = set_topic_configs(
+                &broker,
+                res.resource_type,
+                res.resource_name.as_str(),
+                req.validate_only,
+                |c| {
+                    c.clear();
+                    for e in &res.configs {
+                        known_key(e.name.as_str())?;
+                        if let Some(v) = &e.value {
+                            c.insert(e.name.to_string(), v.to_string());
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .await;
+            if let Err(e) = result {
+                r.error_code = e.code.code();
+                r.error_message = msg(e.message);
+            }
+            resp.responses.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn incremental_alter_configs(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> Pending {
+    use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    const SUBTRACT: i8 = 3;
+    Box::pin(async move {
+        let mut resp = IncrementalAlterConfigsResponse::default();
+        for res in req.resources {
+            let mut r = AlterConfigsResourceResponse::default();
+            r.resource_type = res.resource_type;
+            r.resource_name = res.resource_name.clone();
+            let result = set_topic_configs(
+                &broker,
+                res.resource_type,
+                res.resource_name.as_str(),
+                req.validate_only,
+                |c| {
+                    for e in &res.configs {
+                        let k = e.name.to_string();
+                        known_key(&k)?;
+                        let v = e.value.as_ref().map(|v| v.to_string());
+                        match e.config_operation {
+                            SET => {
+                                let v = v.ok_or_else(|| {
+                                    ApiError::new(
+                                        ErrorCode::InvalidConfig,
+                                        format!("SET of '{k}' needs a value"),
+                                    )
+                                })?;
+                                c.insert(k, v);
+                            }
+                            DELETE => {
+                                c.remove(&k);
+                            }
+                            APPEND | SUBTRACT => {
+                                if key_info(&k).map(|x| x.0)
+                                    != Some(strata_proto::config::ConfigType::List)
+                                {
+                                    return Err(ApiError::new(
+                                        ErrorCode::InvalidConfig,
+                                        format!(
+                                            "'{k}' is not a list: APPEND and SUBTRACT do not apply"
+                                        ),
+                                    ));
+                                }
+                                let current = c
+                                    .get(&k)
+                                    .cloned()
+                                    .or_else(|| TopicConfig::default_value(&k).map(str::to_string))
+                                    .unwrap_or_default();
+                                let mut items: Vec<String> = current
+                                    .split(',')
+                                    .map(|x| x.trim().to_string())
+                                    .filter(|x| !x.is_empty())
+                                    .collect();
+                                for item in v
+                                    .unwrap_or_default()
+                                    .split(',')
+                                    .map(|x| x.trim().to_string())
+                                    .filter(|x| !x.is_empty())
+                                {
+                                    if e.config_operation == APPEND {
+                                        if !items.contains(&item) {
+                                            items.push(item);
+                                        }
+                                    } else {
+                                        items.retain(|x| *x != item);
+                                    }
+                                }
+                                c.insert(k, items.join(","));
+                            }
+                            other => {
+                                return Err(ApiError::new(
+                                    ErrorCode::InvalidRequest,
+                                    format!("unknown config operation {other}"),
+                                ));
+                            }
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .await;
+            if let Err(e) = result {
+                r.error_code = e.code.code();
+                r.error_message = msg(e.message);
+            }
+            resp.responses.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}

@@ -1,0 +1,112 @@
+//! ListOffsets: earliest, latest, by timestamp, max timestamp (KIP-734), and KIP-1005's
+//! earliest-local and latest-tiered.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use strata_proto::ErrorCode;
+
+use super::{Pending, RequestContext, encode_response, ready};
+use crate::broker::Broker;
+use crate::partition::Partition;
+
+pub const LATEST: i64 = -1;
+pub const EARLIEST: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL: i64 = -4;
+pub const LATEST_TIERED: i64 = -5;
+
+pub(super) fn handle(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    req: ListOffsetsRequest,
+) -> Pending {
+    let mut resp = ListOffsetsResponse::default();
+    for topic in req.topics {
+        let mut out = ListOffsetsTopicResponse::default();
+        out.name = topic.name.clone();
+        let state = broker.topic(topic.name.0.as_str());
+        for lp in topic.partitions {
+            let mut r = ListOffsetsPartitionResponse::default();
+            r.partition_index = lp.partition_index;
+            r.timestamp = -1;
+            r.offset = -1;
+            r.leader_epoch = -1;
+            let p = state.as_ref().and_then(|t| {
+                usize::try_from(lp.partition_index)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+            });
+            let result = match p {
+                None => Err(ErrorCode::UnknownTopicOrPartition),
+                Some(p) => lookup(p, lp.timestamp, lp.current_leader_epoch),
+            };
+            match result {
+                Ok((offset, timestamp, epoch)) => {
+                    r.offset = offset;
+                    r.timestamp = timestamp;
+                    // The field exists from v4; earlier versions refuse a non-default value.
+                    if ctx.version >= 4 {
+                        r.leader_epoch = epoch;
+                    }
+                }
+                Err(code) => r.error_code = code.code(),
+            }
+            out.partitions.push(r);
+        }
+        resp.topics.push(out);
+    }
+    ready(encode_response(&ctx, &resp))
+}
+
+/// (offset, timestamp, leader epoch) for one partition.
+fn lookup(
+    p: &Partition,
+    timestamp: i64,
+    current_leader_epoch: i32,
+) -> Result<(i64, i64, i32), ErrorCode> {
+    let epoch = p.leader_epoch();
+    if current_leader_epoch >= 0 && current_leader_epoch < epoch {
+        return Err(ErrorCode::FencedLeaderEpoch);
+    }
+    if current_leader_epoch > epoch {
+        return Err(ErrorCode::UnknownLeaderEpoch);
+    }
+    let hwm = p.high_watermark();
+    match timestamp {
+        LATEST => Ok((hwm, -1, epoch)),
+        // No remote tier yet: the log start is the local start.
+        EARLIEST | EARLIEST_LOCAL => Ok((p.log.log_start_offset(), -1, epoch)),
+        // Nothing tiered yet.
+        LATEST_TIERED => Ok((-1, -1, -1)),
+        MAX_TIMESTAMP => {
+            let max = p
+                .log
+                .segments()
+                .iter()
+                .map(|s| s.max_timestamp)
+                .max()
+                .unwrap_or(-1);
+            if max < 0 {
+                return Ok((-1, -1, -1));
+            }
+            match p
+                .log
+                .offset_for_timestamp(max)
+                .map_err(|e| e.error_code())?
+            {
+                Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
+                _ => Ok((-1, -1, -1)),
+            }
+        }
+        t if t >= 0 => match p.log.offset_for_timestamp(t).map_err(|e| e.error_code())? {
+            Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
+            // Kafka answers -1 when every record is older than the timestamp.
+            _ => Ok((-1, -1, -1)),
+        },
+        _ => Err(ErrorCode::InvalidRequest),
+    }
+}

@@ -1,0 +1,331 @@
+//! The broker: topics and partitions hosted here, kept in line with metadata.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use strata_log::Clock;
+use strata_proto::{TopicConfig, TopicId};
+
+use crate::config::BrokerConfig;
+use crate::error::ApiError;
+use crate::metadata::{MetadataStore, TopicMeta};
+use crate::partition::{Partition, read_topic_id};
+
+/// A topic hosted here.
+#[derive(Debug)]
+pub struct TopicState {
+    pub name: Arc<str>,
+    pub id: TopicId,
+    pub overrides: BTreeMap<String, String>,
+    pub config: TopicConfig,
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+/// Producer ids are reserved from metadata in blocks, as Kafka's ProducerIdManager does.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// The broker's shared state. One per process; every connection holds an `Arc`.
+#[derive(Debug)]
+pub struct Broker {
+    pub(crate) config: BrokerConfig,
+    pub(crate) store: Arc<dyn MetadataStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    topics: RwLock<BTreeMap<Arc<str>, Arc<TopicState>>>,
+    /// Serialises metadata changes and their application to local state.
+    reconcile_lock: tokio::sync::Mutex<()>,
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    /// The Kafka address clients are told about, known once the listener is bound.
+    advertised: OnceLock<(String, u16)>,
+}
+
+impl Broker {
+    /// Opens the broker's local state: every partition in metadata is opened and
+    /// recovered; directories of deleted topics are removed.
+    pub async fn open(
+        config: BrokerConfig,
+        store: Arc<dyn MetadataStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Broker>, ApiError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            ApiError::new(
+                strata_proto::ErrorCode::KafkaStorageError,
+                format!("cannot create data dir {}: {e}", config.data_dir.display()),
+            )
+        })?;
+        let broker = Arc::new(Broker {
+            config,
+            store,
+            clock,
+            topics: RwLock::new(BTreeMap::new()),
+            reconcile_lock: tokio::sync::Mutex::new(()),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            advertised: OnceLock::new(),
+        });
+        broker.remove_stray_directories();
+        broker.reconcile().await?;
+        Ok(broker)
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.store.cluster_id()
+    }
+
+    pub(crate) fn set_advertised(&self, host: String, port: u16) {
+        let _ = self.advertised.set((host, port));
+    }
+
+    pub fn advertised(&self) -> (String, u16) {
+        self.advertised
+            .get()
+            .cloned()
+            .unwrap_or_else(|| self.config.advertised(self.config.kafka_addr))
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicState>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn topic_by_id(&self, id: TopicId) -> Option<Arc<TopicState>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
+    }
+
+    pub fn topics(&self) -> Vec<Arc<TopicState>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        let t = self.topic(topic)?;
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| t.partitions.get(i).cloned())
+    }
+
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.config.data_dir.join(format!("{topic}-{index}"))
+    }
+
+    /// Serialises metadata changes: hold the guard across the store call and the
+    /// [`Broker::apply_metadata`] that follows it.
+    pub(crate) async fn lock_metadata(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.reconcile_lock.lock().await
+    }
+
+    /// Applies metadata to local state, under the guard from [`Broker::lock_metadata`].
+    pub(crate) fn apply_metadata(
+        &self,
+        _guard: &tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<(), ApiError> {
+        self.reconcile_locked()
+    }
+
+    /// Brings local partitions in line with metadata.
+    pub async fn reconcile(&self) -> Result<(), ApiError> {
+        let _g = self.reconcile_lock.lock().await;
+        self.reconcile_locked()
+    }
+
+    fn reconcile_locked(&self) -> Result<(), ApiError> {
+        let metas: HashMap<String, TopicMeta> = self
+            .store
+            .topics()
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        let current = self
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut next: BTreeMap<Arc<str>, Arc<TopicState>> = BTreeMap::new();
+        let mut removed = Vec::new();
+        for (name, state) in &current {
+            match metas.get(name.as_ref()) {
+                Some(m) if m.id == state.id => {}
+                _ => removed.push(state.clone()),
+            }
+        }
+        for meta in metas.values() {
+            let config = TopicConfig::resolve(&meta.configs)
+                .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+            let existing = current.get(meta.name.as_str()).filter(|s| s.id == meta.id);
+            let mut partitions = existing.map(|s| s.partitions.clone()).unwrap_or_default();
+            if let Some(s) = existing
+                && s.overrides != meta.configs
+            {
+                for p in &partitions {
+                    p.set_config(config.clone());
+                }
+            }
+            let name: Arc<str> = Arc::from(meta.name.as_str());
+            for index in partitions.len() as i32..meta.partitions {
+                let dir = self.partition_dir(&meta.name, index);
+                let (p, report) = Partition::open(
+                    &dir,
+                    name.clone(),
+                    meta.id,
+                    index,
+                    config.clone(),
+                    meta.leader_epoch,
+                    self.clock.clone(),
+                )?;
+                if !report.truncations.is_empty() {
+                    tracing::warn!(topic = %meta.name, partition = index, ?report.truncations, "partition recovered with truncation");
+                }
+                partitions.push(Arc::new(p));
+            }
+            next.insert(
+                name.clone(),
+                Arc::new(TopicState {
+                    name,
+                    id: meta.id,
+                    overrides: meta.configs.clone(),
+                    config,
+                    partitions,
+                }),
+            );
+        }
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
+        for t in removed {
+            self.remove_topic_files(&t);
+        }
+        Ok(())
+    }
+
+    /// Deletes a removed topic's directories: renamed at once (so a topic created again
+    /// with the same name starts empty), removed in the background. Readers holding a
+    /// partition keep reading their open files until they finish.
+    fn remove_topic_files(&self, t: &TopicState) {
+        for p in &t.partitions {
+            let dir = self.partition_dir(&t.name, p.index);
+            let doomed = self
+                .config
+                .data_dir
+                .join(format!("{}-{}.{}-delete", t.name, p.index, t.id));
+            if let Err(e) = std::fs::rename(&dir, &doomed) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot rename deleted partition directory");
+                continue;
+            }
+            std::thread::spawn(move || {
+                if let Err(e) = std::fs::remove_dir_all(&doomed) {
+                    tracing::warn!(dir = %doomed.display(), error = %e, "cannot remove deleted partition directory");
+                }
+            });
+        }
+    }
+
+    /// Removes partition directories that metadata no longer names (a deletion cut short
+    /// by a crash, or a topic deleted and re-created while this broker was down).
+    fn remove_stray_directories(&self) {
+        let metas: HashMap<String, TopicMeta> = self
+            .store
+            .topics()
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        let Ok(entries) = std::fs::read_dir(&self.config.data_dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with("-delete") {
+                let _ = std::fs::remove_dir_all(&path);
+                continue;
+            }
+            let Some((topic, index)) = name.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(index) = index.parse::<i32>() else {
+                continue;
+            };
+            let keep = metas.get(topic).is_some_and(|m| {
+                index < m.partitions && read_topic_id(&path).is_none_or(|id| id == m.id)
+            });
+            if !keep && read_topic_id(&path).is_some() {
+                tracing::info!(dir = %path.display(), "removing the directory of a deleted topic");
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+
+    /// Hands out a new producer id (InitProducerId for an idempotent producer).
+    pub(crate) async fn next_producer_id(&self) -> Result<i64, ApiError> {
+        let mut g = self.producer_ids.lock().await;
+        if g.0 >= g.1 {
+            let first = self.store.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
+            *g = (first, first + PRODUCER_ID_BLOCK);
+        }
+        let id = g.0;
+        g.0 += 1;
+        Ok(id)
+    }
+
+    /// Periodic work: rolls by segment.ms, flushes by flush.ms, retention, checkpoints.
+    pub(crate) fn housekeeping(&self, retention: bool, checkpoint: bool) {
+        for t in self.topics() {
+            for p in &t.partitions {
+                if let Err(e) = p.log.maybe_roll() {
+                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "segment roll failed");
+                }
+                if let Err(e) = p.log.maybe_flush() {
+                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush failed");
+                }
+                if retention {
+                    match p.log.apply_retention(&mut |_| true) {
+                        Ok(out) if !out.deleted.is_empty() => {
+                            tracing::info!(topic = %t.name, partition = p.index, segments = out.deleted.len(), log_start = out.log_start_offset, "retention deleted segments");
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(topic = %t.name, partition = p.index, error = %e, "retention failed")
+                        }
+                    }
+                }
+                if checkpoint && let Err(e) = p.log.checkpoint() {
+                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "checkpoint failed");
+                }
+            }
+        }
+    }
+
+    /// Flushes and checkpoints every partition (clean shutdown).
+    pub fn shutdown(&self) {
+        for t in self.topics() {
+            for p in &t.partitions {
+                if let Err(e) = p.log.flush().and_then(|_| p.log.checkpoint()) {
+                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush on shutdown failed");
+                }
+            }
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+}

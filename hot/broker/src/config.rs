@@ -1,0 +1,65 @@
+//! The broker's configuration (the part `strata serve` hands to the broker).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Broker settings. `Default` is a complete single-node broker on 127.0.0.1:9092.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// This broker's id (Kafka's node.id).
+    pub node_id: i32,
+    /// Where partition directories and the metadata file live.
+    pub data_dir: PathBuf,
+    /// The Kafka listener's bind address.
+    pub kafka_addr: SocketAddr,
+    /// The host and port clients are told to connect to (Metadata). When the listener
+    /// binds a wildcard address this must be set: advertising 0.0.0.0 breaks every client.
+    pub advertised_addr: Option<(String, u16)>,
+    /// Create a topic when a client asks for metadata of an unknown one (Kafka's
+    /// auto.create.topics.enable). Off by default: typos should not create topics.
+    pub auto_create_topics: bool,
+    /// Partitions of auto-created topics and of CreateTopics with num_partitions -1.
+    pub default_partitions: i32,
+    /// Largest request frame accepted (Kafka's socket.request.max.bytes).
+    pub max_request_bytes: usize,
+    /// Requests a connection may have in flight before the broker stops reading from it.
+    pub max_in_flight_per_connection: usize,
+    /// Upper bound on a fetch's max_wait_ms.
+    pub max_fetch_wait: Duration,
+    /// How often rolls by segment.ms and flushes by flush.ms are checked.
+    pub housekeeping_interval: Duration,
+    /// How often local retention runs (Kafka's log.retention.check.interval.ms).
+    pub retention_check_interval: Duration,
+    /// How often recovery points are checkpointed.
+    pub checkpoint_interval: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            data_dir: PathBuf::from("strata-data"),
+            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_addr: None,
+            auto_create_topics: false,
+            default_partitions: 1,
+            max_request_bytes: 100 * 1024 * 1024,
+            max_in_flight_per_connection: 256,
+            max_fetch_wait: Duration::from_secs(30),
+            housekeeping_interval: Duration::from_millis(500),
+            retention_check_interval: Duration::from_secs(30),
+            checkpoint_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// The address advertised to clients.
+    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
+        if let Some((h, p)) = &self.advertised_addr {
+            return (h.clone(), *p);
+        }
+        (bound.ip().to_string(), bound.port())
+    }
+}

@@ -1,0 +1,23 @@
+//! Strata's broker: the Kafka listener, the partitions this broker hosts, and the Kafka
+//! APIs over them.
+//!
+//! * [`server`]: the TCP listener, framing, and in-order responses per connection.
+//! * [`api`]: one module per group of Kafka APIs (produce, fetch, list offsets,
+//!   metadata, topic administration, cluster).
+//! * [`broker`]: topics and partitions, kept in line with metadata.
+//! * [`metadata`]: the [`MetadataStore`] trait the broker changes metadata through, and
+//!   the local-file store the single-node broker uses.
+
+pub mod api;
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod metadata;
+pub mod partition;
+pub mod server;
+
+pub use broker::Broker;
+pub use config::BrokerConfig;
+pub use error::ApiError;
+pub use metadata::{FileMetadataStore, MetadataStore, TopicMeta};
+pub use server::Server;

@@ -1,0 +1,193 @@
+//! The Kafka listener: connections, framing, ordered responses, housekeeping.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::FutureExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, Pending};
+use crate::broker::Broker;
+
+/// Kafka's connections.max.idle.ms: a connection that sends nothing this long is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A running Kafka listener.
+#[derive(Debug)]
+pub struct Server {
+    pub local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds the broker's Kafka address and starts serving.
+    pub async fn start(broker: Arc<Broker>) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(broker.config.kafka_addr).await?;
+        Ok(Self::start_on(broker, listener))
+    }
+
+    /// Serves on an already bound listener.
+    pub fn start_on(broker: Arc<Broker>, listener: TcpListener) -> Server {
+        let local_addr = listener.local_addr().unwrap_or(broker.config.kafka_addr);
+        let (host, port) = broker.config.advertised(local_addr);
+        if host == "0.0.0.0" || host == "::" {
+            tracing::warn!(
+                "the Kafka listener advertises the wildcard address {host}; clients cannot connect to it: set an advertised address"
+            );
+        }
+        broker.set_advertised(host, port);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(broker, listener, shutdown.clone()));
+        Server {
+            local_addr,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Stops accepting, closes connections, and waits for the listener to finish.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationToken) {
+    let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let b = broker.clone();
+                    let s = shutdown.clone();
+                    connections.spawn(async move {
+                        metrics::gauge!("strata_connections").increment(1.0);
+                        if let Err(e) = connection(b, stream, peer, s).await {
+                            tracing::debug!(%peer, error = %e, "connection closed");
+                        }
+                        metrics::gauge!("strata_connections").decrement(1.0);
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+    let _ = housekeeping.await;
+}
+
+async fn connection(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (rd, wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    let (tx, mut rx) = mpsc::channel::<Pending>(broker.config.max_in_flight_per_connection.max(1));
+
+    // Writes responses in request order. A response that is not ready yet (a long poll)
+    // is waited for only after what is already written has been flushed.
+    let writer = tokio::spawn(async move {
+        let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+        while let Some(mut pending) = rx.recv().await {
+            let frame = match (&mut pending).now_or_never() {
+                Some(f) => f,
+                None => {
+                    wr.flush().await?;
+                    pending.await
+                }
+            };
+            if let Some(frame) = frame {
+                wr.write_all(&frame).await?;
+            }
+            if rx.is_empty() {
+                wr.flush().await?;
+            }
+        }
+        wr.flush().await?;
+        wr.shutdown().await
+    });
+
+    let max = broker.config.max_request_bytes;
+    let result: std::io::Result<()> = async {
+        loop {
+            let len = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                r = tokio::time::timeout(IDLE_TIMEOUT, rd.read_i32()) => match r {
+                    Err(_) => return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "idle connection")),
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Ok(r) => r?,
+                },
+            };
+            if len < 0 || len as usize > max {
+                tracing::warn!(%peer, len, max, "closing connection: invalid request size");
+                return Ok(());
+            }
+            let mut frame = BytesMut::with_capacity(len as usize);
+            while frame.len() < len as usize {
+                let want = len as u64 - frame.len() as u64;
+                let n = (&mut rd).take(want).read_buf(&mut frame).await?;
+                if n == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request truncated"));
+                }
+            }
+            match api::dispatch(&broker, frame.freeze()) {
+                Ok(pending) => {
+                    if tx.send(pending).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection");
+                    return Ok(());
+                }
+            }
+        }
+    }
+    .await;
+    drop(tx);
+    // Answer what was already accepted, then close.
+    let _ = writer.await;
+    result
+}
+
+/// Housekeeping on its own thread pool slot: segment.ms rolls, flush.ms, retention, checkpoints.
+async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let c = broker.config.clone();
+    let mut tick = tokio::time::interval(c.housekeeping_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_retention = tokio::time::Instant::now();
+    let mut last_checkpoint = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = tokio::time::Instant::now();
+        let retention = now - last_retention >= c.retention_check_interval;
+        let checkpoint = now - last_checkpoint >= c.checkpoint_interval;
+        if retention {
+            last_retention = now;
+        }
+        if checkpoint {
+            last_checkpoint = now;
+        }
+        let b = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || b.housekeeping(retention, checkpoint)).await;
+    }
+}

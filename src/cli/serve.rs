@@ -1,0 +1,403 @@
+//! `strata serve`: the broker process.
+//!
+//! Every flag can also be set as STRATA_<FLAG> (for example STRATA_DATA_DIR) and in a
+//! TOML file given with --config, whose keys are the flag names (`data-dir = "..."`).
+//! Precedence: flag, then environment, then file, then default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+use strata_broker::{Broker, BrokerConfig, FileMetadataStore, Server};
+use strata_log::SystemClock;
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct ServeArgs {
+    /// A TOML file with any of these settings (keys are the flag names).
+    #[arg(long, env = "STRATA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where partitions and metadata live [default: ./strata-data]
+    #[arg(long, env = "STRATA_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// This broker's id [default: 1]
+    #[arg(long, env = "STRATA_NODE_ID")]
+    pub node_id: Option<i32>,
+    /// The Kafka listener [default: 127.0.0.1:9092]; port 0 picks a free port.
+    #[arg(long, env = "STRATA_KAFKA_ADDR")]
+    pub kafka_addr: Option<SocketAddr>,
+    /// HOST:PORT clients are told to connect to [default: the Kafka listener's address].
+    /// Required when --kafka-addr binds 0.0.0.0.
+    #[arg(long, env = "STRATA_ADVERTISED_KAFKA_ADDR")]
+    pub advertised_kafka_addr: Option<String>,
+    /// HTTP address for /metrics, /healthz and the REST gateway [default: 127.0.0.1:8080]
+    #[arg(long, env = "STRATA_HTTP_ADDR")]
+    pub http_addr: Option<SocketAddr>,
+    /// The controller quorum's listener [default: 127.0.0.1:9093]
+    #[arg(long, env = "STRATA_CONTROLLER_ADDR")]
+    pub controller_addr: Option<SocketAddr>,
+    /// Controller voters as ID@HOST:PORT,... [default: 1@127.0.0.1:9093]
+    #[arg(long, env = "STRATA_CONTROLLER_VOTERS")]
+    pub controller_voters: Option<String>,
+    /// file://DIR or s3://BUCKET/PREFIX [default: file://<data-dir>/cold]
+    #[arg(long, env = "STRATA_OBJECT_STORE")]
+    pub object_store: Option<String>,
+    /// Create unknown topics when clients ask for them (Kafka's auto.create.topics.enable)
+    #[arg(long, env = "STRATA_AUTO_CREATE_TOPICS")]
+    pub auto_create_topics: Option<bool>,
+    /// Partitions of auto-created topics and of CreateTopics without a count [default: 1]
+    #[arg(long, env = "STRATA_DEFAULT_PARTITIONS")]
+    pub default_partitions: Option<i32>,
+}
+
+/// The same settings in a TOML file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct FileSettings {
+    data_dir: Option<PathBuf>,
+    node_id: Option<i32>,
+    kafka_addr: Option<SocketAddr>,
+    advertised_kafka_addr: Option<String>,
+    http_addr: Option<SocketAddr>,
+    controller_addr: Option<SocketAddr>,
+    controller_voters: Option<String>,
+    object_store: Option<String>,
+    auto_create_topics: Option<bool>,
+    default_partitions: Option<i32>,
+}
+
+/// An object store location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectStoreUrl {
+    File(PathBuf),
+    S3 { bucket: String, prefix: String },
+}
+
+/// A controller voter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub addr: String,
+}
+
+/// `strata serve`'s settings, resolved and validated.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    pub kafka_addr: SocketAddr,
+    pub advertised_kafka_addr: Option<(String, u16)>,
+    pub http_addr: SocketAddr,
+    pub controller_addr: SocketAddr,
+    pub controller_voters: Vec<Voter>,
+    pub object_store: ObjectStoreUrl,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+}
+
+fn parse_host_port(flag: &str, v: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = v
+        .rsplit_once(':')
+        .with_context(|| format!("{flag} '{v}' must be HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("{flag} '{v}': '{port}' is not a port number"))?;
+    if host.is_empty() {
+        bail!("{flag} '{v}' has no host");
+    }
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+pub fn parse_voters(v: &str) -> anyhow::Result<Vec<Voter>> {
+    let mut out = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('@')
+            .with_context(|| format!("--controller-voters entry '{part}' must be ID@HOST:PORT"))?;
+        let id: i32 = id.parse().with_context(|| {
+            format!("--controller-voters entry '{part}': '{id}' is not a node id")
+        })?;
+        parse_host_port("--controller-voters", addr)?;
+        if out.iter().any(|x: &Voter| x.id == id) {
+            bail!("--controller-voters names node {id} twice");
+        }
+        out.push(Voter {
+            id,
+            addr: addr.to_string(),
+        });
+    }
+    if out.is_empty() {
+        bail!("--controller-voters is empty: give at least one ID@HOST:PORT");
+    }
+    Ok(out)
+}
+
+pub fn parse_object_store(v: &str) -> anyhow::Result<ObjectStoreUrl> {
+    if let Some(path) = v.strip_prefix("file://") {
+        if path.is_empty() {
+            bail!(
+                "--object-store '{v}' has no directory: use file:///absolute/dir or file://relative/dir"
+            );
+        }
+        return Ok(ObjectStoreUrl::File(PathBuf::from(path)));
+    }
+    if let Some(rest) = v.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            bail!("--object-store '{v}' has no bucket: use s3://BUCKET/PREFIX");
+        }
+        return Ok(ObjectStoreUrl::S3 {
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        });
+    }
+    bail!("--object-store '{v}' is neither file://DIR nor s3://BUCKET/PREFIX")
+}
+
+impl ServeConfig {
+    pub fn resolve(args: ServeArgs) -> anyhow::Result<ServeConfig> {
+        let file: FileSettings = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| {
+                    format!("--config {}: cannot read the file", path.display())
+                })?;
+                toml::from_str(&text)
+                    .with_context(|| format!("--config {}: invalid settings", path.display()))?
+            }
+            None => FileSettings::default(),
+        };
+        let data_dir = args
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("strata-data"));
+        let node_id = args.node_id.or(file.node_id).unwrap_or(1);
+        if node_id < 0 {
+            bail!("--node-id {node_id} must not be negative");
+        }
+        let advertised = match args.advertised_kafka_addr.or(file.advertised_kafka_addr) {
+            Some(v) => Some(parse_host_port("--advertised-kafka-addr", &v)?),
+            None => None,
+        };
+        let kafka_addr = args
+            .kafka_addr
+            .or(file.kafka_addr)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
+        if kafka_addr.ip().is_unspecified() && advertised.is_none() {
+            bail!(
+                "--kafka-addr {kafka_addr} binds every interface: also give --advertised-kafka-addr HOST:PORT, the address clients should connect to"
+            );
+        }
+        let controller_addr = args
+            .controller_addr
+            .or(file.controller_addr)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9093)));
+        let voters = args
+            .controller_voters
+            .or(file.controller_voters)
+            .unwrap_or_else(|| format!("{node_id}@{controller_addr}"));
+        let object_store = match args.object_store.or(file.object_store) {
+            Some(v) => parse_object_store(&v)?,
+            None => ObjectStoreUrl::File(data_dir.join("cold")),
+        };
+        let default_partitions = args
+            .default_partitions
+            .or(file.default_partitions)
+            .unwrap_or(1);
+        if default_partitions < 1 {
+            bail!("--default-partitions {default_partitions} must be at least 1");
+        }
+        Ok(ServeConfig {
+            data_dir,
+            node_id,
+            kafka_addr,
+            advertised_kafka_addr: advertised,
+            http_addr: args
+                .http_addr
+                .or(file.http_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            controller_addr,
+            controller_voters: parse_voters(&voters)?,
+            object_store,
+            auto_create_topics: args
+                .auto_create_topics
+                .or(file.auto_create_topics)
+                .unwrap_or(false),
+            default_partitions,
+        })
+    }
+
+    fn broker_config(&self) -> BrokerConfig {
+        BrokerConfig {
+            node_id: self.node_id,
+            data_dir: self.data_dir.clone(),
+            kafka_addr: self.kafka_addr,
+            advertised_addr: self.advertised_kafka_addr.clone(),
+            auto_create_topics: self.auto_create_topics,
+            default_partitions: self.default_partitions,
+            ..BrokerConfig::default()
+        }
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = ServeConfig::resolve(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("strata")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    let store = FileMetadataStore::open(&config.data_dir)
+        .with_context(|| format!("cannot open metadata in {}", config.data_dir.display()))?;
+    let broker = Broker::open(
+        config.broker_config(),
+        Arc::new(store),
+        Arc::new(SystemClock),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "cannot open the data directory {}",
+            config.data_dir.display()
+        )
+    })?;
+    let kafka = tokio::net::TcpListener::bind(config.kafka_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "--kafka-addr {}: cannot listen (is another broker running?)",
+                config.kafka_addr
+            )
+        })?;
+    let http = tokio::net::TcpListener::bind(config.http_addr)
+        .await
+        .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
+    let http_addr = http.local_addr()?;
+    let server = Server::start_on(broker.clone(), kafka);
+    let http_task = tokio::spawn(crate::http::serve(http, metrics));
+    // Tests and scripts read this line to learn the bound ports.
+    println!(
+        "strata listening kafka={} http={} data={}",
+        server.local_addr,
+        http_addr,
+        display(&config.data_dir)
+    );
+    tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
+    // Accepted now so configurations written today keep working; the embedded controller
+    // quorum and the object store are wired in by the replication and tiering work.
+    tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, object_store = ?config.object_store, "controller and object store settings");
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.stop().await;
+    http_task.abort();
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || b.shutdown()).await?;
+    Ok(())
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_make_a_single_node_broker() {
+        let c = ServeConfig::resolve(ServeArgs::default()).unwrap();
+        assert_eq!(c.kafka_addr.to_string(), "127.0.0.1:9092");
+        assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("strata-data"));
+        assert_eq!(
+            c.object_store,
+            ObjectStoreUrl::File(PathBuf::from("strata-data/cold"))
+        );
+        assert_eq!(
+            c.controller_voters,
+            vec![Voter {
+                id: 1,
+                addr: "127.0.0.1:9093".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        let e = parse_object_store("ftp://x").unwrap_err().to_string();
+        assert!(e.contains("--object-store"), "{e}");
+        assert_eq!(
+            parse_object_store("s3://b/p/q/").unwrap(),
+            ObjectStoreUrl::S3 {
+                bucket: "b".into(),
+                prefix: "p/q".into()
+            }
+        );
+        let e = parse_voters("1@a:1,x@b:2").unwrap_err().to_string();
+        assert!(e.contains("--controller-voters"), "{e}");
+        let e = ServeConfig::resolve(ServeArgs {
+            kafka_addr: Some("0.0.0.0:9092".parse().unwrap()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--advertised-kafka-addr"), "{e}");
+    }
+
+    #[test]
+    fn file_settings_apply_below_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        std::fs::write(
+            &f,
+            "data-dir = \"/tmp/x\"\nnode-id = 7\nauto-create-topics = true\n",
+        )
+        .unwrap();
+        let c = ServeConfig::resolve(ServeArgs {
+            config: Some(f.clone()),
+            node_id: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.node_id, 3);
+        assert!(c.auto_create_topics);
+        std::fs::write(&f, "data_dir = \"/tmp/x\"\n").unwrap();
+        let e = ServeConfig::resolve(ServeArgs {
+            config: Some(f),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("--config"), "{e:#}");
+    }
+}
