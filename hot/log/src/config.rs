@@ -3,6 +3,8 @@
 use strata_proto::TopicConfig;
 use strata_proto::config::MessageTimestampType;
 
+use crate::producer::DEFAULT_PRODUCER_EXPIRATION_MS;
+
 /// How much of the log to keep locally. `None` is unbounded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct RetentionLimits {
@@ -29,6 +31,9 @@ pub struct LogConfig {
     pub retention: RetentionLimits,
     /// Rewrite timestamps to the append time (message.timestamp.type=LogAppendTime).
     pub log_append_time: bool,
+    /// Forget an idempotent producer this long after its last batch's timestamp
+    /// (Kafka's broker setting producer.id.expiration.ms, not a topic config).
+    pub producer_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -51,6 +56,8 @@ impl From<&TopicConfig> for LogConfig {
                 bytes: c.effective_local_retention_bytes(),
             },
             log_append_time: c.message_timestamp_type == MessageTimestampType::LogAppendTime,
+            // A broker setting: the broker overrides it if configured.
+            producer_expiration_ms: DEFAULT_PRODUCER_EXPIRATION_MS,
         }
     }
 }

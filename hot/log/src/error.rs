@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use strata_proto::{BatchError, ErrorCode, Offset};
 
+use crate::producer::ProducerError;
+
 /// Why a log operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -26,6 +28,14 @@ pub enum LogError {
     },
     #[error("empty append")]
     EmptyAppend,
+    /// An idempotent producer's batch came with other batches. Produce v3 and later
+    /// carry exactly one batch per partition, and the sequence checks assume it (Kafka
+    /// refuses such a request with INVALID_RECORD).
+    #[error("a batch with a producer id must be appended alone, got {batches} batches")]
+    ProducerBatchNotAlone { batches: usize },
+    /// The idempotent-producer checks refused the batch.
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
     #[error("corrupt log data in {path} at byte {position}: {reason}")]
     Corrupt {
         path: PathBuf,
@@ -51,6 +61,8 @@ impl LogError {
             LogError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
             LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             LogError::EmptyAppend => ErrorCode::CorruptMessage,
+            LogError::ProducerBatchNotAlone { .. } => ErrorCode::InvalidRecord,
+            LogError::Producer(e) => e.error_code(),
         }
     }
 

@@ -10,9 +10,16 @@
 //! 00000000000000000000.log         batches
 //! 00000000000000000000.index       (relative offset u32, position u32) every index.interval.bytes
 //! 00000000000000000000.timeindex   (max timestamp so far i64, relative offset u32)
+//! 00000000000000000000.snapshot    idempotent-producer state of every batch below this offset
 //! recovery-point                   every byte below this offset is fsynced
 //! log-start-offset                 the first offset readers may see
 //! ```
+//!
+//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, open and
+//! recovery), `segment` (one segment's files, scanning, header walks), `index` (sparse
+//! offset and time indexes), [`producer`] (sans-IO idempotent-producer state and its
+//! snapshot encoding), `snapshot` (producer snapshot files), `checkpoint` (one-offset
+//! files replaced atomically), `config` and `clock`.
 //!
 //! # Durability (flush policy)
 //!
@@ -25,6 +32,26 @@
 //! record acknowledged with acks=all lives in the page cache of every in-sync replica,
 //! and survives the loss of any of them but not a simultaneous power loss of all
 //! (KIP-966). Set `flush.messages=1` for fsync-per-append.
+//!
+//! # Idempotent producers
+//!
+//! The log deduplicates retries of idempotent producers as Kafka's
+//! `ProducerStateManager` does (KIP-98): for each producer id it keeps the epoch and the
+//! sequence ranges and offsets of the last five batches. [`Log::append`] checks a batch
+//! with a producer id under the write lock before writing anything: a retry of one of
+//! those five batches appends nothing and returns the original offsets
+//! ([`AppendInfo::duplicate`]); a gap or a too-old retry is refused with
+//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. Such a batch
+//! must be the only one in its append (produce v3+ sends one batch per partition).
+//! Producers idle for `producer.id.expiration.ms` are forgotten; an unknown producer
+//! may start at any sequence (its state may have expired).
+//!
+//! The state is rebuilt from the log, never trusted from elsewhere: on every roll (and
+//! on close) it is written to `{offset}.snapshot` (CRC-32C, temp file, fsync, rename),
+//! and [`Log::open`] loads the newest valid snapshot at or below the log end, deleting
+//! damaged ones and ones past the log end (a truncation removed the batches they
+//! describe), then replays the batch headers after it. The state outlives retention
+//! (KIP-360): retention keeps the newest snapshot at or below the log start.
 //!
 //! # Recovery
 //!
@@ -40,7 +67,9 @@ mod config;
 mod error;
 mod index;
 mod log;
+pub mod producer;
 mod segment;
+mod snapshot;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{LogConfig, RetentionLimits};
@@ -48,3 +77,4 @@ pub use error::LogError;
 pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,
 };
+pub use producer::{ProducerEntry, ProducerError, ProducerState, SequenceCheck};

@@ -7,15 +7,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
-use strata_proto::Offset;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+use strata_proto::{BatchHeader, Offset, ProducerId};
 
 use crate::checkpoint;
 use crate::clock::Clock;
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::index::{Indexes, TIME_ENTRY, rel};
+use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment, read_at};
+use crate::snapshot;
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 const LOG_START_FILE: &str = "log-start-offset";
@@ -33,8 +35,11 @@ pub struct AppendInfo {
     pub max_timestamp: i64,
     /// The broker time stamped into the batches, when the topic uses LogAppendTime.
     pub log_append_time: Option<i64>,
-    /// Number of records appended.
+    /// Number of records appended (0 for a duplicate).
     pub record_count: i64,
+    /// The batch was a retry of an idempotent producer's batch already in the log:
+    /// nothing was appended, and the offsets and timestamp are the original's.
+    pub duplicate: bool,
 }
 
 /// What a read returned.
@@ -84,6 +89,12 @@ pub struct RecoveryReport {
     pub rebuilt_indexes: Vec<Offset>,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
+    /// The producer snapshot the producer state was loaded from; batches from there to
+    /// the log end were replayed. `None`: replayed from the log start.
+    pub producer_snapshot: Option<Offset>,
+    /// Producer snapshots deleted: damaged ones, and ones past the log end (left by a
+    /// truncation).
+    pub deleted_producer_snapshots: Vec<Offset>,
 }
 
 impl RecoveryReport {
@@ -112,6 +123,9 @@ struct Inner {
     recovery_point: Offset,
     unflushed_records: i64,
     first_unflushed_ms: Option<i64>,
+    /// Idempotent producers: checked and updated under the write lock together with the
+    /// append, so a check and the append it allows are atomic.
+    producers: ProducerState,
 }
 
 impl Inner {
@@ -339,6 +353,7 @@ impl Log {
             recovery_point: 0,
             unflushed_records: 0,
             first_unflushed_ms: None,
+            producers: ProducerState::new(),
         };
         // What we scanned may sit only in the page cache (the process died, the machine
         // did not): make it durable before the recovery point says so.
@@ -350,6 +365,34 @@ impl Log {
         }
         report.log_start_offset = inner.log_start_offset;
         report.log_end_offset = inner.log_end_offset();
+
+        // Producer state: the newest usable snapshot, then the batches after it.
+        let loaded = snapshot::load_latest(dir, inner.log_end_offset())?;
+        if !loaded.rejected.is_empty() {
+            // A stale snapshot that came back after a power loss would be trusted once
+            // the log grows past it again.
+            checkpoint::sync_directory(dir)?;
+        }
+        report.deleted_producer_snapshots = loaded.rejected;
+        let (from, mut producers) = match loaded.snapshot {
+            Some((offset, state)) => {
+                report.producer_snapshot = Some(offset);
+                (offset, state)
+            }
+            None => (inner.log_start_offset, ProducerState::new()),
+        };
+        replay_producers(
+            &inner.segments,
+            from.max(inner.log_start_offset),
+            &mut producers,
+        )?;
+        // Kafka drops expired producers when it loads a snapshot; do the same for the
+        // rebuilt state as a whole.
+        producers.expire(clock.now_ms(), inner.config.producer_expiration_ms);
+        inner.producers = producers;
+        // Finish a retention pass cut short between deleting segments and snapshots.
+        snapshot::retain_from(dir, inner.log_start_offset);
+
         if !report.truncations.is_empty() || !report.deleted_segments.is_empty() {
             tracing::warn!(dir = %dir.display(), ?report, "log recovered with repairs");
         }
@@ -412,6 +455,10 @@ impl Log {
 
     /// Validates and appends one or more batches, giving them offsets from the log end
     /// and stamping `leader_epoch` into them. Either every batch is appended or none.
+    ///
+    /// A batch with a producer id must come alone and passes the idempotent-producer
+    /// checks first (see the crate docs): a retry of one of the producer's last five
+    /// batches appends nothing and returns the original offsets with `duplicate` set.
     pub fn append(&self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
         if batches.is_empty() {
             return Err(LogError::EmptyAppend);
@@ -422,6 +469,7 @@ impl Log {
         };
         // Validate everything before touching the log (no lock held: CRCs take time).
         let mut spans: Vec<(usize, usize, i32, i64)> = Vec::new(); // (start, len, count, max_ts)
+        let mut producer_batch: Option<BatchHeader> = None;
         let mut pos = 0;
         for b in batch::batches(batches) {
             let b = b?;
@@ -433,8 +481,16 @@ impl Log {
                 }
                 .into());
             }
+            if b.header().has_producer_id() {
+                producer_batch = Some(*b.header());
+            }
             spans.push((pos, b.len(), b.header().record_count, b.max_timestamp()));
             pos += b.len();
+        }
+        if producer_batch.is_some() && spans.len() > 1 {
+            return Err(LogError::ProducerBatchNotAlone {
+                batches: spans.len(),
+            });
         }
         if batches.len() as u64 > segment_bytes {
             return Err(LogError::RecordListTooLarge {
@@ -446,6 +502,29 @@ impl Log {
         let now = self.clock.now_ms();
         let mut g = self.write_lock();
         let g = &mut *g;
+        // Before anything is written (a roll included): a duplicate appends nothing,
+        // and a refused batch leaves the log as it was.
+        if let Some(h) = &producer_batch {
+            match g.producers.check(h)? {
+                SequenceCheck::Append => {}
+                SequenceCheck::Duplicate {
+                    first_offset,
+                    last_offset,
+                    timestamp,
+                } => {
+                    // As Kafka answers a duplicate: the original offsets and timestamp.
+                    return Ok(AppendInfo {
+                        first_offset,
+                        last_offset,
+                        log_end_offset: g.log_end_offset(),
+                        max_timestamp: timestamp,
+                        log_append_time: g.config.log_append_time.then_some(timestamp),
+                        record_count: 0,
+                        duplicate: true,
+                    });
+                }
+            }
+        }
         {
             let active = g.active();
             let too_big = active.size + batches.len() as u64 > g.config.segment_bytes;
@@ -496,6 +575,14 @@ impl Log {
         active.max_timestamp = active.max_timestamp.max(max_ts);
         active.dirty = true;
         active.first_append_ms.get_or_insert(now);
+        if producer_batch.is_some() {
+            for &(start, ..) in &spans {
+                // The stored header: offsets assigned, append time stamped.
+                let stored = batch::parse_header(&batches[start..])
+                    .expect("framed above, and the rewrites leave length and magic alone");
+                g.producers.update(&stored);
+            }
+        }
         g.unflushed_records += records;
         g.first_unflushed_ms.get_or_insert(now);
         let info = AppendInfo {
@@ -505,6 +592,7 @@ impl Log {
             max_timestamp: max_ts,
             log_append_time,
             record_count: records,
+            duplicate: false,
         };
         if g.unflushed_records >= g.config.flush_messages
             || g.first_unflushed_ms
@@ -525,6 +613,12 @@ impl Log {
         let base = active.next_offset;
         let interval = g.config.index_interval_bytes;
         let seg = Segment::create(&self.dir, base, interval)?;
+        // Everything below `base` is in the producer state now: snapshot it so that an
+        // open replays at most the active segment (Kafka snapshots on every roll too).
+        // A failed snapshot costs replay time, not correctness, so it fails no append.
+        if let Err(e) = self.snapshot_producers(g, base, false) {
+            tracing::warn!(dir = %self.dir.display(), offset = base, error = %e, "cannot write producer snapshot");
+        }
         checkpoint::sync_directory(&self.dir)?;
         g.segments.insert(base, seg);
         // Sealing fsynced the old active segment and every earlier one was fsynced when
@@ -586,10 +680,43 @@ impl Log {
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, false)
     }
 
-    /// Flushes, checkpoints and closes the log.
+    /// Expires idle producers and writes the producer snapshot at `offset`, which must
+    /// be the log end (the state covers exactly the batches below it).
+    fn snapshot_producers(
+        &self,
+        g: &mut Inner,
+        offset: Offset,
+        sync_dir: bool,
+    ) -> Result<(), LogError> {
+        let now = self.clock.now_ms();
+        let expired = g.producers.expire(now, g.config.producer_expiration_ms);
+        if expired > 0 {
+            tracing::debug!(dir = %self.dir.display(), expired, "expired idle producers");
+        }
+        snapshot::write(&self.dir, offset, &g.producers, sync_dir)
+    }
+
+    /// Flushes, snapshots the producer state at the log end (so the next open replays
+    /// nothing), checkpoints and closes the log.
     pub fn close(self) -> Result<(), LogError> {
         self.flush()?;
+        {
+            let mut g = self.write_lock();
+            let leo = g.log_end_offset();
+            self.snapshot_producers(&mut g, leo, true)?;
+        }
         self.checkpoint()
+    }
+
+    /// What the log knows about an idempotent producer: its epoch, its last sequence
+    /// and offset, and the batches it would deduplicate.
+    pub fn producer_entry(&self, producer_id: ProducerId) -> Option<ProducerEntry> {
+        self.read_lock().producers.entry(producer_id).cloned()
+    }
+
+    /// A copy of every producer's state (for DescribeProducers).
+    pub fn producer_state(&self) -> ProducerState {
+        self.read_lock().producers.clone()
     }
 
     /// Reads whole batches starting with the one that contains `offset`, up to
@@ -792,6 +919,7 @@ impl Log {
             }
         }
         checkpoint::sync_directory(&self.dir)?;
+        snapshot::retain_from(&self.dir, g.log_start_offset);
         Ok(RetentionOutcome {
             deleted,
             blocked_by_predicate: blocked,
@@ -821,6 +949,32 @@ impl Log {
         self.apply_retention(&mut |_| false)?;
         Ok(self.log_start_offset())
     }
+}
+
+/// Rebuilds producer state from the headers of the batches that end after `from`, as
+/// Kafka's `rebuildProducerState` does from its last snapshot. Headers only: no record
+/// is read or decompressed.
+fn replay_producers(
+    segments: &BTreeMap<Offset, Segment>,
+    from: Offset,
+    state: &mut ProducerState,
+) -> Result<(), LogError> {
+    for seg in segments.values() {
+        if seg.next_offset <= from || seg.size == 0 {
+            continue;
+        }
+        let pos = if from <= seg.base {
+            0
+        } else {
+            seg.index()?.position_for(rel(seg.base, from)) as u64
+        };
+        segment::walk_headers(&seg.file, &seg.path, pos, seg.size, &mut |h| {
+            if h.next_offset() > from {
+                state.update(h);
+            }
+        })?;
+    }
+    Ok(())
 }
 
 fn flush_locked(g: &mut Inner) -> Result<(), LogError> {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use strata_proto::Offset;
-use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+use strata_proto::batch::{self, BatchHeader, HEADER_LEN, RecordBatch};
 
 use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes, rel};
@@ -344,6 +344,39 @@ fn append_file(path: &Path, at: u64, bytes: &[u8]) -> Result<(), LogError> {
     f.set_len(at).map_err(LogError::io("truncate", path))?;
     f.write_all_at(bytes, at)
         .map_err(LogError::io("write", path))
+}
+
+/// Calls `f` with the header of every batch from byte `pos` up to `limit`, reading the
+/// file in bounded chunks: headers only, so a large segment (or a large batch) is never
+/// held in memory, and compressed batches are not decompressed. A header that does not
+/// frame is corruption: the caller only walks data recovery has already accepted.
+pub(crate) fn walk_headers(
+    file: &File,
+    path: &Path,
+    mut pos: u64,
+    limit: u64,
+    f: &mut dyn FnMut(&BatchHeader),
+) -> Result<(), LogError> {
+    const CHUNK: u64 = 256 << 10;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_start: u64 = 0;
+    while pos < limit {
+        let header_in_buf =
+            pos >= buf_start && pos + HEADER_LEN as u64 <= buf_start + buf.len() as u64;
+        if !header_in_buf {
+            buf_start = pos;
+            buf = read_at(file, path, pos, CHUNK.min(limit - pos) as usize)?;
+        }
+        let off = (pos - buf_start) as usize;
+        let h = batch::parse_header(&buf[off..]).map_err(|e| LogError::Corrupt {
+            path: path.to_path_buf(),
+            position: pos,
+            reason: e.to_string(),
+        })?;
+        f(&h);
+        pos += h.total_size() as u64;
+    }
+    Ok(())
 }
 
 /// Reads exactly `len` bytes at `pos` (fewer only at end of file).
