@@ -1,7 +1,11 @@
 //! Command-line interface.
 
+mod client;
+mod consume;
 mod log;
+mod produce;
 pub mod serve;
+mod topic;
 
 use clap::{Parser, Subcommand};
 
@@ -20,11 +24,20 @@ pub enum Command {
     /// Inspect a partition's local log directory (offline; like kafka-dump-log).
     #[command(subcommand)]
     Log(log::LogCommand),
+    /// Create, list, describe, delete or alter topics (Kafka admin APIs; any Kafka broker).
+    Topic(topic::TopicArgs),
+    /// Write standard input to a topic, one record per line.
+    Produce(produce::ProduceArgs),
+    /// Print a topic's records, one per line (assigns partitions itself; no consumer group).
+    Consume(consume::ConsumeArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Log(cmd) => log::run(cmd),
+        Command::Topic(args) => topic::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Consume(args) => consume::run(args),
     }
 }

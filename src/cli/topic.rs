@@ -1,0 +1,388 @@
+//! `strata topic create|list|describe|delete|alter`: topic administration over the Kafka
+//! admin APIs (CreateTopics, Metadata, DescribeConfigs, DeleteTopics, AlterConfigs,
+//! CreatePartitions), so it works against any Kafka broker.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use futures::executor::block_on;
+use rdkafka::admin::{
+    AdminClient, AlterConfig, ConfigEntry, ConfigSource, NewPartitions, NewTopic,
+    ResourceSpecifier, TopicReplication,
+};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::client::{CliContext, ClientArgs, admin, admin_options, parse_key_value};
+
+#[derive(Args, Debug)]
+pub struct TopicArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: TopicCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TopicCommand {
+    /// Create a topic.
+    Create {
+        name: String,
+        /// Number of partitions [default: the broker's num.partitions]
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: Option<i32>,
+        /// Replicas per partition [default: the broker's default.replication.factor]
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        replication_factor: Option<i32>,
+        /// A topic config override, e.g. retention.ms=86400000 (repeatable)
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        configs: Vec<(String, String)>,
+    },
+    /// List the topics.
+    List,
+    /// Show a topic's partitions (leader, replicas, ISR) and configs.
+    Describe { name: String },
+    /// Delete a topic and its data.
+    Delete { name: String },
+    /// Change a topic's config overrides or grow its partitions.
+    Alter {
+        name: String,
+        /// Set a config override (repeatable); other overrides are kept.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        set: Vec<(String, String)>,
+        /// Remove a config override, going back to the default (repeatable).
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+        /// Grow the topic to this many partitions (partitions can only be added).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: Option<i32>,
+    },
+}
+
+pub fn run(args: TopicArgs) -> anyhow::Result<()> {
+    let c = &args.client;
+    match args.command {
+        TopicCommand::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+        } => create(c, &name, partitions, replication_factor, &configs),
+        TopicCommand::List => list(c),
+        TopicCommand::Describe { name } => describe(c, &name),
+        TopicCommand::Delete { name } => delete(c, &name),
+        TopicCommand::Alter {
+            name,
+            set,
+            delete,
+            partitions,
+        } => alter(c, &name, &set, &delete, partitions),
+    }
+}
+
+/// Words for an admin error code, naming the flag or the likely cause where we know it.
+fn admin_error(what: &str, topic: &str, code: RDKafkaErrorCode) -> anyhow::Error {
+    use RDKafkaErrorCode as E;
+    let hint = match code {
+        E::TopicAlreadyExists => format!("topic '{topic}' already exists"),
+        E::UnknownTopicOrPartition => format!("topic '{topic}' does not exist"),
+        E::InvalidConfig => format!("the broker rejected a config key or value ({code})"),
+        E::InvalidPartitions => format!("the broker rejected --partitions ({code})"),
+        E::InvalidReplicationFactor => {
+            format!("the broker rejected --replication-factor ({code})")
+        }
+        E::InvalidTopic => format!("'{topic}' is not a valid topic name ({code})"),
+        E::PolicyViolation | E::TopicAuthorizationFailed | E::ClusterAuthorizationFailed => {
+            format!("not allowed ({code})")
+        }
+        _ => code.to_string(),
+    };
+    anyhow::anyhow!("cannot {what} topic '{topic}': {hint}")
+}
+
+/// The partition count of `name`, or an error saying it does not exist. Asks for every
+/// topic's metadata: a single-topic request may auto-create the topic on brokers that
+/// allow that, which a read-only look must never do.
+fn partition_count(
+    c: &ClientArgs,
+    client: &AdminClient<CliContext>,
+    name: &str,
+) -> anyhow::Result<usize> {
+    let md = c.metadata(client.inner(), None)?;
+    md.topics()
+        .iter()
+        .find(|t| t.name() == name)
+        .map(|t| t.partitions().len())
+        .with_context(|| format!("topic '{name}' does not exist"))
+}
+
+fn create(
+    c: &ClientArgs,
+    name: &str,
+    partitions: Option<i32>,
+    replication_factor: Option<i32>,
+    configs: &[(String, String)],
+) -> anyhow::Result<()> {
+    let client = admin(c)?;
+    // -1 asks the broker for its defaults (CreateTopics v4+, KIP-464).
+    let mut topic = NewTopic::new(
+        name,
+        partitions.unwrap_or(-1),
+        TopicReplication::Fixed(replication_factor.unwrap_or(-1)),
+    );
+    for (k, v) in configs {
+        topic = topic.set(k, v);
+    }
+    let results = block_on(client.create_topics([&topic], &admin_options(c)))
+        .map_err(|e| c.explain(e, "CreateTopics"))?;
+    for r in results {
+        if let Err((_, code)) = r {
+            return Err(admin_error("create", name, code));
+        }
+    }
+    let n = partition_count(c, &client, name)
+        .map(|n| format!(" with {n} partitions"))
+        .unwrap_or_default();
+    println!("created topic '{name}'{n}");
+    Ok(())
+}
+
+fn list(c: &ClientArgs) -> anyhow::Result<()> {
+    let client = admin(c)?;
+    let md = c.metadata(client.inner(), None)?;
+    let mut names: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
+    names.sort_unstable();
+    for n in names {
+        println!("{n}");
+    }
+    Ok(())
+}
+
+fn ids(v: &[i32]) -> String {
+    v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The topic's configs (DescribeConfigs), sorted by name.
+fn describe_configs(
+    c: &ClientArgs,
+    client: &AdminClient<CliContext>,
+    name: &str,
+) -> anyhow::Result<Vec<ConfigEntry>> {
+    let results =
+        block_on(client.describe_configs([&ResourceSpecifier::Topic(name)], &admin_options(c)))
+            .map_err(|e| c.explain(e, "DescribeConfigs"))?;
+    let mut entries = Vec::new();
+    for r in results {
+        match r {
+            Ok(res) => entries.extend(res.entries),
+            Err(code) => return Err(admin_error("describe the configs of", name, code)),
+        }
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// An override set on the topic itself (as opposed to a default or a broker setting).
+fn is_topic_override(e: &ConfigEntry) -> bool {
+    e.source == ConfigSource::DynamicTopic
+}
+
+fn describe(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
+    let client = admin(c)?;
+    let md = c.metadata(client.inner(), None)?;
+    let topic = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == name)
+        .with_context(|| format!("topic '{name}' does not exist"))?;
+    let parts = topic.partitions();
+    let rf = parts.first().map_or(0, |p| p.replicas().len());
+    println!(
+        "topic {name}  partitions {}  replication-factor {rf}",
+        parts.len()
+    );
+    println!(
+        "  {:>9}  {:>6}  {:<12}  {:<12}  error",
+        "partition", "leader", "replicas", "isr"
+    );
+    let mut parts: Vec<_> = parts.iter().collect();
+    parts.sort_by_key(|p| p.id());
+    for p in parts {
+        let err = p
+            .error()
+            .map(|e| RDKafkaErrorCode::from(e).to_string())
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "  {:>9}  {:>6}  {:<12}  {:<12}  {err}",
+            p.id(),
+            p.leader(),
+            ids(p.replicas()),
+            ids(p.isr())
+        );
+    }
+    let entries = describe_configs(c, &client, name)?;
+    println!("configs (* = set on this topic; others show where the value comes from):");
+    for e in &entries {
+        let value = match (&e.value, e.is_sensitive) {
+            (_, true) => "(sensitive)".to_string(),
+            (Some(v), _) => v.clone(),
+            (None, _) => "(null)".to_string(),
+        };
+        let (mark, source) = if is_topic_override(e) {
+            ("*", String::new())
+        } else {
+            let s = match e.source {
+                ConfigSource::Default => "default",
+                ConfigSource::StaticBroker => "broker config",
+                ConfigSource::DynamicBroker => "broker override",
+                ConfigSource::DynamicDefaultBroker => "cluster-wide override",
+                ConfigSource::DynamicTopic | ConfigSource::Unknown => "unknown",
+            };
+            (" ", format!("  ({s})"))
+        };
+        println!("  {mark} {} = {value}{source}", e.name);
+    }
+    Ok(())
+}
+
+fn delete(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
+    let client = admin(c)?;
+    let results = block_on(client.delete_topics(&[name], &admin_options(c)))
+        .map_err(|e| c.explain(e, "DeleteTopics"))?;
+    for r in results {
+        if let Err((_, code)) = r {
+            return Err(admin_error("delete", name, code));
+        }
+    }
+    println!("deleted topic '{name}'");
+    Ok(())
+}
+
+/// The override set after applying `--set` and `--delete` to `current`.
+fn merge_overrides(
+    current: BTreeMap<String, String>,
+    set: &[(String, String)],
+    delete: &[String],
+) -> BTreeMap<String, String> {
+    let mut merged = current;
+    for k in delete {
+        merged.remove(k);
+    }
+    for (k, v) in set {
+        merged.insert(k.clone(), v.clone());
+    }
+    merged
+}
+
+fn alter(
+    c: &ClientArgs,
+    name: &str,
+    set: &[(String, String)],
+    delete: &[String],
+    partitions: Option<i32>,
+) -> anyhow::Result<()> {
+    if set.is_empty() && delete.is_empty() && partitions.is_none() {
+        bail!("nothing to change: give --set KEY=VALUE, --delete KEY or --partitions N");
+    }
+    if let Some((k, _)) = set.iter().find(|(k, _)| delete.contains(k)) {
+        bail!("--set and --delete both name '{k}': give one");
+    }
+    let client = admin(c)?;
+    let current_partitions = partition_count(c, &client, name)?;
+    if let Some(n) = partitions
+        && (n as usize) < current_partitions
+    {
+        bail!(
+            "--partitions {n}: topic '{name}' already has {current_partitions} partitions, \
+             and partitions can only be added"
+        );
+    }
+
+    if !set.is_empty() || !delete.is_empty() {
+        // rdkafka has no IncrementalAlterConfigs, and AlterConfigs replaces a topic's
+        // whole override set, so read the overrides, merge the change in, and write the
+        // result back. Another admin altering the same topic in between would be
+        // overwritten; that window is as wide as two admin round trips.
+        let entries = describe_configs(c, &client, name)?;
+        let mut current = BTreeMap::new();
+        for e in entries.iter().filter(|e| is_topic_override(e)) {
+            match &e.value {
+                Some(v) => {
+                    current.insert(e.name.clone(), v.clone());
+                }
+                // Brokers hide sensitive values; writing the set back without them would
+                // delete them.
+                None => bail!(
+                    "topic '{name}' has an override of '{}' whose value the broker does not \
+                     show, so it cannot be kept through AlterConfigs; not changing anything",
+                    e.name
+                ),
+            }
+        }
+        for k in delete {
+            if !current.contains_key(k) {
+                eprintln!("note: '{k}' has no override on topic '{name}'; nothing to delete");
+            }
+        }
+        let merged = merge_overrides(current, set, delete);
+        let mut change = AlterConfig::new(ResourceSpecifier::Topic(name));
+        for (k, v) in &merged {
+            change = change.set(k, v);
+        }
+        let results = block_on(client.alter_configs([&change], &admin_options(c)))
+            .map_err(|e| c.explain(e, "AlterConfigs"))?;
+        for r in results {
+            if let Err((_, code)) = r {
+                return Err(admin_error("alter the configs of", name, code));
+            }
+        }
+        for (k, v) in set {
+            println!("topic '{name}': set {k}={v}");
+        }
+        for k in delete {
+            println!("topic '{name}': removed the override of {k}");
+        }
+    }
+
+    if let Some(n) = partitions {
+        if n as usize == current_partitions {
+            println!("topic '{name}' already has {n} partitions");
+        } else {
+            let grow = NewPartitions::new(name, n as usize);
+            let results = block_on(client.create_partitions([&grow], &admin_options(c)))
+                .map_err(|e| c.explain(e, "CreatePartitions"))?;
+            for r in results {
+                if let Err((_, code)) = r {
+                    return Err(admin_error("add partitions to", name, code));
+                }
+            }
+            println!("topic '{name}': partitions {current_partitions} -> {n}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_other_overrides() {
+        let current = BTreeMap::from([
+            ("segment.bytes".to_string(), "1048576".to_string()),
+            ("segment.ms".to_string(), "1000".to_string()),
+        ]);
+        let merged = merge_overrides(
+            current,
+            &[("retention.ms".into(), "1000".into())],
+            &["segment.ms".into()],
+        );
+        assert_eq!(
+            merged,
+            BTreeMap::from([
+                ("retention.ms".to_string(), "1000".to_string()),
+                ("segment.bytes".to_string(), "1048576".to_string()),
+            ])
+        );
+    }
+}
