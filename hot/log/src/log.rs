@@ -20,6 +20,9 @@ use crate::segment::{self, Segment, read_at};
 use crate::snapshot;
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
+/// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
+/// entry to the wanted batch (index.interval.bytes is 4 KiB by default).
+const READ_SLACK: u64 = 64 * 1024;
 const LOG_START_FILE: &str = "log-start-offset";
 
 /// What an append did.
@@ -757,51 +760,79 @@ impl Log {
             };
             (seg.file.clone(), seg.path.clone(), pos as u64, seg.size)
         };
-        // Walk batch headers from the index entry to the batch containing `offset`.
-        let header = loop {
+        // One read from the index entry covers the walk to the wanted batch (at most an
+        // index interval plus one batch) and the data: no separate header reads.
+        let corrupt = |at: u64, e: batch::BatchError| LogError::Corrupt {
+            path: path.clone(),
+            position: at,
+            reason: e.to_string(),
+        };
+        loop {
             if pos >= limit {
                 return Ok(empty());
             }
-            let head = read_at(&file, &path, pos, HEADER_LEN)?;
-            let h = batch::parse_header(&head).map_err(|e| LogError::Corrupt {
-                path: path.clone(),
-                position: pos,
-                reason: e.to_string(),
-            })?;
-            if h.next_offset() > offset {
-                break h;
+            let want = (max_bytes as u64)
+                .saturating_add(READ_SLACK)
+                .min(limit - pos);
+            let mut data = read_at(&file, &path, pos, want as usize)?;
+            // Find the batch containing `offset`.
+            let mut start = 0usize;
+            let mut first = None;
+            while data.len() - start >= HEADER_LEN {
+                let h = batch::parse_header(&data[start..])
+                    .map_err(|e| corrupt(pos + start as u64, e))?;
+                if h.next_offset() > offset {
+                    first = Some(h);
+                    break;
+                }
+                start += h.total_size();
             }
-            pos += h.total_size() as u64;
-        };
-        if max_offset.is_some_and(|m| header.next_offset() > m) {
-            return Ok(empty());
-        }
-        let first = header.total_size() as u64;
-        let want = first
-            .max((max_bytes as u64).min(limit - pos))
-            .min(limit - pos);
-        let mut data = read_at(&file, &path, pos, want as usize)?;
-        // Keep whole batches, and none past max_offset.
-        let mut end = 0usize;
-        let mut next_offset = offset;
-        while data.len() - end >= HEADER_LEN {
-            let h = batch::parse_header(&data[end..]).map_err(|e| LogError::Corrupt {
-                path: path.clone(),
-                position: pos + end as u64,
-                reason: e.to_string(),
-            })?;
-            if end + h.total_size() > data.len() || max_offset.is_some_and(|m| h.next_offset() > m)
-            {
-                break;
+            let Some(first) = first else {
+                // The walk ran past this read: continue from where it stopped.
+                pos += start.min(data.len()) as u64;
+                continue;
+            };
+            if max_offset.is_some_and(|m| first.next_offset() > m) {
+                return Ok(empty());
             }
-            end += h.total_size();
-            next_offset = h.next_offset();
+            let first_size = first.total_size();
+            if start + first_size > data.len() {
+                // KIP-74: the first batch is returned whole even when larger than max_bytes.
+                let at = pos + start as u64;
+                data = read_at(&file, &path, at, first_size)?;
+                if data.len() < first_size {
+                    return Err(corrupt(
+                        at,
+                        batch::BatchError::Truncated {
+                            need: first_size,
+                            have: data.len(),
+                        },
+                    ));
+                }
+                start = 0;
+            }
+            // Whole batches from `start`, within max_bytes (after the first), none past
+            // max_offset.
+            let mut end = start + first_size;
+            let mut next_offset = first.next_offset();
+            while data.len() - end >= HEADER_LEN {
+                let h =
+                    batch::parse_header(&data[end..]).map_err(|e| corrupt(pos + end as u64, e))?;
+                let size = h.total_size();
+                if end + size > data.len()
+                    || end + size - start > max_bytes
+                    || max_offset.is_some_and(|m| h.next_offset() > m)
+                {
+                    break;
+                }
+                end += size;
+                next_offset = h.next_offset();
+            }
+            return Ok(ReadResult {
+                data: Bytes::from(data).slice(start..end),
+                next_offset,
+            });
         }
-        data.truncate(end);
-        Ok(ReadResult {
-            data: Bytes::from(data),
-            next_offset,
-        })
     }
 
     /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by

@@ -131,6 +131,7 @@ pub fn dispatch(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Pending, Proto
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
     };
     metrics::counter!("strata_requests_total", "api" => api_name(api)).increment(1);
+    tracing::trace!(?api, version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     if api == ApiKey::ApiVersions {
         // Any version, even one from the future: the answer tells the client what we speak.
         return Ok(cluster::api_versions(&ctx, &mut frame));

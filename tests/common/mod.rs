@@ -1,0 +1,125 @@
+//! Helpers for end-to-end tests: the real `strata` binary on free loopback ports.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod kafka;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A `strata serve` child process.
+pub struct Broker {
+    pub child: Child,
+    pub kafka: String,
+    pub http: String,
+    pub data_dir: PathBuf,
+    extra: Vec<String>,
+}
+
+pub fn strata_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_strata")
+}
+
+impl Broker {
+    /// Starts `strata serve` on free ports with `data_dir`, waiting until it listens.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Broker {
+        Self::start_on(data_dir, "127.0.0.1:0", extra)
+    }
+
+    /// Starts on a given Kafka address (to restart on the same port).
+    pub fn start_on(data_dir: &Path, kafka_addr: &str, extra: &[&str]) -> Broker {
+        let mut child = Command::new(strata_bin())
+            .args(["serve", "--data-dir"])
+            .arg(data_dir)
+            .args(["--kafka-addr", kafka_addr, "--http-addr", "127.0.0.1:0"])
+            .args(extra)
+            .env(
+                "STRATA_LOG",
+                std::env::var("STRATA_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn strata serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the child never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("strata serve did not start");
+        let field = |k: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("no {k} in {line:?}"))
+                .to_string()
+        };
+        Broker {
+            child,
+            kafka: field("kafka"),
+            http: field("http"),
+            data_dir: data_dir.to_path_buf(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// SIGKILL, no clean shutdown.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.child.wait();
+    }
+
+    /// Restarts on the same Kafka port after a stop or kill.
+    pub fn restart(&mut self) {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let kafka = self.kafka.clone();
+        // The port may linger briefly; retry binding it for a while.
+        let mut last = None;
+        for _ in 0..50 {
+            match std::panic::catch_unwind(|| Broker::start_on(&self.data_dir, &kafka, &extra)) {
+                Ok(b) => {
+                    // The old child has exited already; dropping it only reaps it.
+                    drop(std::mem::replace(self, b));
+                    return;
+                }
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::panic::resume_unwind(last.unwrap());
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the `strata` CLI with `--bootstrap` pointing at `kafka`.
+pub fn cli(kafka: &str, args: &[&str]) -> std::process::Output {
+    Command::new(strata_bin())
+        .args(args)
+        .env("STRATA_BOOTSTRAP", kafka)
+        .output()
+        .expect("run strata")
+}
