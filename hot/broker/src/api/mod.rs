@@ -151,7 +151,12 @@ pub fn dispatch(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Pending, Proto
     }
     let b = broker.clone();
     Ok(match api {
-        ApiKey::Produce => produce::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::Produce => {
+            let body = frame.clone();
+            let req = decode(&mut frame, &ctx)?;
+            drop(frame);
+            produce::handle(&b, ctx.clone(), req, body)
+        }
         ApiKey::Fetch => fetch::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::ListOffsets => list_offsets::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::Metadata => metadata::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),

@@ -3,26 +3,38 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use strata_proto::ErrorCode;
 use strata_proto::batch::{self, RecordBatch};
 
 use super::{Pending, RequestContext, encode_response, msg, ready};
 use crate::broker::Broker;
 
-pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, req: ProduceRequest) -> Pending {
+/// Handles a produce request. `frame` is the request body the request was decoded from:
+/// once the decoded request (whose records are slices of `frame`) is dropped, `frame` is
+/// the only handle left, and the batches are appended in place instead of being copied
+/// first (the log rewrites offsets in the batch headers).
+pub(super) fn handle(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    frame: Bytes,
+) -> Pending {
     let started = Instant::now();
     let acks = req.acks;
-    let mut resp = ProduceResponse::default();
-    let mut bytes_in = 0u64;
+    let transactional = req.transactional_id.is_some();
+    let base = frame.as_ptr() as usize;
+    // (topic name as sent, topic id, resolved name, partition, records range in `frame`)
+    type Part = (i32, Option<Range<usize>>);
+    let mut plan: Vec<(TopicName, uuid::Uuid, Option<String>, Vec<Part>)> =
+        Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
-        let mut out = TopicProduceResponse::default();
-        out.name = topic.name.clone();
-        out.topic_id = topic.topic_id;
         let name = if ctx.version >= 13 {
             broker
                 .topic_by_id(strata_proto::TopicId(topic.topic_id))
@@ -30,22 +42,47 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, req: ProduceRequ
         } else {
             Some(topic.name.0.to_string())
         };
-        for p in topic.partition_data {
+        let parts = topic
+            .partition_data
+            .into_iter()
+            .map(|p| {
+                let range = p.records.as_ref().map(|r| {
+                    let start = r.as_ptr() as usize - base;
+                    start..start + r.len()
+                });
+                (p.index, range)
+            })
+            .collect();
+        plan.push((topic.name, topic.topic_id, name, parts));
+    }
+    // Every slice of `frame` is gone now (the request was consumed above).
+    let mut buf: BytesMut = frame.try_into_mut().unwrap_or_else(|shared| {
+        metrics::counter!("strata_produce_copied_bytes_total").increment(shared.len() as u64);
+        BytesMut::from(&shared[..])
+    });
+    let mut resp = ProduceResponse::default();
+    let mut bytes_in = 0u64;
+    for (topic_name, topic_id, name, parts) in plan {
+        let mut out = TopicProduceResponse::default();
+        out.name = topic_name;
+        out.topic_id = topic_id;
+        for (index, range) in parts {
             let mut r = PartitionProduceResponse::default();
-            r.index = p.index;
+            r.index = index;
             let result = if !matches!(acks, -1..=1) {
                 Err((
                     ErrorCode::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, not {acks}"),
                 ))
-            } else if req.transactional_id.is_some() {
+            } else if transactional {
                 Err((
                     ErrorCode::InvalidTxnState,
                     "transactions are not supported".to_string(),
                 ))
             } else {
-                bytes_in += p.records.as_ref().map_or(0, |r| r.len() as u64);
-                produce_partition(broker, name.as_deref(), p.index, p.records, acks)
+                let records = range.map(|r| &mut buf[r]);
+                bytes_in += records.as_ref().map_or(0, |r| r.len() as u64);
+                produce_partition(broker, name.as_deref(), index, records, acks)
             };
             match result {
                 Ok((base_offset, log_append_time, log_start)) => {
@@ -86,7 +123,7 @@ fn produce_partition(
     broker: &Broker,
     topic: Option<&str>,
     index: i32,
-    records: Option<Bytes>,
+    records: Option<&mut [u8]>,
     acks: i16,
 ) -> Result<(i64, i64, i64), (ErrorCode, String)> {
     let unknown = || {
@@ -103,7 +140,7 @@ fn produce_partition(
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
     // Produce v3+ carries exactly one batch per partition (Kafka enforces the same).
     let mut count = 0;
-    for b in batch::batches(&records) {
+    for b in batch::batches(records) {
         let b: RecordBatch<'_> = b.map_err(|e| (e.error_code(), e.to_string()))?;
         count += 1;
         let h = b.header();
@@ -139,8 +176,7 @@ fn produce_partition(
             ),
         ));
     }
-    let mut buf = records.to_vec();
-    let info = p.append(&mut buf).map_err(|e| {
+    let info = p.append(records).map_err(|e| {
         if e.is_retriable() {
             tracing::warn!(topic = %p.topic, partition = index, error = %e, "append failed");
         }
