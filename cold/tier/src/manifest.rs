@@ -290,12 +290,12 @@ impl Manifest {
         m.segments.reserve(n);
         for _ in 0..n {
             let s = r.segment()?;
-            if let Some(last) = m.segments.last() {
-                if s.base_offset != last.next_offset {
-                    return Err(ManifestError::Corrupt(
-                        "snapshot segments are not contiguous".into(),
-                    ));
-                }
+            if let Some(last) = m.segments.last()
+                && s.base_offset != last.next_offset
+            {
+                return Err(ManifestError::Corrupt(
+                    "snapshot segments are not contiguous".into(),
+                ));
             }
             if s.next_offset <= s.base_offset {
                 return Err(ManifestError::Corrupt("empty segment in snapshot".into()));
