@@ -6,10 +6,11 @@ use std::future::Future;
 use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorKind, Op, Result, StoreError};
@@ -50,6 +51,10 @@ impl Default for RetryConfig {
 /// nothing else, sleeping a uniformly random time in `[0, min(max_backoff,
 /// initial_backoff * 2^retry))` ("full jitter", which AWS recommends so that clients
 /// throttled together do not retry together), within `max_attempts` and `max_elapsed`.
+///
+/// Time is tokio's clock (`tokio::time`), for the budget as for the sleeps, so tests
+/// run it paused and deterministic; the jitter's randomness is seeded
+/// ([`RetryConfig::seed`]).
 ///
 /// Reads are verified inside each attempt ([`ReadResult::verify`]), so a body cut short
 /// is retried like any transient fault and never returned.
