@@ -1,6 +1,6 @@
 //! Throughput of `strata_log::Log` against the raw filesystem it sits on.
 //!
-//! Run with `cargo bench -p strata-benches --bench log` (about a minute on 2 cores;
+//! Run with `cargo bench -p strata-benches --bench log` (about two minutes on 2 cores;
 //! add `-- --quick` for a smoke run).
 //!
 //! # What is measured
@@ -10,19 +10,43 @@
 //!   happens inside the measured writes; default flush policy, so no fsync). Two batch
 //!   sizes: `16KiB` and `1MiB` (as many 1 KiB records as fit in that size, so the
 //!   "1 MiB" batch stays under Kafka's default `max.message.bytes` of 1 MiB + 12).
+//!   Two logs: `log_direct` (`IoMode::Direct`, the default: `O_DIRECT` writes through
+//!   the tail buffer) and `log_buffered` (`IoMode::Buffered`: through the page cache).
 //!   The same buffer is appended over and over: the log rewrites only the base offset
 //!   and leader epoch in place, which the CRC does not cover, so the batch stays valid.
 //!   Both sides write from a buffer that already holds the bytes (for a broker, the
 //!   request buffer the socket read filled). The log's extra work is the CRC-32C check
 //!   of every byte, the offset rewrite and the index.
-//!   Baseline `raw_write/<size>`: the same bytes, in the same chunk sizes, written with
-//!   `std::fs::File::write_all` to a fresh file, no fsync.
-//! * group `read`: read a 64 MiB log from offset 0 to its end with
-//!   `log.read(offset, 1 MiB, None)`, following `next_offset` (one log built of 16 KiB
-//!   batches, one of 1 MiB batches). Baseline `raw_read/<batches>`: read that log's own
-//!   segment file sequentially with `std::fs::File::read` into one reused 1 MiB buffer.
-//!   Both sides read from a WARM page cache: the files were just written and are read
-//!   over and over, so this measures the log's CPU/copy overhead, not the disk.
+//!   Baselines: `raw_write/<size>`: the same bytes, in the same chunk sizes, written
+//!   with `std::fs::File::write_all` to a fresh file, no fsync; `raw_write_direct/<size>`:
+//!   the same number of writes of the batch rounded up to 4 KiB, from one aligned buffer
+//!   to a fresh file opened with `O_DIRECT` (what `dd oflag=direct` does: the floor for
+//!   the direct log, which also copies each batch into its buffer and rewrites the
+//!   partial last block).
+//! * group `read`: read a 64 MiB log, written in direct mode, from offset 0 to its end
+//!   with `log.read(offset, 1 MiB, None)`, following `next_offset` (logs built of 16 KiB
+//!   batches and of 1 MiB batches). `log_pread/<batches>`: a log with the default tail
+//!   cache (4 MiB), so nearly every read is a `pread`; `log_cache/<batches>`: a log whose
+//!   tail cache holds all of it (`tail_cache_bytes` = 2 x 64 MiB), so every read is a
+//!   copy from that memory, as a tail consumer's is. Baseline `raw_read/<batches>`: read
+//!   the pread log's segment file sequentially with `std::fs::File::read` into one
+//!   reused 1 MiB buffer. The page cache is WARM: direct writes leave nothing there,
+//!   but the untimed first pass and criterion's warm-up read every file, so this
+//!   measures the log's CPU/copy overhead, not the disk.
+//!
+//! # CPU per GB
+//!
+//! Criterion measures wall time. Each benchmark also reads this process's user and
+//! system CPU time (`/proc/self/stat`) around every timed loop and, when it finishes,
+//! prints to stderr the CPU seconds per GB (10^9 bytes) over all of its timed loops:
+//!
+//! ```text
+//! cpu append/log_direct/1MiB: 0.312 CPU-s/GB (user 0.190, sys 0.122) over 3.4 GB
+//! ```
+//!
+//! Kernel work done by other threads is not in it: for buffered writes, the flusher
+//! threads' writeback (ext4's delayed block allocation included) and page reclaim run
+//! in kernel threads, so buffered numbers are a lower bound of what the machine spends.
 //!
 //! Creating and removing directories and files, opening the log and building batches
 //! are not timed (`iter_custom`); only the writes or reads are. Every file lives under
@@ -37,25 +61,26 @@
 //! Within a group, divide the log's estimate by its baseline's:
 //!
 //! ```text
-//! append ratio (16 KiB) = thrpt(append/log/16KiB) / thrpt(append/raw_write/16KiB)
-//! append ratio (1 MiB)  = thrpt(append/log/1MiB)  / thrpt(append/raw_write/1MiB)
-//! read ratio            = thrpt(read/log/<batches>) / thrpt(read/raw_read/<batches>)
+//! append ratio, direct   = thrpt(append/log_direct/<size>)   / thrpt(append/raw_write_direct/<size>)
+//! append ratio, buffered = thrpt(append/log_buffered/<size>) / thrpt(append/raw_write/<size>)
+//! read ratio             = thrpt(read/log_pread/<batches>)   / thrpt(read/raw_read/<batches>)
 //! ```
 //!
 //! A ratio near 1.0 means the log adds little over the bare syscalls; the machine's
 //! readings are also in `target/criterion/<group>/<bench>/new/estimates.json` (the
 //! `mean.point_estimate` is nanoseconds per iteration of 64 MiB).
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::hint::black_box;
 use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use strata_log::{Log, LogConfig, SystemClock};
+use strata_log::{DEFAULT_TAIL_CACHE_BYTES, IoMode, Log, LogConfig, SystemClock};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
 
@@ -95,10 +120,92 @@ fn build_batch(nominal: usize) -> Vec<u8> {
     }
 }
 
-fn config() -> LogConfig {
+fn config(io_mode: IoMode) -> LogConfig {
     LogConfig {
         segment_bytes: SEGMENT_BYTES,
+        io_mode,
         ..LogConfig::default()
+    }
+}
+
+/// `O_DIRECT` for `OpenOptionsExt::custom_flags` (the benches have no libc binding):
+/// its value differs between architectures.
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+const O_DIRECT: i32 = 0o40000;
+#[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
+const O_DIRECT: i32 = 0o200000;
+
+/// Direct IO alignment: file positions, lengths and buffer addresses.
+const BLOCK: usize = 4096;
+
+/// This process's (user, system) CPU time in clock ticks.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    // Fields after the command name (which may hold spaces, so split after its ')'):
+    // state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("a /proc stat line") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| -> u64 { fields[n - 3].parse().expect("a tick count") };
+    (field(14), field(15))
+}
+
+/// /proc reports CPU times in USER_HZ, which the kernel ABI fixes at 100 per second.
+const TICKS_PER_SEC: f64 = 100.0;
+
+/// CPU time and bytes over every timed loop of one benchmark.
+#[derive(Default)]
+struct CpuTally {
+    user: u64,
+    sys: u64,
+    bytes: u64,
+}
+
+impl CpuTally {
+    /// Runs `f` (one timed loop that moves `bytes` bytes) and adds its CPU time.
+    fn measure<T>(&mut self, bytes: u64, f: impl FnOnce() -> T) -> T {
+        let (u0, s0) = cpu_ticks();
+        let out = f();
+        let (u1, s1) = cpu_ticks();
+        self.user += u1 - u0;
+        self.sys += s1 - s0;
+        self.bytes += bytes;
+        out
+    }
+
+    /// Prints CPU-s per GB to stderr (nothing if the benchmark did not run).
+    fn report(&self, name: &str) {
+        if self.bytes == 0 {
+            return;
+        }
+        let gb = self.bytes as f64 / 1e9;
+        let (user, sys) = (
+            self.user as f64 / TICKS_PER_SEC / gb,
+            self.sys as f64 / TICKS_PER_SEC / gb,
+        );
+        eprintln!(
+            "cpu {name}: {:.3} CPU-s/GB (user {user:.3}, sys {sys:.3}) over {gb:.1} GB",
+            user + sys
+        );
+    }
+}
+
+/// A buffer of `len` bytes whose start is `BLOCK`-aligned in memory, as `O_DIRECT`
+/// needs; `data` is copied to its start and the rest is zeros.
+struct AlignedBuf {
+    mem: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(data: &[u8], len: usize) -> Self {
+        let mut mem = vec![0u8; len + BLOCK];
+        let off = (BLOCK - mem.as_ptr().addr() % BLOCK) % BLOCK;
+        mem[off..off + data.len()].copy_from_slice(data);
+        AlignedBuf { mem, off, len }
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.mem[self.off..self.off + self.len]
     }
 }
 
@@ -110,9 +217,9 @@ fn bench_root() -> tempfile::TempDir {
         .expect("create the bench directory under CARGO_TARGET_TMPDIR")
 }
 
-fn open_log(dir: &Path) -> Log {
+fn open_log(dir: &Path, config: LogConfig) -> Log {
     let (log, _report) =
-        Log::open(dir, config(), Arc::new(SystemClock)).expect("open a fresh bench log");
+        Log::open(dir, config, Arc::new(SystemClock)).expect("open a fresh bench log");
     log
 }
 
@@ -139,25 +246,38 @@ fn bench_append(c: &mut Criterion) {
         );
         group.throughput(Throughput::Bytes(bytes));
 
-        group.bench_function(BenchmarkId::new("log", label), |b| {
-            let mut buf = prebuilt.clone();
-            b.iter_custom(|iters| {
-                let mut elapsed = Duration::ZERO;
-                for i in 0..iters {
-                    let dir = root.path().join(format!("append-log-{label}-{i}"));
-                    let log = open_log(&dir);
-                    let start = Instant::now();
-                    for _ in 0..count {
-                        black_box(log.append(&mut buf, 0).expect("append"));
+        for (name, mode) in [
+            ("log_direct", IoMode::Direct),
+            ("log_buffered", IoMode::Buffered),
+        ] {
+            let mut tally = CpuTally::default();
+            group.bench_function(BenchmarkId::new(name, label), |b| {
+                let mut buf = prebuilt.clone();
+                b.iter_custom(|iters| {
+                    let mut elapsed = Duration::ZERO;
+                    for i in 0..iters {
+                        let dir = root.path().join(format!("append-{name}-{label}-{i}"));
+                        let log = open_log(&dir, config(mode));
+                        if mode == IoMode::Direct {
+                            assert_eq!(log.io_mode(), IoMode::Direct, "O_DIRECT refused");
+                        }
+                        let start = Instant::now();
+                        tally.measure(bytes, || {
+                            for _ in 0..count {
+                                black_box(log.append(&mut buf, 0).expect("append"));
+                            }
+                        });
+                        elapsed += start.elapsed();
+                        drop(log);
+                        std::fs::remove_dir_all(&dir).expect("remove the bench log");
                     }
-                    elapsed += start.elapsed();
-                    drop(log);
-                    std::fs::remove_dir_all(&dir).expect("remove the bench log");
-                }
-                elapsed
+                    elapsed
+                });
             });
-        });
+            tally.report(&format!("append/{name}/{label}"));
+        }
 
+        let mut tally = CpuTally::default();
         group.bench_function(BenchmarkId::new("raw_write", label), |b| {
             b.iter_custom(|iters| {
                 let mut elapsed = Duration::ZERO;
@@ -165,10 +285,12 @@ fn bench_append(c: &mut Criterion) {
                     let path = root.path().join(format!("append-raw-{label}-{i}"));
                     let mut file = File::create(&path).expect("create the raw file");
                     let start = Instant::now();
-                    for _ in 0..count {
-                        file.write_all(black_box(&prebuilt))
-                            .expect("write the raw file");
-                    }
+                    tally.measure(bytes, || {
+                        for _ in 0..count {
+                            file.write_all(black_box(&prebuilt))
+                                .expect("write the raw file");
+                        }
+                    });
                     elapsed += start.elapsed();
                     drop(file);
                     std::fs::remove_file(&path).expect("remove the raw file");
@@ -176,16 +298,58 @@ fn bench_append(c: &mut Criterion) {
                 elapsed
             });
         });
+        tally.report(&format!("append/raw_write/{label}"));
+
+        let mut tally = CpuTally::default();
+        let chunk = prebuilt.len().next_multiple_of(BLOCK);
+        let aligned = AlignedBuf::new(&prebuilt, chunk);
+        group.bench_function(BenchmarkId::new("raw_write_direct", label), |b| {
+            b.iter_custom(|iters| {
+                let mut elapsed = Duration::ZERO;
+                for i in 0..iters {
+                    let path = root.path().join(format!("append-raw-direct-{label}-{i}"));
+                    let file = OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .custom_flags(O_DIRECT)
+                        .open(&path)
+                        .expect("create the raw file with O_DIRECT");
+                    let start = Instant::now();
+                    tally.measure(bytes, || {
+                        for k in 0..count {
+                            file.write_all_at(black_box(aligned.bytes()), (k * chunk) as u64)
+                                .expect("write the raw file with O_DIRECT");
+                        }
+                    });
+                    elapsed += start.elapsed();
+                    drop(file);
+                    std::fs::remove_file(&path).expect("remove the raw file");
+                }
+                elapsed
+            });
+        });
+        tally.report(&format!("append/raw_write_direct/{label}"));
     }
     group.finish();
 }
 
-/// A log of `TOTAL` bytes (rounded down to whole batches) of `nominal`-sized batches.
-/// Returns the log and its (only) segment file.
-fn build_read_log(root: &Path, label: &str, nominal: usize) -> (Log, PathBuf, u64) {
+/// A log of `TOTAL` bytes (rounded down to whole batches) of `nominal`-sized batches,
+/// written in direct mode with a tail cache of `tail_cache_bytes`. Returns the log and
+/// its (only) segment file.
+fn build_read_log(
+    root: &Path,
+    label: &str,
+    nominal: usize,
+    tail_cache_bytes: usize,
+) -> (Log, PathBuf, u64) {
     let prebuilt = build_batch(nominal);
-    let dir = root.join(format!("read-log-{label}"));
-    let log = open_log(&dir);
+    let dir = root.join(format!("read-log-{label}-{tail_cache_bytes}"));
+    let config = LogConfig {
+        tail_cache_bytes,
+        ..config(IoMode::Direct)
+    };
+    let log = open_log(&dir, config);
     let mut buf = prebuilt.clone();
     for _ in 0..batches_per_iter(prebuilt.len()) {
         buf.copy_from_slice(&prebuilt);
@@ -227,59 +391,65 @@ fn read_raw(file: &mut File, buf: &mut [u8]) -> u64 {
 
 fn bench_read(c: &mut Criterion) {
     let root = bench_root();
-    let logs: Vec<(&str, Log, PathBuf, u64)> = [("16KiB-batches", 16 * KIB), ("1MiB-batches", MIB)]
-        .into_iter()
-        .map(|(label, nominal)| {
-            let (log, path, size) = build_read_log(root.path(), label, nominal);
-            (label, log, path, size)
-        })
-        .collect();
-
     let mut group = c.benchmark_group("read");
     group
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
 
-    // Warm page cache: every file was just written, and each is read (untimed) once here
-    // and then many times by criterion's warm-up before any sample is taken.
     let mut buf = vec![0u8; READ_MAX_BYTES];
-    for (label, log, segment, size) in &logs {
-        assert_eq!(
-            read_log(log),
-            *size,
-            "read/{label} must return the whole log"
-        );
+    for (label, nominal) in [("16KiB-batches", 16 * KIB), ("1MiB-batches", MIB)] {
+        // Built one batch size at a time, so only one whole-log cache is in memory.
+        let pread = build_read_log(root.path(), label, nominal, DEFAULT_TAIL_CACHE_BYTES);
+        let cached = build_read_log(root.path(), label, nominal, 2 * TOTAL);
+        let (_, segment, size) = &pread;
         group.throughput(Throughput::Bytes(*size));
-        group.bench_function(BenchmarkId::new("log", *label), |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    black_box(read_log(log));
-                }
-                start.elapsed()
+        for (name, (log, _, size)) in [("log_pread", &pread), ("log_cache", &cached)] {
+            // Warm page cache: direct writes left none, so read every file (untimed)
+            // once here; criterion's warm-up reads it again before any sample.
+            assert_eq!(
+                read_log(log),
+                *size,
+                "read/{name}/{label} must return the whole log"
+            );
+            let mut tally = CpuTally::default();
+            group.bench_function(BenchmarkId::new(name, label), |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        tally.measure(*size, || black_box(read_log(log)));
+                    }
+                    start.elapsed()
+                });
             });
-        });
+            tally.report(&format!("read/{name}/{label}"));
+        }
 
-        // The baseline reads this log's own segment file: same bytes, same file, same
-        // (warm) page cache. It must be the same file: how a file was written (16 KiB
-        // or 1 MiB writes) changes the page-cache folio sizes and so the read speed.
+        // The baseline reads the pread log's own segment file: same bytes, same file,
+        // same (warm) page cache. It must be the same file: how a file was written
+        // changes the page-cache folio sizes and so the read speed.
+        // The file is the log's bytes and, as the log is still open, the zero padding
+        // of its last direct write (under 4 KiB).
         {
             let mut file = File::open(segment).expect("open the segment file");
-            assert_eq!(read_raw(&mut file, &mut buf), *size);
+            let len = file.metadata().expect("stat the segment file").len();
+            assert!(len - *size < 4096);
+            assert_eq!(read_raw(&mut file, &mut buf), len);
         }
-        group.bench_function(BenchmarkId::new("raw_read", *label), |b| {
+        let mut tally = CpuTally::default();
+        group.bench_function(BenchmarkId::new("raw_read", label), |b| {
             b.iter_custom(|iters| {
                 let mut elapsed = Duration::ZERO;
                 for _ in 0..iters {
                     let mut file = File::open(segment).expect("open the segment file");
                     let start = Instant::now();
-                    black_box(read_raw(&mut file, &mut buf));
+                    tally.measure(*size, || black_box(read_raw(&mut file, &mut buf)));
                     elapsed += start.elapsed();
                 }
                 elapsed
             });
         });
+        tally.report(&format!("read/raw_read/{label}"));
     }
     group.finish();
 }

@@ -5,6 +5,21 @@ use strata_proto::config::MessageTimestampType;
 
 use crate::producer::DEFAULT_PRODUCER_EXPIRATION_MS;
 
+/// How the active segment is written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum IoMode {
+    /// `pwrite` through the page cache, as Kafka does.
+    Buffered,
+    /// `O_DIRECT` writes of 4 KiB-aligned blocks from an in-memory tail buffer, which
+    /// also serves tail reads (see the crate docs, "IO modes"). Falls back to
+    /// `Buffered` for the log if the filesystem refuses `O_DIRECT`.
+    #[default]
+    Direct,
+}
+
+/// Default for [`LogConfig::tail_cache_bytes`].
+pub const DEFAULT_TAIL_CACHE_BYTES: usize = 4 << 20;
+
 /// How much of the log to keep locally. `None` is unbounded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct RetentionLimits {
@@ -34,6 +49,13 @@ pub struct LogConfig {
     /// Forget an idempotent producer this long after its last batch's timestamp
     /// (Kafka's broker setting producer.id.expiration.ms, not a topic config).
     pub producer_expiration_ms: i64,
+    /// How the active segment is written (a broker setting, not a topic config). A
+    /// change takes effect when the next segment starts.
+    pub io_mode: IoMode,
+    /// Direct mode: the most memory the tail buffer of the active segment may hold (two
+    /// windows of half this each, rounded down to 4 KiB, at least one 4 KiB block each).
+    /// Appends are written through it and reads of the newest bytes are served from it.
+    pub tail_cache_bytes: usize,
 }
 
 impl Default for LogConfig {
@@ -58,6 +80,8 @@ impl From<&TopicConfig> for LogConfig {
             log_append_time: c.message_timestamp_type == MessageTimestampType::LogAppendTime,
             // A broker setting: the broker overrides it if configured.
             producer_expiration_ms: DEFAULT_PRODUCER_EXPIRATION_MS,
+            io_mode: IoMode::default(),
+            tail_cache_bytes: DEFAULT_TAIL_CACHE_BYTES,
         }
     }
 }

@@ -12,12 +12,13 @@ use strata_proto::{BatchHeader, Offset, ProducerId};
 
 use crate::checkpoint;
 use crate::clock::Clock;
-use crate::config::LogConfig;
+use crate::config::{IoMode, LogConfig};
 use crate::error::LogError;
 use crate::index::{Indexes, TIME_ENTRY, rel};
 use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment, read_at};
 use crate::snapshot;
+use crate::tail::{self, TailCache};
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
@@ -129,6 +130,13 @@ struct Inner {
     /// Idempotent producers: checked and updated under the write lock together with the
     /// append, so a check and the append it allows are atomic.
     producers: ProducerState,
+    /// Direct mode: the active segment's newest bytes, written through it and read
+    /// from it (see `tail`).
+    tail: TailCache,
+    /// The filesystem refused O_DIRECT: this log writes through the page cache.
+    direct_refused: bool,
+    /// A direct write succeeded: from then on EINVAL is an error, not a refusal.
+    direct_written: bool,
 }
 
 impl Inner {
@@ -147,6 +155,76 @@ impl Inner {
     fn log_end_offset(&self) -> Offset {
         self.active().next_offset
     }
+
+    /// Opens the active segment for direct writes, if the config asks for them and the
+    /// filesystem has not refused them.
+    fn open_direct(&mut self, dir: &Path) -> Result<(), LogError> {
+        if self.config.io_mode != IoMode::Direct || self.direct_refused {
+            // Buffered from this segment on: the tail buffer has no more use.
+            self.tail.release();
+            return Ok(());
+        }
+        let active = self.active_mut();
+        if active.direct.is_some() {
+            return Ok(());
+        }
+        match tail::open_direct(&active.path)? {
+            Some(f) => active.direct = Some(f),
+            None => self.fall_back(dir, "open with O_DIRECT refused"),
+        }
+        Ok(())
+    }
+
+    /// Gives up direct IO for this log (the filesystem refuses it), once.
+    fn fall_back(&mut self, dir: &Path, why: &str) {
+        self.direct_refused = true;
+        self.active_mut().direct = None;
+        self.tail.release();
+        tracing::warn!(dir = %dir.display(), why, "the filesystem refuses direct IO: this log writes through the page cache");
+    }
+
+    /// Writes `bytes` after the active segment's last byte (the caller then counts them
+    /// in its size). On error nothing is left after that byte.
+    fn write_active(&mut self, dir: &Path, bytes: &[u8]) -> Result<(), LogError> {
+        let Inner {
+            segments,
+            tail,
+            direct_written,
+            ..
+        } = self;
+        let active = segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment");
+        if let Some(direct) = &active.direct {
+            match tail.append(active.base, active.size, bytes, direct, &active.file) {
+                Ok(()) => {
+                    *direct_written = true;
+                    return Ok(());
+                }
+                // The first direct write is where some filesystems say no (alignment
+                // they do not take, or no direct IO behind an open that worked).
+                Err(e) if !*direct_written && tail::is_refusal(&e) => {
+                    let _ = active.file.set_len(active.size);
+                    self.fall_back(dir, "direct write refused");
+                }
+                Err(e) => {
+                    // Cut a partial append and the padding: the committed size stays
+                    // the end of the file.
+                    let _ = active.file.set_len(active.size);
+                    return Err(LogError::io("write", &active.path)(e));
+                }
+            }
+        }
+        let active = self.active_mut();
+        if let Err(e) = active.file.write_all_at(bytes, active.size) {
+            // Leave no partial bytes behind the committed size.
+            let _ = active.file.set_len(active.size);
+            return Err(LogError::io("write", &active.path)(e));
+        }
+        Ok(())
+    }
+
     fn size(&self) -> u64 {
         self.segments.values().map(|s| s.size).sum()
     }
@@ -266,6 +344,12 @@ impl Log {
             report.scanned_segments.push(base);
             let scan = Segment::scan(&file, &path, base, interval)?;
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
+            if scan.padding > 0 {
+                // Zeros a direct write padded the last block with: nothing was lost.
+                file.set_len(scan.valid_size)
+                    .map_err(LogError::io("truncate", &path))?;
+                tracing::debug!(segment = %path.display(), bytes = scan.padding, "cut direct-write padding");
+            }
             if let Some(reason) = &scan.stop_reason {
                 file.set_len(scan.valid_size)
                     .map_err(LogError::io("truncate", &path))?;
@@ -299,6 +383,7 @@ impl Log {
                 size: scan.valid_size,
                 max_timestamp: scan.builder.max_timestamp(),
                 file: Arc::new(file),
+                direct: None,
                 path,
                 sealed: false,
                 builder: scan.builder,
@@ -349,6 +434,7 @@ impl Log {
         }
         checkpoint::sync_directory(dir)?;
 
+        let tail_cache_bytes = config.tail_cache_bytes;
         let mut inner = Inner {
             config,
             segments,
@@ -357,7 +443,11 @@ impl Log {
             unflushed_records: 0,
             first_unflushed_ms: None,
             producers: ProducerState::new(),
+            tail: TailCache::new(tail_cache_bytes),
+            direct_refused: false,
+            direct_written: false,
         };
+        inner.open_direct(dir)?;
         // What we scanned may sit only in the page cache (the process died, the machine
         // did not): make it durable before the recovery point says so.
         inner.active_mut().sync()?;
@@ -430,7 +520,20 @@ impl Log {
     /// Applies a new configuration (topic configs changed). Takes effect on the next
     /// append or retention pass.
     pub fn set_config(&self, config: LogConfig) {
-        self.write_lock().config = config;
+        let mut g = self.write_lock();
+        g.tail.resize(config.tail_cache_bytes);
+        g.config = config;
+    }
+
+    /// How the active segment is written: the configured mode, unless the filesystem
+    /// refused direct IO ([`IoMode::Direct`] falls back to [`IoMode::Buffered`] for the
+    /// log then) or a changed mode waits for the next segment.
+    pub fn io_mode(&self) -> IoMode {
+        if self.read_lock().active().direct.is_some() {
+            IoMode::Direct
+        } else {
+            IoMode::Buffered
+        }
     }
 
     pub fn log_start_offset(&self) -> Offset {
@@ -557,11 +660,8 @@ impl Log {
             records += count as i64;
             max_ts = max_ts.max(log_append_time.unwrap_or(ts));
         }
-        if let Err(e) = active.file.write_all_at(batches, active.size) {
-            // Leave no partial bytes behind the committed size.
-            let _ = active.file.set_len(active.size);
-            return Err(LogError::io("write", &active.path)(e));
-        }
+        g.write_active(&self.dir, batches)?;
+        let active = g.active_mut();
         let mut offset = first_offset;
         for &(start, len, count, ts) in &spans {
             let pos = active.size + start as u64;
@@ -624,6 +724,7 @@ impl Log {
         }
         checkpoint::sync_directory(&self.dir)?;
         g.segments.insert(base, seg);
+        g.open_direct(&self.dir)?;
         // Sealing fsynced the old active segment and every earlier one was fsynced when
         // it was sealed: everything below the new base is durable.
         g.recovery_point = base;
@@ -702,6 +803,8 @@ impl Log {
     /// Flushes, snapshots the producer state at the log end (so the next open replays
     /// nothing), checkpoints and closes the log.
     pub fn close(self) -> Result<(), LogError> {
+        // The file ends at the last batch again; the flush makes that durable.
+        self.write_lock().active_mut().trim_padding()?;
         self.flush()?;
         {
             let mut g = self.write_lock();
@@ -736,7 +839,7 @@ impl Log {
             data: Bytes::new(),
             next_offset: offset,
         };
-        let (file, path, mut pos, limit) = {
+        let (seg_base, file, path, mut pos, limit) = {
             let g = self.read_lock();
             let (start, end) = (g.log_start_offset, g.log_end_offset());
             if offset < start || offset > end {
@@ -758,7 +861,13 @@ impl Log {
             } else {
                 seg.builder.idx.position_for(target)
             };
-            (seg.file.clone(), seg.path.clone(), pos as u64, seg.size)
+            (
+                seg.base,
+                seg.file.clone(),
+                seg.path.clone(),
+                pos as u64,
+                seg.size,
+            )
         };
         // One read from the index entry covers the walk to the wanted batch (at most an
         // index interval plus one batch) and the data: no separate header reads.
@@ -774,7 +883,7 @@ impl Log {
             let want = (max_bytes as u64)
                 .saturating_add(READ_SLACK)
                 .min(limit - pos);
-            let mut data = read_at(&file, &path, pos, want as usize)?;
+            let mut data = self.read_segment(seg_base, &file, &path, pos, want as usize)?;
             // Find the batch containing `offset`.
             let mut start = 0usize;
             let mut first = None;
@@ -799,7 +908,7 @@ impl Log {
             if start + first_size > data.len() {
                 // KIP-74: the first batch is returned whole even when larger than max_bytes.
                 let at = pos + start as u64;
-                data = read_at(&file, &path, at, first_size)?;
+                data = self.read_segment(seg_base, &file, &path, at, first_size)?;
                 if data.len() < first_size {
                     return Err(corrupt(
                         at,
@@ -833,6 +942,43 @@ impl Log {
                 next_offset,
             });
         }
+    }
+
+    /// Bytes `[pos, pos + len)` of segment `seg` (fewer only past the end of the file):
+    /// the part the tail cache holds is copied from memory, under the read lock (a
+    /// memcpy, no syscall); the part before it is read from `file` without the lock.
+    /// Bytes below a segment's size never change, so it does not matter whether a byte
+    /// comes from the cache or the file, nor that the cache moves on meanwhile.
+    fn read_segment(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, LogError> {
+        let end = pos + len as u64;
+        let mut out = Vec::with_capacity(len);
+        let mut at = pos;
+        while at < end {
+            let cached_from = {
+                let g = self.read_lock();
+                at += g.tail.copy_out(seg, at, end, &mut out);
+                g.tail.cached_from(seg)
+            };
+            if at >= end {
+                break;
+            }
+            // From the file: up to where the cache starts, if that is inside the range.
+            let stop = cached_from.filter(|&c| c > at && c < end).unwrap_or(end);
+            let want = (stop - at) as usize;
+            let got = segment::read_into(file, path, at, want, &mut out)?;
+            at += got as u64;
+            if got < want || stop == end {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by
@@ -1053,6 +1199,7 @@ fn open_trusted(
         size,
         max_timestamp,
         file: Arc::new(file),
+        direct: None,
         path,
         sealed: true,
         builder: crate::index::IndexBuilder::new(interval),
@@ -1074,5 +1221,89 @@ fn delete_segment_files(dir: &Path, base: Offset) {
         {
             tracing::warn!(path = %p.display(), error = %e, "cannot delete segment file");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+    use strata_proto::Compression;
+    use strata_proto::batch::build::{NewRecord, batch};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::tail::refuse::{self, Refusal};
+
+    fn make_batch(seed: u8) -> Vec<u8> {
+        let records: Vec<NewRecord> = (0..3)
+            .map(|i| NewRecord::value(vec![seed.wrapping_add(i); 700], 1000))
+            .map(|r| NewRecord {
+                key: Some(Bytes::from_static(b"k")),
+                ..r
+            })
+            .collect();
+        batch(&records, Compression::None, None).to_vec()
+    }
+
+    /// With direct IO refused (at open, or at the first write behind an open that
+    /// worked), the log writes through the page cache: every append succeeds, nothing
+    /// is padded, and a reopen finds exactly the data.
+    fn falls_back_to_buffered(refusal: Refusal) {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = dir.path().join("probe");
+        fs::write(&probe, b"").unwrap();
+        let direct_works = tail::open_direct(&probe).unwrap().is_some();
+        let config = LogConfig {
+            segment_bytes: 8000,
+            io_mode: IoMode::Direct,
+            ..LogConfig::default()
+        };
+        let clock = Arc::new(ManualClock::new(0));
+        refuse::set(Some(refusal));
+        let (log, _) = Log::open(dir.path(), config.clone(), clock.clone()).unwrap();
+        let mut stored = Vec::new();
+        for i in 0..20u8 {
+            let mut b = make_batch(i);
+            log.append(&mut b, 0).unwrap();
+            stored.extend_from_slice(&b);
+            assert_eq!(log.io_mode(), IoMode::Buffered);
+        }
+        assert!(log.segments().len() > 2, "rolled, and stayed buffered");
+        for s in log.segments() {
+            let len = fs::metadata(&s.log_path).unwrap().len();
+            assert_eq!(len, s.size_bytes, "buffered writes leave no padding");
+        }
+        let g = log.read_lock();
+        assert!(g.direct_refused && !g.direct_written);
+        assert_eq!(g.tail.allocated(), 0, "no tail buffer");
+        drop(g);
+        drop(log);
+        refuse::set(None);
+        // Reopened where O_DIRECT works: the same bytes, and direct IO again.
+        let (log, report) = Log::open(dir.path(), config, clock).unwrap();
+        assert!(report.truncations.is_empty(), "{report:?}");
+        let mut got = Vec::new();
+        let mut offset = 0;
+        while offset < log.log_end_offset() {
+            let r = log.read(offset, 1 << 20, None).unwrap();
+            got.extend_from_slice(&r.data);
+            offset = r.next_offset;
+        }
+        assert!(got == stored);
+        if direct_works {
+            assert_eq!(log.io_mode(), IoMode::Direct);
+        }
+    }
+
+    #[test]
+    fn refused_direct_open_falls_back_to_buffered() {
+        falls_back_to_buffered(Refusal::Open);
+    }
+
+    #[test]
+    fn refused_first_direct_write_falls_back_to_buffered() {
+        falls_back_to_buffered(Refusal::Write);
     }
 }

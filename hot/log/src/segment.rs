@@ -10,6 +10,7 @@ use strata_proto::batch::{self, BatchHeader, HEADER_LEN, RecordBatch};
 
 use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes, rel};
+use crate::tail::{BLOCK, ceil_block};
 
 pub(crate) fn file_stem(base: Offset) -> String {
     format!("{base:020}")
@@ -33,7 +34,12 @@ pub(crate) struct Segment {
     pub next_offset: Offset,
     pub size: u64,
     pub max_timestamp: i64,
+    /// The ordinary fd: reads, buffered writes, truncation, fsync.
     pub file: Arc<File>,
+    /// Active segment in direct mode: the same file opened with `O_DIRECT`, for appends
+    /// (see `tail`). While it is open the file may end in up to 4095 zero bytes of
+    /// padding after `size`.
+    pub direct: Option<File>,
     pub path: PathBuf,
     pub sealed: bool,
     /// Active segment: the index being built. Sealed segment: unused (see `sealed_index`).
@@ -56,6 +62,9 @@ pub(crate) struct ScanResult {
     pub builder: IndexBuilder,
     /// Why the scan stopped before the end of the file, if it did.
     pub stop_reason: Option<String>,
+    /// Zero bytes after the last batch that a direct write's padding explains (the file
+    /// ends at the next 4 KiB boundary): to be cut, but not data lost.
+    pub padding: u64,
     pub first_batch_max_ts: Option<i64>,
 }
 
@@ -79,6 +88,7 @@ impl Segment {
             size: 0,
             max_timestamp: -1,
             file: Arc::new(file),
+            direct: None,
             path,
             sealed: false,
             builder: IndexBuilder::new(index_interval),
@@ -103,6 +113,15 @@ impl Segment {
 
     /// Scans the whole file, CRC-checking each batch, from the segment's base offset.
     /// Stops at the first batch that is torn, corrupt, or does not continue the offsets.
+    ///
+    /// If what follows the last valid batch is zeros and the file ends at the next 4 KiB
+    /// boundary, it is the padding of a direct write (`tail`), not a torn batch: it is
+    /// reported as `padding`, with no `stop_reason`. Anything else after the last batch
+    /// (a byte that is not zero, zeros past that boundary, or zeros ending before it,
+    /// which no direct write leaves) is still a stop reason. A torn batch whose surviving
+    /// part is zeros ending exactly at a block boundary (the first bytes of a base
+    /// offset below 2^48, cut at the boundary) looks the same and is cut silently too:
+    /// the batch is lost either way, only the report differs.
     pub fn scan(
         file: &File,
         path: &Path,
@@ -188,11 +207,22 @@ impl Segment {
             expected = b.next_offset();
             pos += size;
         }
+        let mut padding = 0;
+        if stop_reason.is_some() && len == ceil_block(pos) {
+            // Less than a block: read it whole (the scan buffer may not hold it).
+            let tail = read_at(file, path, pos, (len - pos) as usize)?;
+            if tail.len() as u64 == len - pos && tail.iter().all(|&b| b == 0) {
+                debug_assert!(tail.len() < BLOCK as usize);
+                padding = len - pos;
+                stop_reason = None;
+            }
+        }
         Ok(ScanResult {
             valid_size: pos,
             next_offset: expected,
             builder,
             stop_reason,
+            padding,
             first_batch_max_ts,
         })
     }
@@ -284,6 +314,24 @@ impl Segment {
         Ok(())
     }
 
+    /// Cuts the padding of direct writes: the file ends at `size` again. Done when the
+    /// segment is sealed and when the log closes, so that only the active segment of a
+    /// log that did not close cleanly has padding.
+    pub fn trim_padding(&mut self) -> Result<(), LogError> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(LogError::io("stat", &self.path))?
+            .len();
+        if len > self.size {
+            rustix::fs::ftruncate(&*self.file, self.size)
+                .map_err(|e| LogError::io("truncate", &self.path)(e.into()))?;
+            // The next fsync must carry the new length.
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
     /// fsyncs the log file.
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.dirty {
@@ -299,6 +347,9 @@ impl Segment {
     /// fsynced. After this the segment never changes.
     pub fn seal(&mut self) -> Result<(), LogError> {
         self.builder.seal(rel(self.base, self.next_offset));
+        // No more appends: drop the O_DIRECT fd and the padding its writes left.
+        self.direct = None;
+        self.trim_padding()?;
         self.sync()?;
         let dir = self.dir().to_path_buf();
         write_index_files(&dir, self.base, &self.builder.idx, true)?;
@@ -386,14 +437,32 @@ pub(crate) fn walk_headers(
 /// overwrites: that memset was 16% of a sequential read's CPU.
 pub(crate) fn read_at(file: &File, path: &Path, pos: u64, len: usize) -> Result<Vec<u8>, LogError> {
     let mut buf: Vec<u8> = Vec::with_capacity(len);
-    while buf.len() < len {
-        let at = pos + buf.len() as u64;
-        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
+    read_into(file, path, pos, len, &mut buf)?;
+    Ok(buf)
+}
+
+/// Appends up to `len` bytes read at `pos` to `buf` (fewer only at end of file), the
+/// same way as [`read_at`]: into the spare capacity, without zeroing it first. Returns
+/// how many.
+pub(crate) fn read_into(
+    file: &File,
+    path: &Path,
+    pos: u64,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<usize, LogError> {
+    let base = buf.len();
+    buf.reserve_exact(len);
+    while buf.len() - base < len {
+        let at = pos + (buf.len() - base) as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(buf), at) {
             Ok(0) => break,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(LogError::io("read", path)(std::io::Error::from(e))),
         }
     }
-    Ok(buf)
+    // The spare capacity may have been larger than asked for.
+    buf.truncate(base + len);
+    Ok(buf.len() - base)
 }

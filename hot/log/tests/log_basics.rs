@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use strata_log::IoMode;
 use strata_log::{LogConfig, LogError, ManualClock, RetentionLimits};
 use strata_proto::ErrorCode;
 use strata_proto::batch::{self, RecordBatch};
@@ -15,11 +16,10 @@ fn clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::new(1_700_000_000_000))
 }
 
-#[test]
-fn appends_get_dense_offsets_and_read_back_byte_for_byte() {
+fn appends_get_dense_offsets_and_read_back_byte_for_byte(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!((report.log_start_offset, report.log_end_offset), (0, 0));
     let mut stored = Vec::new();
     for i in 0..50u64 {
@@ -54,13 +54,12 @@ fn appends_get_dense_offsets_and_read_back_byte_for_byte() {
     }
 }
 
-#[test]
-fn invalid_batches_are_refused_and_change_nothing() {
+fn invalid_batches_are_refused_and_change_nothing(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         max_message_bytes: 2000,
-        ..small_config()
+        ..small_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     log.append(&mut make_batch(2, 10, 1, 5), 0).unwrap();
@@ -132,14 +131,13 @@ fn crc32c(b: &[u8]) -> u32 {
     !crc
 }
 
-#[test]
-fn reads_respect_max_bytes_max_offset_and_range() {
+fn reads_respect_max_bytes_max_offset_and_range(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         segment_bytes: 1 << 20,
         index_interval_bytes: 100,
-        ..LogConfig::default()
+        ..base_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     let mut sizes = Vec::new();
@@ -172,14 +170,13 @@ fn reads_respect_max_bytes_max_offset_and_range() {
     }
 }
 
-#[test]
-fn segments_roll_on_size_and_age() {
+fn segments_roll_on_size_and_age(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         segment_bytes: 1000,
         segment_ms: 60_000,
-        ..LogConfig::default()
+        ..base_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     let mut b = make_batch(1, 300, 0, 0);
@@ -209,11 +206,10 @@ fn segments_roll_on_size_and_age() {
     assert_eq!(e.error_code(), ErrorCode::RecordListTooLarge);
 }
 
-#[test]
-fn timestamp_lookup_matches_a_brute_force_search() {
+fn timestamp_lookup_matches_a_brute_force_search(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     // Timestamps that wander: mostly rising, sometimes stepping back.
     let mut all: Vec<(i64, i64)> = Vec::new(); // (offset, ts)
     let mut ts = 10_000i64;
@@ -237,8 +233,7 @@ fn timestamp_lookup_matches_a_brute_force_search() {
     }
 }
 
-#[test]
-fn retention_deletes_old_sealed_segments_only_as_allowed() {
+fn retention_deletes_old_sealed_segments_only_as_allowed(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let now = c.now();
@@ -247,7 +242,7 @@ fn retention_deletes_old_sealed_segments_only_as_allowed() {
             ms: Some(3_600_000),
             bytes: None,
         },
-        ..small_config()
+        ..small_config(mode)
     };
     let (log, _) = open(dir.path(), config.clone(), &c);
     // Old data (two hours ago), then fresh data.
@@ -292,8 +287,7 @@ fn retention_deletes_old_sealed_segments_only_as_allowed() {
     assert_eq!(read_all(&log, log.log_start_offset()).len(), 30);
 }
 
-#[test]
-fn size_retention_never_deletes_the_active_segment() {
+fn size_retention_never_deletes_the_active_segment(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
@@ -301,7 +295,7 @@ fn size_retention_never_deletes_the_active_segment() {
             ms: None,
             bytes: Some(1),
         },
-        ..small_config()
+        ..small_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     for i in 0..40 {
@@ -320,7 +314,7 @@ fn size_retention_never_deletes_the_active_segment() {
             ms: None,
             bytes: Some(10_000),
         },
-        ..small_config()
+        ..small_config(mode)
     };
     let (log, _) = open(dir2.path(), config, &c);
     for i in 0..80 {
@@ -331,14 +325,13 @@ fn size_retention_never_deletes_the_active_segment() {
     assert!(log.size_bytes() >= 10_000 - 4096);
 }
 
-#[test]
-fn flush_policy_by_messages_and_by_time() {
+fn flush_policy_by_messages_and_by_time(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         flush_messages: 5,
         flush_ms: 1000,
-        ..LogConfig::default()
+        ..base_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     log.append(&mut make_batch(3, 10, 0, 0), 0).unwrap();
@@ -355,11 +348,10 @@ fn flush_policy_by_messages_and_by_time() {
     assert_eq!(log.flush().unwrap(), 7);
 }
 
-#[test]
-fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment() {
+fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut stored = Vec::new();
     for i in 0..60 {
         let mut b = make_batch(2, 60, i, 1000 + i as i64);
@@ -369,7 +361,7 @@ fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment() {
     let leo = log.log_end_offset();
     let nsegs = log.segments().len();
     log.close().unwrap();
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(report.log_end_offset, leo);
     assert!(report.truncations.is_empty() && report.deleted_segments.is_empty());
     assert_eq!(report.scanned_segments.len(), 1, "{report:?}");
@@ -386,11 +378,10 @@ fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment() {
     );
 }
 
-#[test]
-fn damaged_sealed_index_is_rebuilt() {
+fn damaged_sealed_index_is_rebuilt(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut stored = Vec::new();
     for i in 0..40 {
         let mut b = make_batch(2, 60, i, 1000);
@@ -402,7 +393,7 @@ fn damaged_sealed_index_is_rebuilt() {
     // Scramble the first sealed segment's offset index, delete the second's time index.
     std::fs::write(&segs[0].index_path, [0xAB; 24]).unwrap();
     std::fs::remove_file(&segs[1].time_index_path).unwrap();
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert!(
         report.rebuilt_indexes.contains(&segs[1].base_offset),
         "{report:?}"
@@ -411,13 +402,12 @@ fn damaged_sealed_index_is_rebuilt() {
     assert_eq!(std::fs::metadata(&segs[0].index_path).unwrap().len() % 8, 0);
 }
 
-#[test]
-fn log_append_time_stamps_batches() {
+fn log_append_time_stamps_batches(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         log_append_time: true,
-        ..LogConfig::default()
+        ..base_config(mode)
     };
     let (log, _) = open(dir.path(), config, &c);
     let info = log.append(&mut make_batch(3, 10, 0, 5), 0).unwrap();
@@ -442,3 +432,17 @@ impl Now for ManualClock {
         self.now_ms()
     }
 }
+
+both_modes!(
+    appends_get_dense_offsets_and_read_back_byte_for_byte,
+    invalid_batches_are_refused_and_change_nothing,
+    reads_respect_max_bytes_max_offset_and_range,
+    segments_roll_on_size_and_age,
+    timestamp_lookup_matches_a_brute_force_search,
+    retention_deletes_old_sealed_segments_only_as_allowed,
+    size_retention_never_deletes_the_active_segment,
+    flush_policy_by_messages_and_by_time,
+    clean_reopen_keeps_offsets_and_rescans_only_the_last_segment,
+    damaged_sealed_index_is_rebuilt,
+    log_append_time_stamps_batches,
+);

@@ -1,6 +1,10 @@
 //! Corruption tests: flip bytes and truncate at random positions in the last segment and
 //! in its indexes. Reopening never panics, keeps every batch before the damage byte for
 //! byte, serves nothing from the damaged batch on, and reports what it cut.
+//!
+//! Run for both IO modes, and in direct mode also on a log that was not closed, whose
+//! last segment still ends in the zero padding of its direct writes: damage inside the
+//! padding loses no data, and only damage that is not zeros is reported.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,22 +16,23 @@ use std::sync::Arc;
 
 use common::*;
 use rand::{RngExt, SeedableRng};
-use strata_log::{Log, LogConfig, ManualClock};
+use strata_log::{IoMode, Log, LogConfig, ManualClock, SegmentInfo};
 use strata_proto::batch;
 
-fn config() -> LogConfig {
+fn config(mode: IoMode) -> LogConfig {
     LogConfig {
         segment_bytes: 16 * 1024,
         index_interval_bytes: 512,
-        ..LogConfig::default()
+        ..base_config(mode)
     }
 }
 
-/// Builds a log with a few sealed segments and a well-filled active one, closes it
-/// cleanly, and returns the batches appended.
-fn build(dir: &Path) -> Vec<Vec<u8>> {
+/// Builds a log with a few sealed segments and a well-filled active one, and returns
+/// the batches appended and the segments. `closed`: the log is closed cleanly;
+/// otherwise it is flushed and dropped, leaving direct-write padding in place.
+fn build(dir: &Path, mode: IoMode, closed: bool) -> (Vec<Vec<u8>>, Vec<SegmentInfo>) {
     let clock = Arc::new(ManualClock::new(1_000));
-    let (log, _) = open(dir, config(), &clock);
+    let (log, _) = open(dir, config(mode), &clock);
     let mut out = Vec::new();
     for i in 0..150u64 {
         let mut b = make_batch(
@@ -39,8 +44,14 @@ fn build(dir: &Path) -> Vec<Vec<u8>> {
         log.append(&mut b, 2).unwrap();
         out.push(b);
     }
-    log.close().unwrap();
-    out
+    let segs = log.segments();
+    if closed {
+        log.close().unwrap();
+    } else {
+        log.flush().unwrap();
+        drop(log);
+    }
+    (out, segs)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -66,9 +77,24 @@ enum Damage {
 }
 
 #[test]
-fn random_damage_to_the_last_segment_and_its_indexes_recovers() {
+fn random_damage_to_the_last_segment_and_its_indexes_recovers_direct() {
+    random_damage(IoMode::Direct, true);
+}
+
+#[test]
+fn random_damage_to_the_last_segment_and_its_indexes_recovers_buffered() {
+    random_damage(IoMode::Buffered, true);
+}
+
+#[test]
+fn random_damage_to_a_padded_last_segment_recovers_direct() {
+    random_damage(IoMode::Direct, false);
+}
+
+fn random_damage(mode: IoMode, closed: bool) {
+    let config = || config(mode);
     let pristine = tempfile::tempdir().unwrap();
-    let original = build(pristine.path());
+    let (original, segs) = build(pristine.path(), mode, closed);
     let seed: u64 = std::env::var("STRATA_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -77,10 +103,16 @@ fn random_damage_to_the_last_segment_and_its_indexes_recovers() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 
     let clock = Arc::new(ManualClock::new(1_000));
-    let (probe, _) = open(pristine.path(), config(), &clock);
-    let segs = probe.segments();
-    drop(probe);
     let last = segs.last().unwrap().clone();
+    let file_len = fs::metadata(&last.log_path).unwrap().len();
+    if closed {
+        assert_eq!(file_len, last.size_bytes);
+    } else if mode == IoMode::Direct {
+        assert!(
+            file_len > last.size_bytes,
+            "the direct-mode log keeps its padding"
+        );
+    }
     assert!(
         segs.len() >= 3 && last.size_bytes > 4096,
         "the active segment holds several index intervals"
@@ -161,7 +193,9 @@ fn random_damage_to_the_last_segment_and_its_indexes_recovers() {
             assert_eq!(masked(g), masked(o), "{ctx}");
         }
         let damaged_log_at = first_damaged.filter(|_| is_log);
-        if let Some(p) = damaged_log_at {
+        // Damage inside the padding (after the last batch) hits no data.
+        let in_padding = damaged_log_at.is_some_and(|p| p >= last.size_bytes);
+        if let Some(p) = damaged_log_at.filter(|_| !in_padding) {
             // Batches wholly before the damage survive; the damaged one and everything
             // after it go, unless the damage only touched a leader epoch (not covered by
             // the CRC, so invisible, as in Kafka).
@@ -175,19 +209,35 @@ fn random_damage_to_the_last_segment_and_its_indexes_recovers() {
                 assert_eq!(got.len(), original.len(), "{ctx}");
             } else {
                 assert_eq!(got.len(), hit, "{ctx}");
-                // A cut exactly at a batch boundary looks like a shorter log; anything
-                // else is a torn or corrupt tail, and must be reported.
-                let at_boundary = matches!(damage, Damage::Truncate { .. }) && p == start;
+                // A cut exactly at a batch boundary looks like a shorter log; so does a
+                // cut at a 4 KiB boundary that leaves only zeros of the batch (the top
+                // bytes of its base offset), which is what direct-write padding looks
+                // like. Anything else is a torn or corrupt tail, and must be reported.
+                let truncated = matches!(damage, Damage::Truncate { .. });
+                let at_boundary = truncated && p == start;
+                let like_padding = truncated
+                    && p.is_multiple_of(4096)
+                    && original[hit][..(p - start) as usize]
+                        .iter()
+                        .all(|&b| b == 0);
                 assert!(
-                    at_boundary || !report.truncations.is_empty(),
+                    at_boundary || like_padding || !report.truncations.is_empty(),
                     "{ctx}: no truncation reported"
                 );
             }
         } else {
-            // Index damage or a torn tail of garbage: all data stays.
+            // Index damage, a torn tail of garbage, or damage to the padding: all data
+            // stays.
             assert_eq!(got.len(), original.len(), "{ctx}");
             if matches!(damage, Damage::AppendGarbage { .. }) && is_log {
                 assert_eq!(report.truncations.len(), 1, "{ctx}");
+            }
+            if let Some(p) = damaged_log_at.filter(|_| in_padding) {
+                // Flipped bits are garbage, and a run of zeros that stops short of the
+                // block boundary is no direct write's padding: both are reported. Only
+                // a cut right after the last batch leaves nothing to report.
+                let clean_cut = matches!(damage, Damage::Truncate { .. }) && p == last.size_bytes;
+                assert_eq!(report.truncations.len(), !clean_cut as usize, "{ctx}");
             }
         }
         // The log is usable afterwards: appends continue densely.

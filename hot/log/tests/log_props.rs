@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
-use strata_log::{Log, LogConfig, ManualClock, RetentionLimits};
+use strata_log::{IoMode, Log, LogConfig, ManualClock, RetentionLimits};
 use strata_proto::batch::{self, RecordBatch};
 
 #[derive(Clone, Debug)]
@@ -74,12 +74,15 @@ impl Model {
     }
 }
 
-fn config() -> LogConfig {
+/// In direct mode the tail cache is two 4 KiB windows: every segment's bytes pass
+/// through a window switch or a roll, and an unclean reopen finds padding to cut.
+fn config(mode: IoMode) -> LogConfig {
     LogConfig {
         segment_bytes: 2048,
         segment_ms: 60_000,
         index_interval_bytes: 200,
-        ..LogConfig::default()
+        tail_cache_bytes: 8 * 1024,
+        ..base_config(mode)
     }
 }
 
@@ -105,72 +108,118 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_log_behaves_like_a_list_of_batches(ops in proptest::collection::vec(op(), 1..60)) {
-        let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(1_000_000));
-        let mut log = Some(open(dir.path(), config(), &clock).0);
-        let mut m = Model::default();
-        for (i, op) in ops.into_iter().enumerate() {
-            let l = log.as_ref().unwrap();
-            match op {
-                Op::Append { records, size } => {
-                    let mut b = make_batch(records, size, i as u64, 1_000_000 + i as i64);
-                    let info = l.append(&mut b, 0).unwrap();
-                    prop_assert_eq!(info.first_offset, m.end());
-                    m.batches.push((info.first_offset, records as i64, b));
+    fn the_log_behaves_like_a_list_of_batches_direct(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, IoMode::Direct)?;
+    }
+
+    #[test]
+    fn the_log_behaves_like_a_list_of_batches_buffered(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, IoMode::Buffered)?;
+    }
+}
+
+fn run(ops: Vec<Op>, mode: IoMode) -> Result<(), TestCaseError> {
+    let config = || config(mode);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let mut log = Some(open(dir.path(), config(), &clock).0);
+    let mut m = Model::default();
+    for (i, op) in ops.into_iter().enumerate() {
+        let l = log.as_ref().unwrap();
+        match op {
+            Op::Append { records, size } => {
+                let mut b = make_batch(records, size, i as u64, 1_000_000 + i as i64);
+                let info = l.append(&mut b, 0).unwrap();
+                prop_assert_eq!(info.first_offset, m.end());
+                m.batches.push((info.first_offset, records as i64, b));
+            }
+            Op::Roll => l.force_roll().unwrap(),
+            Op::Retention { keep, allow } => {
+                l.set_config(LogConfig {
+                    retention: RetentionLimits {
+                        ms: None,
+                        bytes: Some(keep),
+                    },
+                    ..config()
+                });
+                let mut left = allow;
+                let out = l
+                    .apply_retention(&mut |_| {
+                        if left > 0 {
+                            left -= 1;
+                            true
+                        } else {
+                            false
+                        }
+                    })
+                    .unwrap();
+                l.set_config(config());
+                prop_assert!(out.deleted.len() <= allow);
+                // Retention deletes whole segments: the start moves to the end of the
+                // last deleted one (or stays, if it was already further).
+                let expected = out
+                    .deleted
+                    .last()
+                    .map_or(m.start, |s| s.next_offset.max(m.start));
+                prop_assert_eq!(out.log_start_offset, expected);
+                m.start = expected;
+            }
+            Op::AdvanceStart { per_mille } => {
+                let target = m.start + (m.end() - m.start) * per_mille as i64 / 1000;
+                let got = l.advance_log_start(target).unwrap();
+                prop_assert_eq!(got, target.max(m.start));
+                m.start = got;
+            }
+            Op::Reopen { clean } => {
+                let old = log.take().unwrap();
+                if clean {
+                    old.close().unwrap();
+                } else {
+                    drop(old);
                 }
-                Op::Roll => l.force_roll().unwrap(),
-                Op::Retention { keep, allow } => {
-                    l.set_config(LogConfig { retention: RetentionLimits { ms: None, bytes: Some(keep) }, ..config() });
-                    let mut left = allow;
-                    let out = l.apply_retention(&mut |_| { if left > 0 { left -= 1; true } else { false } }).unwrap();
-                    l.set_config(config());
-                    prop_assert!(out.deleted.len() <= allow);
-                    // Retention deletes whole segments: the start moves to the end of the
-                    // last deleted one (or stays, if it was already further).
-                    let expected = out.deleted.last().map_or(m.start, |s| s.next_offset.max(m.start));
-                    prop_assert_eq!(out.log_start_offset, expected);
-                    m.start = expected;
+                let (l, report) = open(dir.path(), config(), &clock);
+                prop_assert!(
+                    report.truncations.is_empty(),
+                    "clean data was truncated: {:?}",
+                    report
+                );
+                log = Some(l);
+            }
+            Op::Read {
+                per_mille,
+                max_bytes,
+            } => {
+                let o = m.start + (m.end() - m.start) * per_mille as i64 / 1000;
+                let r = l.read(o, max_bytes, None).unwrap();
+                let want = m.from(o);
+                let got: Vec<Vec<u8>> = batch::batches(&r.data)
+                    .map(|b| b.unwrap().as_bytes().to_vec())
+                    .collect();
+                if o == m.end() {
+                    prop_assert!(got.is_empty());
+                } else {
+                    prop_assert!(!got.is_empty(), "a read inside the log returns a batch");
+                    prop_assert!(got.len() <= want.len());
+                    prop_assert!(
+                        got[..] == want[..got.len()],
+                        "read at {} returned other batches",
+                        o
+                    );
+                    let total: usize = got.iter().map(Vec::len).sum();
+                    prop_assert!(got.len() == 1 || total <= max_bytes);
                 }
-                Op::AdvanceStart { per_mille } => {
-                    let target = m.start + (m.end() - m.start) * per_mille as i64 / 1000;
-                    let got = l.advance_log_start(target).unwrap();
-                    prop_assert_eq!(got, target.max(m.start));
-                    m.start = got;
-                }
-                Op::Reopen { clean } => {
-                    let old = log.take().unwrap();
-                    if clean { old.close().unwrap(); } else { drop(old); }
-                    let (l, report) = open(dir.path(), config(), &clock);
-                    prop_assert!(report.truncations.is_empty(), "clean data was truncated: {:?}", report);
-                    log = Some(l);
-                }
-                Op::Read { per_mille, max_bytes } => {
-                    let o = m.start + (m.end() - m.start) * per_mille as i64 / 1000;
-                    let r = l.read(o, max_bytes, None).unwrap();
-                    let want = m.from(o);
-                    let got: Vec<Vec<u8>> = batch::batches(&r.data).map(|b| b.unwrap().as_bytes().to_vec()).collect();
-                    if o == m.end() {
-                        prop_assert!(got.is_empty());
-                    } else {
-                        prop_assert!(!got.is_empty(), "a read inside the log returns a batch");
-                        prop_assert!(got.len() <= want.len());
-                        prop_assert!(got[..] == want[..got.len()], "read at {} returned other batches", o);
-                        let total: usize = got.iter().map(Vec::len).sum();
-                        prop_assert!(got.len() == 1 || total <= max_bytes);
-                    }
-                    // Below the start: out of range.
-                    if m.start > 0 {
-                        prop_assert!(l.read(m.start - 1, 100, None).is_err());
-                    }
-                }
-                Op::Tick { ms } => {
-                    clock.advance(ms);
-                    l.maybe_roll().unwrap();
-                    l.maybe_flush().unwrap();
+                // Below the start: out of range.
+                if m.start > 0 {
+                    prop_assert!(l.read(m.start - 1, 100, None).is_err());
                 }
             }
-            check(log.as_ref().unwrap(), &m);
+            Op::Tick { ms } => {
+                clock.advance(ms);
+                l.maybe_roll().unwrap();
+                l.maybe_flush().unwrap();
+            }
         }
+        check(log.as_ref().unwrap(), &m);
     }
+    Ok(())
 }

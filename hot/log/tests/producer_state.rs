@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
+use strata_log::IoMode;
 use strata_log::{
     AppendInfo, Log, LogConfig, LogError, ManualClock, ProducerError, RetentionLimits,
 };
@@ -148,11 +149,10 @@ fn snapshot_path(dir: &Path, offset: i64) -> std::path::PathBuf {
     dir.join(format!("{offset:020}.snapshot"))
 }
 
-#[test]
-fn a_retried_batch_gets_its_original_offsets_and_appends_nothing() {
+fn a_retried_batch_gets_its_original_offsets_and_appends_nothing(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     log.append(&mut make_batch(2, 10, 1, NOW), 0).unwrap();
     let mut h = Vec::new();
     let a = send(&log, &mut h, 1, 3);
@@ -175,11 +175,10 @@ fn a_retried_batch_gets_its_original_offsets_and_appends_nothing() {
     assert_eq!(again.first_offset, first.first_offset + 1);
 }
 
-#[test]
-fn out_of_order_and_fenced_batches_are_refused_and_change_nothing() {
+fn out_of_order_and_fenced_batches_are_refused_and_change_nothing(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     log.append(&mut pbatch(1, 1, 0, 2, NOW), 0).unwrap();
     let (leo, size) = (log.log_end_offset(), log.size_bytes());
     let unchanged = |log: &Log| {
@@ -222,11 +221,10 @@ fn out_of_order_and_fenced_batches_are_refused_and_change_nothing() {
     assert_eq!(log.log_end_offset(), leo + 1);
 }
 
-#[test]
-fn producer_state_survives_close_and_open() {
+fn producer_state_survives_close_and_open(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut h = Vec::new();
     for i in 0..30 {
         send(&log, &mut h, 1 + i % 3, 1 + i as usize % 3);
@@ -234,7 +232,7 @@ fn producer_state_survives_close_and_open() {
     let leo = log.log_end_offset();
     log.close().unwrap();
 
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(report.producer_snapshot, Some(leo), "{report:?}");
     assert!(report.deleted_producer_snapshots.is_empty());
     for pid in 1..=3 {
@@ -243,11 +241,10 @@ fn producer_state_survives_close_and_open() {
     assert_out_of_order(log.append(&mut pbatch(1, 0, 1_000, 1, NOW), 0));
 }
 
-#[test]
-fn producer_state_survives_an_unclean_drop_by_replaying_the_tail() {
+fn producer_state_survives_an_unclean_drop_by_replaying_the_tail(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut h = Vec::new();
     for _ in 0..3 {
         send(&log, &mut h, 1, 2);
@@ -261,7 +258,7 @@ fn producer_state_survives_an_unclean_drop_by_replaying_the_tail() {
     assert_eq!(snapshot_files(dir.path()), vec![rolled_at]);
     drop(log); // no close: no snapshot at the log end
 
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(report.producer_snapshot, Some(rolled_at));
     assert!(log.log_end_offset() > rolled_at);
     // The last five straddle the snapshot: three from it, two replayed.
@@ -272,18 +269,17 @@ fn producer_state_survives_an_unclean_drop_by_replaying_the_tail() {
         send(&log, &mut h, 1 + i % 2, 1);
     }
     drop(log);
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     let active_base = log.segments().last().unwrap().base_offset;
     assert_eq!(report.producer_snapshot, Some(active_base));
     assert_dedups_recent(&log, &mut h, 1);
     assert_dedups_recent(&log, &mut h, 2);
 }
 
-#[test]
-fn a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log() {
+fn a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut h = Vec::new();
     for i in 0..40 {
         send(&log, &mut h, 1 + i % 2, 2);
@@ -305,7 +301,7 @@ fn a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log() {
     let bytes = fs::read(&p).unwrap();
     fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
 
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(report.deleted_producer_snapshots, vec![newest, older]);
     assert_eq!(report.producer_snapshot, Some(snaps[snaps.len() - 3]));
     assert_eq!(
@@ -320,18 +316,17 @@ fn a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log() {
     for s in snapshot_files(dir.path()) {
         fs::write(snapshot_path(dir.path(), s), b"garbage").unwrap();
     }
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(report.producer_snapshot, None);
     assert!(snapshot_files(dir.path()).is_empty());
     assert_dedups_recent(&log, &mut h, 1);
     assert_dedups_recent(&log, &mut h, 2);
 }
 
-#[test]
-fn a_snapshot_past_a_truncated_tail_is_discarded() {
+fn a_snapshot_past_a_truncated_tail_is_discarded(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
-    let (log, _) = open(dir.path(), small_config(), &c);
+    let (log, _) = open(dir.path(), small_config(mode), &c);
     let mut h = Vec::new();
     for _ in 0..4 {
         send(&log, &mut h, 1, 1);
@@ -351,7 +346,7 @@ fn a_snapshot_past_a_truncated_tail_is_discarded() {
         .set_len(cut)
         .unwrap();
 
-    let (log, report) = open(dir.path(), small_config(), &c);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
     assert_eq!(log.log_end_offset(), leo - 1);
     assert_eq!(report.deleted_producer_snapshots, vec![leo]);
     assert_eq!(
@@ -365,8 +360,7 @@ fn a_snapshot_past_a_truncated_tail_is_discarded() {
     assert_eq!(info.first_offset, leo - 1);
 }
 
-#[test]
-fn state_is_rebuilt_across_many_rolls_and_retention() {
+fn state_is_rebuilt_across_many_rolls_and_retention(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
@@ -375,7 +369,7 @@ fn state_is_rebuilt_across_many_rolls_and_retention() {
             ms: None,
             bytes: Some(8 * 1024),
         },
-        ..small_config()
+        ..small_config(mode)
     };
     let (log, _) = open(dir.path(), config.clone(), &c);
     let mut h = Vec::new();
@@ -411,16 +405,15 @@ fn state_is_rebuilt_across_many_rolls_and_retention() {
     assert_out_of_order(log.append(&mut pbatch(9, 0, 5, 1, NOW), 0));
 }
 
-#[test]
-fn idle_producers_expire_when_a_snapshot_is_written() {
+fn idle_producers_expire_when_a_snapshot_is_written(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let config = LogConfig {
         producer_expiration_ms: 60_000,
-        ..small_config()
+        ..small_config(mode)
     };
     assert_eq!(
-        LogConfig::default().producer_expiration_ms,
+        base_config(mode).producer_expiration_ms,
         86_400_000,
         "Kafka's producer.id.expiration.ms"
     );
@@ -446,3 +439,14 @@ fn idle_producers_expire_when_a_snapshot_is_written() {
     assert!(!info.duplicate);
     assert_eq!(log.producer_entry(1).unwrap().last_sequence(), 57);
 }
+
+both_modes!(
+    a_retried_batch_gets_its_original_offsets_and_appends_nothing,
+    out_of_order_and_fenced_batches_are_refused_and_change_nothing,
+    producer_state_survives_close_and_open,
+    producer_state_survives_an_unclean_drop_by_replaying_the_tail,
+    a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log,
+    a_snapshot_past_a_truncated_tail_is_discarded,
+    state_is_rebuilt_across_many_rolls_and_retention,
+    idle_producers_expire_when_a_snapshot_is_written,
+);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use strata_log::{Log, LogConfig, ManualClock, RecoveryReport};
+use strata_log::{IoMode, Log, LogConfig, ManualClock, RecoveryReport};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::batch::{self, RecordBatch};
@@ -27,14 +27,49 @@ pub fn make_batch(n: usize, size: usize, seed: u64, ts: i64) -> Vec<u8> {
     batch(&records, Compression::None, None).to_vec()
 }
 
-/// A small config that rolls and indexes often.
-pub fn small_config() -> LogConfig {
+/// The default config, writing in `mode`.
+pub fn base_config(mode: IoMode) -> LogConfig {
     LogConfig {
-        segment_bytes: 4096,
-        index_interval_bytes: 256,
+        io_mode: mode,
         ..LogConfig::default()
     }
 }
+
+/// A small config that rolls and indexes often. In direct mode its tail cache holds
+/// two 8 KiB windows, so reads cross from the file into the cache.
+pub fn small_config(mode: IoMode) -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        tail_cache_bytes: 16 * 1024,
+        ..base_config(mode)
+    }
+}
+
+/// Runs each named `fn(IoMode)` as two tests: `direct::NAME` and `buffered::NAME`.
+#[allow(unused_macros)]
+macro_rules! both_modes {
+    ($($name:ident),+ $(,)?) => {
+        mod direct {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(strata_log::IoMode::Direct)
+                }
+            )+
+        }
+        mod buffered {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(strata_log::IoMode::Buffered)
+                }
+            )+
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use both_modes;
 
 pub fn open(
     dir: &std::path::Path,

@@ -1,0 +1,525 @@
+//! Direct-IO writes of the active segment, through an aligned in-memory tail buffer that
+//! doubles as a cache for reads of the newest bytes.
+//!
+//! # Why
+//!
+//! Writing through the page cache costs the kernel a copy into freshly allocated pages
+//! (`copy_folio_from_iter_atomic`) plus ext4's delayed allocation: measured on a 2-core
+//! VM, 0.45 to 2.3 CPU-s per GB, against 0.1 for `O_DIRECT` writes of 1 MiB. Redpanda
+//! avoids the page cache for the same reason.
+//!
+//! # How
+//!
+//! `O_DIRECT` wants the file position, the length and the memory address of a write
+//! aligned to the device's logical block size; 4 KiB ([`BLOCK`]) covers every common
+//! device. Batches are not block-sized, so the newest bytes of the active segment live
+//! in a *window*: a buffer whose first byte is 4 KiB-aligned in memory, holding the
+//! segment's bytes from a 4 KiB-aligned file position `start` up to the segment's
+//! logical end. An append copies the batch bytes into the window after the end and
+//! writes the blocks `[floor_4k(old end), ceil_4k(new end))` with one `pwrite`, the last
+//! block zero-padded. So the partial last block written by one append is written again
+//! by the next: up to 4 KiB of extra device writes per append, the price of `O_DIRECT`
+//! with byte-sized records. The file is therefore up to 4095 bytes longer than the
+//! segment (zeros) until the segment is sealed or the log closed, which cut it to the
+//! logical size; recovery treats such a tail as padding (`Segment::scan`).
+//!
+//! Memory is bounded by two windows of `tail_cache_bytes / 2` each. When an append does
+//! not fit in the current window, the window's partial last block is copied to the
+//! start of the other window, which becomes the current one; the old one stays behind
+//! as a read-only cache of the bytes before that, until the next switch. An append
+//! larger than a window is written in window-sized pieces (one `pwrite` each). Windows
+//! are allocated on the first append that needs them and reused afterwards, also
+//! across rolls (the window of the sealed segment's tail stays readable until the new
+//! segment needs the memory).
+//!
+//! Reads of the suffix the windows hold are copied from memory: no syscall and no
+//! page-cache page, and that suffix is what tail consumers fetch. Older bytes are read
+//! with `pread` on the segment's ordinary fd; on Linux an `O_DIRECT` write invalidates
+//! the cached pages of the range it writes, so those reads see the new bytes.
+//!
+//! Every byte below the segment's committed size is in the file before the append that
+//! wrote it returns (a `pwrite` with `O_DIRECT` returns once the device has the data,
+//! in its volatile cache at least), so a process killed right after loses nothing it
+//! acknowledged; the device cache still needs the flush policy's fsync.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use strata_proto::Offset;
+
+use crate::error::LogError;
+
+/// The alignment of direct writes: file positions, lengths and buffer addresses.
+pub(crate) const BLOCK: u64 = 4096;
+
+pub(crate) fn floor_block(x: u64) -> u64 {
+    x & !(BLOCK - 1)
+}
+
+pub(crate) fn ceil_block(x: u64) -> u64 {
+    floor_block(x + (BLOCK - 1))
+}
+
+/// Opens a segment file for `O_DIRECT` writes. `Ok(None)`: the filesystem refuses
+/// `O_DIRECT` (EINVAL, or EOPNOTSUPP from some FUSE filesystems).
+pub(crate) fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
+    #[cfg(test)]
+    if refuse::get() == Some(refuse::Refusal::Open) {
+        return Ok(None);
+    }
+    match rustix::fs::open(
+        path,
+        OFlags::WRONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(Some(File::from(fd))),
+        Err(Errno::INVAL | Errno::OPNOTSUPP) => Ok(None),
+        Err(e) => Err(LogError::io("open O_DIRECT", path)(e.into())),
+    }
+}
+
+/// Whether an error from a direct write means "this file cannot take `O_DIRECT`
+/// writes" (alignment the device does not accept, or no direct IO at all).
+pub(crate) fn is_refusal(e: &io::Error) -> bool {
+    Errno::from_io_error(e) == Some(Errno::INVAL)
+}
+
+/// A test-only switch that makes this thread's direct IO look refused, so the fallback
+/// to buffered writes can be tested on filesystems that accept `O_DIRECT` (tmpfs does
+/// since Linux 6.6, so it cannot stand in for one that refuses).
+#[cfg(test)]
+pub(crate) mod refuse {
+    use std::cell::Cell;
+
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub(crate) enum Refusal {
+        /// `open(O_DIRECT)` fails with EINVAL.
+        Open,
+        /// Every direct `pwrite` fails with EINVAL.
+        Write,
+    }
+
+    thread_local! {
+        static REFUSE: Cell<Option<Refusal>> = const { Cell::new(None) };
+    }
+
+    pub(crate) fn set(r: Option<Refusal>) {
+        REFUSE.with(|c| c.set(r));
+    }
+
+    pub(crate) fn get() -> Option<Refusal> {
+        REFUSE.with(|c| c.get())
+    }
+}
+
+/// One buffer: `cap` bytes whose first byte is 4 KiB-aligned in memory, holding the
+/// bytes `[start, start + len)` of segment `seg`.
+struct Window {
+    /// `cap + BLOCK` bytes, so that a 4 KiB boundary with `cap` bytes after it exists
+    /// whatever address the allocator returns.
+    mem: Vec<u8>,
+    /// Where the aligned part of `mem` starts.
+    off: usize,
+    cap: usize,
+    /// The segment (base offset) whose bytes the window holds; `None`: nothing valid.
+    seg: Option<Offset>,
+    /// File position of the window's first byte, a multiple of [`BLOCK`].
+    start: u64,
+    len: usize,
+}
+
+impl Window {
+    fn new(cap: usize) -> Window {
+        // Zeroed memory comes from calloc (mmap for large sizes): pages are only
+        // faulted in as appends reach them, so an idle partition costs address space.
+        let mem = vec![0u8; cap + BLOCK as usize];
+        // The first 4 KiB boundary in the allocation. `addr()` is the address without
+        // its provenance: a safe, exact computation (`align_offset` is allowed to give up).
+        let block = BLOCK as usize;
+        let off = (block - mem.as_ptr().addr() % block) % block;
+        Window {
+            mem,
+            off,
+            cap,
+            seg: None,
+            start: 0,
+            len: 0,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.mem[self.off..self.off + self.cap]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let (off, cap) = (self.off, self.cap);
+        &mut self.mem[off..off + cap]
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+
+    fn holds(&self, seg: Offset) -> bool {
+        self.seg == Some(seg)
+    }
+
+    fn forget(&mut self) {
+        self.seg = None;
+        self.len = 0;
+    }
+}
+
+impl fmt::Debug for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Window")
+            .field("seg", &self.seg)
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("cap", &self.cap)
+            .finish()
+    }
+}
+
+/// The tail buffer of a log (see the module docs). Changed only under the log's write
+/// lock; read under its read lock.
+#[derive(Debug)]
+pub(crate) struct TailCache {
+    window_cap: usize,
+    /// The window appends go to.
+    cur: Option<Window>,
+    /// The window before it: bytes before `cur`'s (of the same segment or of the
+    /// segment sealed before it), read-only.
+    prev: Option<Window>,
+}
+
+impl TailCache {
+    /// A cache of at most `bytes` (two windows of half that, at least a block each).
+    pub fn new(bytes: usize) -> TailCache {
+        TailCache {
+            window_cap: Self::window_cap(bytes),
+            cur: None,
+            prev: None,
+        }
+    }
+
+    fn window_cap(bytes: usize) -> usize {
+        floor_block(bytes as u64 / 2).max(BLOCK) as usize
+    }
+
+    /// Applies a new `tail_cache_bytes`: the windows are dropped if their size changes
+    /// (the next append reloads the partial block from the file).
+    pub fn resize(&mut self, bytes: usize) {
+        let cap = Self::window_cap(bytes);
+        if cap != self.window_cap {
+            *self = TailCache::new(bytes);
+        }
+    }
+
+    /// Forgets every cached byte, keeping the memory.
+    pub fn clear(&mut self) {
+        for w in [&mut self.cur, &mut self.prev].into_iter().flatten() {
+            w.forget();
+        }
+    }
+
+    /// Frees the memory (the log writes through the page cache from now on).
+    pub fn release(&mut self) {
+        self.cur = None;
+        self.prev = None;
+    }
+
+    /// Bytes allocated for windows.
+    #[cfg(test)]
+    pub fn allocated(&self) -> usize {
+        [&self.cur, &self.prev]
+            .into_iter()
+            .flatten()
+            .map(|w| w.mem.len())
+            .sum()
+    }
+
+    /// Writes `data` at byte `size` (the logical end) of segment `seg`, through
+    /// `direct` (the segment opened with `O_DIRECT`). If the window does not end at
+    /// `size` (first append after an open or a roll, or after an error), the partial
+    /// last block is read from `file` (the ordinary fd) first.
+    ///
+    /// On error the cache is cleared, and the file may hold part of `data` (and zero
+    /// padding) after `size`: the caller cuts the file back to `size`.
+    pub fn append(
+        &mut self,
+        seg: Offset,
+        size: u64,
+        data: &[u8],
+        direct: &File,
+        file: &File,
+    ) -> io::Result<()> {
+        let r = self.append_inner(seg, size, data, direct, file);
+        if r.is_err() {
+            self.clear();
+        }
+        r
+    }
+
+    fn append_inner(
+        &mut self,
+        seg: Offset,
+        size: u64,
+        data: &[u8],
+        direct: &File,
+        file: &File,
+    ) -> io::Result<()> {
+        self.ensure_tail(seg, size, file)?;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let cur = self.cur.as_mut().expect("ensure_tail set the window");
+            let room = cur.cap - cur.len;
+            if rest.len() > room && floor_block(cur.len as u64) > 0 {
+                // Moving to the other window carries over less than a block, and lets
+                // this append go out in one write instead of two.
+                self.switch();
+                continue;
+            }
+            // `room` > 0 here: a full window has whole blocks, so it switched above.
+            let n = rest.len().min(room);
+            let old_len = cur.len;
+            let new_len = old_len + n;
+            let from = floor_block(old_len as u64) as usize;
+            let to = ceil_block(new_len as u64) as usize; // <= cap: cap is whole blocks
+            let buf = cur.bytes_mut();
+            buf[old_len..new_len].copy_from_slice(&rest[..n]);
+            buf[new_len..to].fill(0);
+            #[cfg(test)]
+            if refuse::get() == Some(refuse::Refusal::Write) {
+                return Err(io::Error::from_raw_os_error(Errno::INVAL.raw_os_error()));
+            }
+            direct.write_all_at(&cur.bytes()[from..to], cur.start + from as u64)?;
+            cur.len = new_len;
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// Makes `cur` a window of segment `seg` ending at `size`.
+    fn ensure_tail(&mut self, seg: Offset, size: u64, file: &File) -> io::Result<()> {
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|w| w.holds(seg) && w.end() == size)
+        {
+            return Ok(());
+        }
+        let reuse = match self.cur.take() {
+            // A roll: the old segment's tail stays readable in `prev`.
+            Some(old) if old.seg.is_some_and(|s| s != seg) => {
+                let recycled = self.prev.take();
+                self.prev = Some(old);
+                recycled
+            }
+            // Cleared, or (never expected) out of step with the segment: trust nothing.
+            Some(mut old) => {
+                old.forget();
+                if let Some(p) = &mut self.prev {
+                    p.forget();
+                }
+                Some(old)
+            }
+            None => None,
+        };
+        let mut w = reuse
+            .filter(|w| w.cap == self.window_cap)
+            .unwrap_or_else(|| Window::new(self.window_cap));
+        w.forget();
+        w.start = floor_block(size);
+        let partial = (size - w.start) as usize;
+        if partial > 0 {
+            let start = w.start;
+            file.read_exact_at(&mut w.bytes_mut()[..partial], start)?;
+        }
+        w.seg = Some(seg);
+        w.len = partial;
+        self.cur = Some(w);
+        Ok(())
+    }
+
+    /// Continues in the other window, from the current one's last block boundary.
+    fn switch(&mut self) {
+        let cur = self.cur.take().expect("switch needs a current window");
+        let mut next = self
+            .prev
+            .take()
+            .filter(|w| w.cap == self.window_cap)
+            .unwrap_or_else(|| Window::new(self.window_cap));
+        let from = floor_block(cur.len as u64) as usize;
+        let partial = cur.len - from;
+        next.bytes_mut()[..partial].copy_from_slice(&cur.bytes()[from..cur.len]);
+        next.seg = cur.seg;
+        next.start = cur.start + from as u64;
+        next.len = partial;
+        self.prev = Some(cur);
+        self.cur = Some(next);
+    }
+
+    /// Where the suffix of segment `seg` that the windows hold starts: every byte from
+    /// there to the end of what they hold can be copied with [`Self::copy_out`].
+    pub fn cached_from(&self, seg: Offset) -> Option<u64> {
+        let cur = self.cur.as_ref().filter(|w| w.holds(seg));
+        let prev = self.prev.as_ref().filter(|w| w.holds(seg));
+        match (prev, cur) {
+            // `cur` starts inside `prev`'s last block, or (after a reload) elsewhere.
+            (Some(p), Some(c)) if p.start <= c.start && c.start <= p.end() => Some(p.start),
+            (_, Some(c)) => Some(c.start),
+            (Some(p), None) => Some(p.start),
+            (None, None) => None,
+        }
+    }
+
+    /// Appends to `out` the bytes `[from, to)` of segment `seg` that the windows hold
+    /// contiguously from `from`; returns how many.
+    pub fn copy_out(&self, seg: Offset, from: u64, to: u64, out: &mut Vec<u8>) -> u64 {
+        let mut at = from;
+        // File order: `prev` holds the bytes before `cur`'s.
+        for w in [&self.prev, &self.cur].into_iter().flatten() {
+            if at < to && w.holds(seg) && w.start <= at && at < w.end() {
+                let stop = to.min(w.end());
+                out.extend_from_slice(
+                    &w.bytes()[(at - w.start) as usize..(stop - w.start) as usize],
+                );
+                at = stop;
+            }
+        }
+        at - from
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::fs::OpenOptions;
+
+    use rand::{RngExt, SeedableRng};
+
+    use super::*;
+
+    fn files(dir: &Path) -> (File, File) {
+        let path = dir.join("seg.log");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        // The system temp dir: ext4 here, or tmpfs, which takes O_DIRECT since 6.6.
+        let direct = open_direct(&path)
+            .unwrap()
+            .expect("the temp dir's filesystem takes O_DIRECT");
+        (file, direct)
+    }
+
+    #[test]
+    fn block_rounding() {
+        assert_eq!((floor_block(0), ceil_block(0)), (0, 0));
+        assert_eq!((floor_block(1), ceil_block(1)), (0, 4096));
+        assert_eq!((floor_block(4096), ceil_block(4096)), (4096, 4096));
+        assert_eq!((floor_block(8191), ceil_block(8191)), (4096, 8192));
+    }
+
+    #[test]
+    fn windows_are_aligned_and_bounded() {
+        for bytes in [0, 1, 4096, 8192, 10_000, 1 << 20] {
+            let w = Window::new(TailCache::window_cap(bytes));
+            assert_eq!(w.bytes().as_ptr().addr() % BLOCK as usize, 0);
+            assert_eq!(w.cap % BLOCK as usize, 0);
+            assert!(w.cap <= (bytes / 2).max(BLOCK as usize));
+        }
+    }
+
+    /// Random appends, some larger than a window, with a segment change in the middle:
+    /// the file holds exactly the bytes (zero-padded to a block), the windows never
+    /// exceed their bound, and every range of the cached suffix copies out exactly.
+    #[test]
+    fn appends_write_exact_bytes_and_the_cache_serves_its_suffix() {
+        let seed: u64 = rand::random();
+        eprintln!("seed {seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let bound = 16 * 1024;
+        let mut cache = TailCache::new(bound);
+        for seg in [0i64, 1000] {
+            let seg_dir = dir.path().join(format!("{seg}"));
+            std::fs::create_dir_all(&seg_dir).unwrap();
+            let (file, direct) = files(&seg_dir);
+            let mut want: Vec<u8> = Vec::new();
+            for i in 0..200 {
+                let len = match rng.random_range(0..10) {
+                    0 => rng.random_range(8_000..30_000),
+                    _ => rng.random_range(1..3000),
+                };
+                let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                cache
+                    .append(seg, want.len() as u64, &data, &direct, &file)
+                    .unwrap();
+                want.extend_from_slice(&data);
+                assert!(cache.allocated() <= bound + 2 * BLOCK as usize);
+                let on_disk = std::fs::read(dir.path().join(format!("{seg}/seg.log"))).unwrap();
+                assert_eq!(
+                    on_disk.len() as u64,
+                    ceil_block(want.len() as u64),
+                    "append {i}"
+                );
+                assert!(on_disk[..want.len()] == want[..], "append {i}");
+                assert!(on_disk[want.len()..].iter().all(|&b| b == 0));
+                // Every range inside the cached suffix, and ranges that start before it.
+                let c0 = cache.cached_from(seg).unwrap();
+                assert!(c0 <= floor_block(want.len() as u64));
+                for _ in 0..20 {
+                    let a = rng.random_range(c0..=want.len() as u64);
+                    let b = rng.random_range(a..=want.len() as u64);
+                    let mut out = Vec::new();
+                    assert_eq!(cache.copy_out(seg, a, b, &mut out), b - a);
+                    assert!(out[..] == want[a as usize..b as usize]);
+                }
+                if c0 > 0 {
+                    let mut out = Vec::new();
+                    assert_eq!(cache.copy_out(seg, c0 - 1, want.len() as u64, &mut out), 0);
+                }
+            }
+            // Nothing of another segment is served.
+            let mut out = Vec::new();
+            assert_eq!(cache.copy_out(seg + 1, 0, 10, &mut out), 0);
+        }
+        // After a roll the sealed segment's tail may still be served, but only its own.
+        if let Some(c0) = cache.cached_from(0) {
+            let end = std::fs::metadata(dir.path().join("0/seg.log"))
+                .unwrap()
+                .len();
+            let mut out = Vec::new();
+            cache.copy_out(0, c0, end, &mut out);
+            let on_disk = std::fs::read(dir.path().join("0/seg.log")).unwrap();
+            assert!(out[..] == on_disk[c0 as usize..c0 as usize + out.len()]);
+        }
+    }
+
+    #[test]
+    fn a_cleared_cache_reloads_the_partial_block_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, direct) = files(dir.path());
+        let mut cache = TailCache::new(64 * 1024);
+        let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        cache.append(7, 0, &a, &direct, &file).unwrap();
+        cache.clear();
+        assert_eq!(cache.cached_from(7), None);
+        let b: Vec<u8> = (0..3000u32).map(|i| (i * 3) as u8).collect();
+        cache.append(7, 5000, &b, &direct, &file).unwrap();
+        let on_disk = std::fs::read(dir.path().join("seg.log")).unwrap();
+        assert!(on_disk[..5000] == a[..] && on_disk[5000..8000] == b[..]);
+        assert_eq!(cache.cached_from(7), Some(4096));
+    }
+}
