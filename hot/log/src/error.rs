@@ -28,6 +28,14 @@ pub enum LogError {
     },
     #[error("empty append")]
     EmptyAppend,
+    #[error(
+        "the log [{start}, {end}) is not empty (or {requested} is behind it): it cannot restart at {requested}"
+    )]
+    NotEmpty {
+        start: Offset,
+        end: Offset,
+        requested: Offset,
+    },
     /// An idempotent producer's batch came with other batches. Produce v3 and later
     /// carry exactly one batch per partition, and the sequence checks assume it (Kafka
     /// refuses such a request with INVALID_RECORD).
@@ -61,6 +69,7 @@ impl LogError {
             LogError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
             LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             LogError::EmptyAppend => ErrorCode::CorruptMessage,
+            LogError::NotEmpty { .. } => ErrorCode::UnknownServerError,
             LogError::ProducerBatchNotAlone { .. } => ErrorCode::InvalidRecord,
             LogError::Producer(e) => e.error_code(),
         }

@@ -1104,6 +1104,43 @@ impl Log {
         })
     }
 
+    /// Restarts an empty log (start == end, no data) at `offset`: its segment is replaced
+    /// by an empty one based there, and the start moves there durably. A partition whose
+    /// history lives only in object storage (a broker with a fresh data dir, a topic
+    /// recovered from the bucket) continues at the remote end this way, so offsets stay
+    /// dense across the tiers.
+    pub fn reset_empty(&self, offset: Offset) -> Result<(), LogError> {
+        let mut g = self.write_lock();
+        let (start, end) = (g.log_start_offset, g.log_end_offset());
+        if start != end || g.size() != 0 || offset < end {
+            return Err(LogError::NotEmpty {
+                start,
+                end,
+                requested: offset,
+            });
+        }
+        if offset == end {
+            return Ok(());
+        }
+        checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
+        let interval = g.config.index_interval_bytes;
+        let seg = Segment::create(&self.dir, offset, interval)?;
+        let old: Vec<Offset> = g.segments.keys().copied().collect();
+        g.segments.clear();
+        g.segments.insert(offset, seg);
+        for base in old {
+            delete_segment_files(&self.dir, base);
+        }
+        // The tail buffer belonged to the old active segment.
+        g.tail.clear();
+        g.open_direct(&self.dir)?;
+        g.log_start_offset = offset;
+        g.recovery_point = offset;
+        checkpoint::sync_directory(&self.dir)?;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)?;
+        Ok(())
+    }
+
     /// Moves the log start offset forward (DeleteRecords, remote retention). Offsets
     /// below it are no longer served; whole sealed segments below it are deleted.
     pub fn advance_log_start(&self, offset: Offset) -> Result<Offset, LogError> {

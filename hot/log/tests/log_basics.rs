@@ -423,6 +423,27 @@ fn log_append_time_stamps_batches(mode: IoMode) {
     );
 }
 
+fn an_empty_log_restarts_at_a_later_offset(mode: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let c = clock();
+    let (log, _) = open(dir.path(), base_config(mode), &c);
+    log.reset_empty(500).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+    let info = log.append(&mut make_batch(3, 10, 0, 5), 0).unwrap();
+    assert_eq!(info.first_offset, 500);
+    assert_eq!(
+        log.read(499, 100, None).unwrap_err().error_code(),
+        strata_proto::ErrorCode::OffsetOutOfRange
+    );
+    // A log with data cannot be reset, nor moved backwards.
+    assert!(log.reset_empty(1000).is_err());
+    drop(log);
+    let (log, report) = open(dir.path(), base_config(mode), &c);
+    assert!(report.truncations.is_empty());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 503));
+    assert_eq!(read_all(&log, 500).len(), 1);
+}
+
 trait Now {
     fn now(&self) -> i64;
 }
@@ -445,4 +466,5 @@ both_modes!(
     clean_reopen_keeps_offsets_and_rescans_only_the_last_segment,
     damaged_sealed_index_is_rebuilt,
     log_append_time_stamps_batches,
+    an_empty_log_restarts_at_a_later_offset,
 );
