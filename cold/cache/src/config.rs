@@ -39,10 +39,13 @@ pub struct CacheConfig {
     pub max_inflight_prefetches: u32,
     /// Global bound on bytes prefetched for readers and not yet consumed by them
     /// (in flight or waiting). Many catch-up readers share it fairly, so their
-    /// read-ahead cannot evict each other's chunks before use. Default 256 MiB.
+    /// read-ahead cannot evict each other's chunks before use. These chunks are
+    /// held for their readers outside the memory tier's accounting (they are
+    /// usually the same buffers as cached chunks). Default 256 MiB.
     pub readahead_budget_bytes: u64,
     /// Readers tracked for sequential detection; the least recently active one
-    /// is forgotten beyond this. Default 4096.
+    /// is forgotten beyond this. Each tracked reader also holds the chunk it is
+    /// reading (so its next read of that chunk costs no lookup). Default 4096.
     pub max_readers: usize,
     /// A reader idle this long is forgotten and its prefetched chunks released.
     /// Default 60 s.

@@ -41,7 +41,9 @@ use tokio::{sync::oneshot, time::Instant};
 pub struct ReaderId(pub u64);
 
 impl ReaderId {
-    /// A read that belongs to no reader: never tracked, never reads ahead.
+    /// A read that belongs to no reader: never tracked, never reads ahead, and
+    /// every such read is a cache access. Meant for one-off reads: a long scan
+    /// read this way in pieces smaller than a chunk looks like reuse to S3-FIFO.
     pub const NONE: ReaderId = ReaderId(u64::MAX);
 }
 
