@@ -12,7 +12,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
 use strata_broker::{Broker, BrokerConfig, FileMetadataStore, Server};
+use strata_cache::{CacheConfig, ChunkCache, DiskConfig};
 use strata_log::SystemClock;
+use strata_tier::{StoreSource, Tier, TierConfig};
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ServeArgs {
@@ -50,6 +52,32 @@ pub struct ServeArgs {
     /// Partitions of auto-created topics and of CreateTopics without a count [default: 1]
     #[arg(long, env = "STRATA_DEFAULT_PARTITIONS")]
     pub default_partitions: Option<i32>,
+    /// Memory for cached object-store chunks, e.g. 512MiB [default: 512MiB]
+    #[arg(long, env = "STRATA_CACHE_MEMORY")]
+    pub cache_memory: Option<String>,
+    /// Local disk for cached object-store chunks in DATA_DIR/cache, 0 for none [default: 4GiB]
+    #[arg(long, env = "STRATA_CACHE_DISK")]
+    pub cache_disk: Option<String>,
+    /// Size of the chunks remote reads fetch and cache, 4MiB to 16MiB [default: 8MiB]
+    #[arg(long, env = "STRATA_REMOTE_CHUNK")]
+    pub remote_chunk: Option<String>,
+    /// Segment uploads in flight at once [default: 2]
+    #[arg(long, env = "STRATA_OFFLOAD_CONCURRENCY")]
+    pub offload_concurrency: Option<usize>,
+    /// Upload rate cap, e.g. 100MiB (per second), 0 for none [default: 0]
+    #[arg(long, env = "STRATA_OFFLOAD_RATE")]
+    pub offload_rate: Option<String>,
+    /// Local bytes of tiered topics beyond which producers are refused while offload is
+    /// behind (object store down), 0 for no cap [default: 0]
+    #[arg(long, env = "STRATA_LOCAL_DISK_CAP")]
+    pub local_disk_cap: Option<String>,
+    /// Age after which objects no manifest names are deleted, e.g. 1h [default: 1h]
+    #[arg(long, env = "STRATA_ORPHAN_GRACE")]
+    pub orphan_grace: Option<String>,
+    /// How often retention runs, local and remote (Kafka's
+    /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
+    #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
+    pub retention_check_interval: Option<String>,
 }
 
 /// The same settings in a TOML file.
@@ -66,6 +94,14 @@ struct FileSettings {
     object_store: Option<String>,
     auto_create_topics: Option<bool>,
     default_partitions: Option<i32>,
+    cache_memory: Option<String>,
+    cache_disk: Option<String>,
+    remote_chunk: Option<String>,
+    offload_concurrency: Option<usize>,
+    offload_rate: Option<String>,
+    local_disk_cap: Option<String>,
+    orphan_grace: Option<String>,
+    retention_check_interval: Option<String>,
 }
 
 /// An object store location.
@@ -95,6 +131,41 @@ pub struct ServeConfig {
     pub object_store: ObjectStoreUrl,
     pub auto_create_topics: bool,
     pub default_partitions: i32,
+    /// The URL as given (or the default), for opening the store.
+    pub object_store_url: String,
+    pub cache_memory: u64,
+    pub cache_disk: u64,
+    pub remote_chunk: u64,
+    pub offload_concurrency: usize,
+    pub offload_rate: u64,
+    pub local_disk_cap: u64,
+    pub orphan_grace: std::time::Duration,
+    pub retention_check_interval: std::time::Duration,
+}
+
+/// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
+pub fn parse_bytes(flag: &str, v: &str) -> anyhow::Result<u64> {
+    let t = v.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("{flag} '{v}': expected a size such as 512MiB or 4GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "tib" | "t" => 1 << 40,
+        other => {
+            bail!("{flag} '{v}': unknown unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)")
+        }
+    };
+    n.checked_mul(mult)
+        .with_context(|| format!("{flag} '{v}' is too large"))
 }
 
 fn parse_host_port(flag: &str, v: &str) -> anyhow::Result<(String, u16)> {
@@ -197,10 +268,63 @@ impl ServeConfig {
             .controller_voters
             .or(file.controller_voters)
             .unwrap_or_else(|| format!("{node_id}@{controller_addr}"));
-        let object_store = match args.object_store.or(file.object_store) {
-            Some(v) => parse_object_store(&v)?,
-            None => ObjectStoreUrl::File(data_dir.join("cold")),
+        let object_store_url = args
+            .object_store
+            .or(file.object_store)
+            .unwrap_or_else(|| format!("file://{}", data_dir.join("cold").display()));
+        let object_store = parse_object_store(&object_store_url)?;
+        let size = |flag: &str,
+                    a: Option<String>,
+                    f: Option<String>,
+                    default: u64|
+         -> anyhow::Result<u64> {
+            a.or(f).map_or(Ok(default), |v| parse_bytes(flag, &v))
         };
+        let cache_memory = size(
+            "--cache-memory",
+            args.cache_memory,
+            file.cache_memory,
+            512 << 20,
+        )?;
+        let cache_disk = size("--cache-disk", args.cache_disk, file.cache_disk, 4 << 30)?;
+        let remote_chunk = size(
+            "--remote-chunk",
+            args.remote_chunk,
+            file.remote_chunk,
+            8 << 20,
+        )?;
+        if !(4 << 20..=16 << 20).contains(&remote_chunk) {
+            bail!("--remote-chunk {remote_chunk} must be between 4MiB and 16MiB");
+        }
+        let offload_rate = size("--offload-rate", args.offload_rate, file.offload_rate, 0)?;
+        let local_disk_cap = size(
+            "--local-disk-cap",
+            args.local_disk_cap,
+            file.local_disk_cap,
+            0,
+        )?;
+        let orphan_grace = match args.orphan_grace.or(file.orphan_grace) {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!("--orphan-grace '{v}': expected a duration such as 1h or 30s")
+            })?,
+            None => std::time::Duration::from_secs(3600),
+        };
+        let retention_check_interval = match args
+            .retention_check_interval
+            .or(file.retention_check_interval)
+        {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!("--retention-check-interval '{v}': expected a duration such as 30s or 5m")
+            })?,
+            None => std::time::Duration::from_secs(30),
+        };
+        let offload_concurrency = args
+            .offload_concurrency
+            .or(file.offload_concurrency)
+            .unwrap_or(2);
+        if offload_concurrency == 0 {
+            bail!("--offload-concurrency must be at least 1");
+        }
         let default_partitions = args
             .default_partitions
             .or(file.default_partitions)
@@ -225,6 +349,15 @@ impl ServeConfig {
                 .or(file.auto_create_topics)
                 .unwrap_or(false),
             default_partitions,
+            object_store_url,
+            cache_memory,
+            cache_disk,
+            remote_chunk,
+            offload_concurrency,
+            offload_rate,
+            local_disk_cap,
+            orphan_grace,
+            retention_check_interval,
         })
     }
 
@@ -236,6 +369,7 @@ impl ServeConfig {
             advertised_addr: self.advertised_kafka_addr.clone(),
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
+            retention_check_interval: self.retention_check_interval,
             ..BrokerConfig::default()
         }
     }
@@ -257,10 +391,12 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .context("cannot install the metrics recorder")?;
     let store = FileMetadataStore::open(&config.data_dir)
         .with_context(|| format!("cannot open metadata in {}", config.data_dir.display()))?;
+    let tier = open_tier(&config).await?;
     let broker = Broker::open(
         config.broker_config(),
         Arc::new(store),
         Arc::new(SystemClock),
+        Some(tier),
     )
     .await
     .with_context(|| {
@@ -282,7 +418,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
     let http_addr = http.local_addr()?;
     let server = Server::start_on(broker.clone(), kafka);
-    let http_task = tokio::spawn(crate::http::serve(http, metrics));
+    let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone()));
     // Tests and scripts read this line to learn the bound ports.
     println!(
         "strata listening kafka={} http={} data={}",
@@ -292,7 +428,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     );
     tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
     // Accepted now so configurations written today keep working; the embedded controller
-    // quorum and the object store are wired in by the replication and tiering work.
+    // quorum is wired in by the replication work.
     tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, object_store = ?config.object_store, "controller and object store settings");
 
     shutdown_signal().await;
@@ -302,6 +438,36 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     Ok(())
+}
+
+/// The object store behind its retry/timeout/metrics wrappers, and the chunk cache.
+async fn open_tier(config: &ServeConfig) -> anyhow::Result<Arc<Tier>> {
+    strata_store::describe_metrics();
+    let backend = strata_store::open_url(&config.object_store_url)
+        .with_context(|| format!("--object-store {}: cannot open the object store (for S3, check AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)", config.object_store_url))?;
+    let store = strata_store::layered(backend.into_dyn(), strata_store::LayerConfig::default());
+    let disk = (config.cache_disk > 0).then(|| DiskConfig {
+        dir: config.data_dir.join("cache"),
+        capacity: config.cache_disk,
+        recover: true,
+    });
+    let cache_config = CacheConfig {
+        chunk_size: config.remote_chunk,
+        memory_capacity: config.cache_memory,
+        disk,
+        ..CacheConfig::default()
+    };
+    let cache = ChunkCache::new(cache_config, Arc::new(StoreSource(store.clone())))
+        .await
+        .context("cannot open the segment cache (--cache-memory, --cache-disk, --remote-chunk)")?;
+    let tier_config = TierConfig {
+        upload_concurrency: config.offload_concurrency,
+        upload_bytes_per_sec: config.offload_rate,
+        local_disk_cap_bytes: config.local_disk_cap,
+        orphan_grace: config.orphan_grace,
+        ..TierConfig::default()
+    };
+    Ok(Arc::new(Tier::new(store, Arc::new(cache), tier_config)))
 }
 
 fn display(p: &Path) -> String {

@@ -44,6 +44,11 @@ pub enum TopicCommand {
     Describe { name: String },
     /// Delete a topic and its data.
     Delete { name: String },
+    /// Recreate a topic from the object store: its id, partitions and configs come from
+    /// the bucket's catalog, and its offsets continue after what the bucket holds
+    /// (Strata brokers only: a broker whose data dir was lost, or a new cluster pointed
+    /// at the bucket).
+    Recover { name: String },
     /// Change a topic's config overrides or grow its partitions.
     Alter {
         name: String,
@@ -71,6 +76,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<()> {
         TopicCommand::List => list(c),
         TopicCommand::Describe { name } => describe(c, &name),
         TopicCommand::Delete { name } => delete(c, &name),
+        TopicCommand::Recover { name } => recover(c, &name),
         TopicCommand::Alter {
             name,
             set,
@@ -144,6 +150,39 @@ fn create(
         .map(|n| format!(" with {n} partitions"))
         .unwrap_or_default();
     println!("created topic '{name}'{n}");
+    Ok(())
+}
+
+/// The CreateTopics config that asks a Strata broker to recover the topic from its
+/// object store instead of creating a new one.
+pub const RECOVER_CONFIG: &str = "strata.recover.from.object.store";
+
+fn recover(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
+    let client = admin(c)?;
+    let topic = NewTopic::new(name, -1, TopicReplication::Fixed(-1)).set(RECOVER_CONFIG, "true");
+    let results = block_on(client.create_topics([&topic], &admin_options(c)))
+        .map_err(|e| c.explain(e, "CreateTopics"))?;
+    for r in results {
+        if let Err((_, code)) = r {
+            let hint = match code {
+                RDKafkaErrorCode::UnknownTopicOrPartition => {
+                    format!(
+                        "the broker's object store has no topic '{name}' (check --object-store on the broker)"
+                    )
+                }
+                RDKafkaErrorCode::InvalidConfig => {
+                    "the broker cannot recover topics (not a Strata broker, or no object store)"
+                        .to_string()
+                }
+                other => return Err(admin_error("recover", name, other)),
+            };
+            anyhow::bail!("cannot recover topic '{name}': {hint}");
+        }
+    }
+    let n = partition_count(c, &client, name)
+        .map(|n| format!(" with {n} partitions"))
+        .unwrap_or_default();
+    println!("recovered topic '{name}'{n} from the object store");
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub struct Broker {
     pub http: String,
     pub data_dir: PathBuf,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 pub fn strata_bin() -> &'static str {
@@ -29,6 +30,17 @@ impl Broker {
 
     /// Starts on a given Kafka address (to restart on the same port).
     pub fn start_on(data_dir: &Path, kafka_addr: &str, extra: &[&str]) -> Broker {
+        Self::start_with_env(data_dir, kafka_addr, extra, &[])
+    }
+
+    /// Starts with extra environment variables (for example the AWS_* settings of an
+    /// S3 server).
+    pub fn start_with_env(
+        data_dir: &Path,
+        kafka_addr: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Broker {
         let mut child = Command::new(strata_bin())
             .args(["serve", "--data-dir"])
             .arg(data_dir)
@@ -38,6 +50,7 @@ impl Broker {
                 "STRATA_LOG",
                 std::env::var("STRATA_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -67,6 +80,7 @@ impl Broker {
             http: field("http"),
             data_dir: data_dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env.to_vec(),
         }
     }
 
@@ -90,7 +104,9 @@ impl Broker {
         // The port may linger briefly; retry binding it for a while.
         let mut last = None;
         for _ in 0..50 {
-            match std::panic::catch_unwind(|| Broker::start_on(&self.data_dir, &kafka, &extra)) {
+            match std::panic::catch_unwind(|| {
+                Broker::start_with_env(&self.data_dir, &kafka, &extra, &self.env)
+            }) {
                 Ok(b) => {
                     // The old child has exited already; dropping it only reaps it.
                     drop(std::mem::replace(self, b));
@@ -105,6 +121,24 @@ impl Broker {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// GET a path of the broker's HTTP address; the body.
+    pub fn http_get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.http).expect("connect http");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.http
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP response");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        body.to_string()
     }
 }
 

@@ -1,8 +1,26 @@
-//! Strata's tiered storage.
+//! Strata's tiered storage (KIP-405's model): sealed segments move to object storage,
+//! a manifest per partition names them, and reads below the local log start come back
+//! through the chunk cache as the same batch bytes a local read returns.
 //!
-//! * [`manifest`]: a partition's list of remote segments, persisted as an append-only
-//!   log of create-only delta objects plus periodic snapshots.
+//! * [`manifest`]: a partition's list of remote segments (sans-IO);
+//! * [`manifest_store`]: the manifest in the bucket, as create-only delta objects plus
+//!   snapshots;
+//! * [`remote`]: one partition's remote tier: offload, read, time lookup, retention,
+//!   orphan cleanup;
+//! * [`layout`]: object names.
 
+pub mod catalog;
+pub mod error;
+pub mod layout;
 pub mod manifest;
+pub mod manifest_store;
+pub mod remote;
+pub mod service;
+pub mod source;
 
+pub use error::TierError;
+pub use layout::PartitionKey;
 pub use manifest::{Delta, Manifest, ManifestError, ManifestOp, RemoteSegment};
+pub use remote::{RemotePartition, RemoteRead};
+pub use service::{Tier, TierConfig};
+pub use source::StoreSource;

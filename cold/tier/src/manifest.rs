@@ -256,6 +256,14 @@ impl Manifest {
         Ok(())
     }
 
+    /// Records that delta `seq` was read and deliberately not applied (a fenced
+    /// leader's write), so the next delta still applies in sequence.
+    pub fn skip_delta(&mut self, seq: u64) {
+        if seq == self.seq + 1 {
+            self.seq = seq;
+        }
+    }
+
     /// Encodes the whole manifest as a snapshot object.
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let mut w = Writer::new(SNAPSHOT_MAGIC);

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use strata_log::Clock;
@@ -11,6 +12,7 @@ use crate::config::BrokerConfig;
 use crate::error::ApiError;
 use crate::metadata::{MetadataStore, TopicMeta};
 use crate::partition::{Partition, read_topic_id};
+use strata_tier::{PartitionKey, RemotePartition, Tier};
 
 /// A topic hosted here.
 #[derive(Debug)]
@@ -20,6 +22,8 @@ pub struct TopicState {
     pub overrides: BTreeMap<String, String>,
     pub config: TopicConfig,
     pub partitions: Vec<Arc<Partition>>,
+    /// The cluster id the topic's objects are stored under (see `TopicMeta`).
+    pub storage_cluster_id: Option<String>,
 }
 
 /// Producer ids are reserved from metadata in blocks, as Kafka's ProducerIdManager does.
@@ -37,6 +41,10 @@ pub struct Broker {
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     /// The Kafka address clients are told about, known once the listener is bound.
     advertised: OnceLock<(String, u16)>,
+    /// Tiered storage, when an object store is configured.
+    pub(crate) tier: Option<Arc<Tier>>,
+    /// Local bytes of tiered partitions, refreshed by housekeeping (for the disk cap).
+    tiered_local_bytes: AtomicU64,
 }
 
 impl Broker {
@@ -46,6 +54,7 @@ impl Broker {
         config: BrokerConfig,
         store: Arc<dyn MetadataStore>,
         clock: Arc<dyn Clock>,
+        tier: Option<Arc<Tier>>,
     ) -> Result<Arc<Broker>, ApiError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             ApiError::new(
@@ -61,6 +70,8 @@ impl Broker {
             reconcile_lock: tokio::sync::Mutex::new(()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             advertised: OnceLock::new(),
+            tier,
+            tiered_local_bytes: AtomicU64::new(0),
         });
         broker.remove_stray_directories();
         broker.reconcile().await?;
@@ -141,10 +152,134 @@ impl Broker {
         self.reconcile_locked()
     }
 
-    /// Brings local partitions in line with metadata.
+    /// Brings local partitions in line with metadata, and attaches the remote tier of
+    /// tiered partitions.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
         let _g = self.reconcile_lock.lock().await;
-        self.reconcile_locked()
+        self.reconcile_locked()?;
+        drop(_g);
+        self.attach_remotes().await;
+        Ok(())
+    }
+
+    pub fn tier(&self) -> Option<&Arc<Tier>> {
+        self.tier.as_ref()
+    }
+
+    pub(crate) fn partition_key(&self, p: &Partition) -> PartitionKey {
+        let stored_under = self
+            .topic(&p.topic)
+            .filter(|t| t.id == p.topic_id)
+            .and_then(|t| t.storage_cluster_id.clone());
+        PartitionKey {
+            cluster_id: stored_under.unwrap_or_else(|| self.cluster_id()),
+            topic: p.topic.to_string(),
+            topic_id: p.topic_id,
+            partition: p.index,
+        }
+    }
+
+    /// Opens the remote tier (loads the manifest) of every tiered partition that has
+    /// none yet. A store that cannot be reached now is retried by the next call (the
+    /// offloader calls this on every tick); the partition keeps serving local data and
+    /// keeps its local segments meanwhile.
+    pub async fn attach_remotes(&self) {
+        let Some(tier) = &self.tier else { return };
+        for t in self.topics() {
+            if !t.config.remote_storage_enable {
+                continue;
+            }
+            for p in &t.partitions {
+                if p.remote().is_some() {
+                    continue;
+                }
+                match tier.open_partition(self.partition_key(p)).await {
+                    Ok(r) => {
+                        let r = Arc::new(r);
+                        if let Err(e) = self.adopt_remote_range(p, &r) {
+                            tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot align the local log with the remote tier");
+                            continue;
+                        }
+                        p.set_remote(r);
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot load the remote manifest; will retry");
+                        metrics::counter!("strata_tier_manifest_load_failures_total").increment(1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A partition whose local log is empty but whose remote tier holds data (a broker
+    /// restarted with an empty data dir, or a topic recovered from the bucket) continues
+    /// at the remote end: the local log restarts there, so offsets stay dense.
+    fn adopt_remote_range(&self, p: &Partition, r: &RemotePartition) -> Result<(), ApiError> {
+        let Some(end) = r.end_offset() else {
+            return Ok(());
+        };
+        let local_empty = p.log.log_end_offset() == p.log.log_start_offset();
+        if local_empty && p.log.log_end_offset() < end {
+            p.log.reset_empty(end)?;
+            p.reset_high_watermark(end);
+            tracing::info!(topic = %p.topic, partition = p.index, offset = end, "local log continues at the remote end");
+        }
+        Ok(())
+    }
+
+    /// A deleted tiered topic's objects are deleted from the bucket in the background
+    /// (as Kafka deletes a topic's remote segments), its catalog entry with them.
+    pub(crate) fn forget_remote_objects(&self, t: &TopicState) {
+        let Some(tier) = self.tier.clone() else {
+            return;
+        };
+        if !t.config.remote_storage_enable {
+            return;
+        }
+        let cluster = t
+            .storage_cluster_id
+            .clone()
+            .unwrap_or_else(|| self.cluster_id());
+        let (name, id) = (t.name.to_string(), t.id);
+        tokio::spawn(async move {
+            match strata_tier::catalog::delete_topic(tier.store(), &cluster, &name, id).await {
+                Ok(n) => {
+                    tracing::info!(topic = %name, objects = n, "deleted the topic's objects from the object store")
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %name, error = %e, "cannot delete the topic's objects; delete them by hand")
+                }
+            }
+        });
+    }
+
+    /// Local bytes of tiered partitions, as of the last housekeeping pass.
+    pub fn tiered_local_bytes(&self) -> u64 {
+        self.tiered_local_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Refuses a produce when tiered partitions' local data passed the configured cap:
+    /// the object store is down or slow and uploads back up (KAFKA-19952). Producers get
+    /// a retriable storage error instead of the disk filling up.
+    pub(crate) fn check_disk_cap(&self, p: &Partition) -> Result<(), ApiError> {
+        let Some(tier) = &self.tier else {
+            return Ok(());
+        };
+        let cap = tier.config().local_disk_cap_bytes;
+        if cap == 0 || !p.tiered() {
+            return Ok(());
+        }
+        let used = self.tiered_local_bytes();
+        if used >= cap {
+            metrics::counter!("strata_tier_disk_cap_refusals_total").increment(1);
+            return Err(ApiError::new(
+                strata_proto::ErrorCode::KafkaStorageError,
+                format!(
+                    "local disk cap reached ({used} of {cap} bytes): offload to object storage is behind; check `strata tier status` and the object store"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn reconcile_locked(&self) -> Result<(), ApiError> {
@@ -204,6 +339,7 @@ impl Broker {
                     overrides: meta.configs.clone(),
                     config,
                     partitions,
+                    storage_cluster_id: meta.storage_cluster_id.clone(),
                 }),
             );
         }
@@ -288,6 +424,15 @@ impl Broker {
 
     /// Periodic work: rolls by segment.ms, flushes by flush.ms, retention, checkpoints.
     pub(crate) fn housekeeping(&self, retention: bool, checkpoint: bool) {
+        let tiered: u64 = self
+            .topics()
+            .iter()
+            .filter(|t| t.config.remote_storage_enable)
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.log.size_bytes())
+            .sum();
+        self.tiered_local_bytes.store(tiered, Ordering::Relaxed);
+        metrics::gauge!("strata_tier_local_bytes").set(tiered as f64);
         for t in self.topics() {
             for p in &t.partitions {
                 if let Err(e) = p.log.maybe_roll() {
@@ -297,7 +442,9 @@ impl Broker {
                     tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush failed");
                 }
                 if retention {
-                    match p.log.apply_retention(&mut |_| true) {
+                    match p.log.apply_retention(&mut |seg| {
+                        p.may_delete_locally(seg.base_offset, seg.next_offset)
+                    }) {
                         Ok(out) if !out.deleted.is_empty() => {
                             tracing::info!(topic = %t.name, partition = p.index, segments = out.deleted.len(), log_start = out.log_start_offset, "retention deleted segments");
                         }

@@ -15,6 +15,7 @@ pub mod error;
 pub mod metadata;
 pub mod partition;
 pub mod server;
+pub mod tiering;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

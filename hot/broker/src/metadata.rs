@@ -24,6 +24,10 @@ pub struct TopicMeta {
     /// The leader epoch of every partition (a single broker never changes leader).
     #[serde(default)]
     pub leader_epoch: i32,
+    /// The cluster id under which the topic's objects live in the bucket: this cluster's,
+    /// except for a topic recovered from another cluster's bucket contents.
+    #[serde(default)]
+    pub storage_cluster_id: Option<String>,
 }
 
 /// Why a metadata change was refused.
@@ -106,6 +110,8 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug {
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, MetadataError>;
     async fn delete_topic(&self, name: &str) -> Result<TopicMeta, MetadataError>;
+    /// Adds a topic as described (id included): recovery of a topic from the bucket.
+    async fn restore_topic(&self, meta: TopicMeta) -> Result<TopicMeta, MetadataError>;
     /// Grows a topic to `count` partitions (never shrinks, as in Kafka).
     async fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, MetadataError>;
     /// Replaces a topic's config overrides (validated).
@@ -260,6 +266,7 @@ impl MetadataStore for FileMetadataStore {
                 partitions,
                 configs,
                 leader_epoch: 0,
+                storage_cluster_id: None,
             };
             s.topics.insert(name.to_string(), meta.clone());
             Ok(meta)
@@ -271,6 +278,18 @@ impl MetadataStore for FileMetadataStore {
             s.topics
                 .remove(name)
                 .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))
+        })
+    }
+
+    async fn restore_topic(&self, meta: TopicMeta) -> Result<TopicMeta, MetadataError> {
+        validate_topic_name(&meta.name)?;
+        TopicConfig::resolve(&meta.configs)?;
+        self.update(|s| {
+            if s.topics.contains_key(&meta.name) {
+                return Err(MetadataError::TopicExists(meta.name.clone()));
+            }
+            s.topics.insert(meta.name.clone(), meta.clone());
+            Ok(meta)
         })
     }
 

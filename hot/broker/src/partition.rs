@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, RecoveryReport};
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
+use strata_tier::RemotePartition;
 use tokio::sync::watch;
 
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -22,6 +23,8 @@ pub struct Partition {
     hwm: watch::Sender<Offset>,
     leader_epoch: AtomicI32,
     config: RwLock<TopicConfig>,
+    /// The remote tier, once attached (topics with remote.storage.enable=true).
+    remote: RwLock<Option<Arc<RemotePartition>>>,
 }
 
 impl Partition {
@@ -56,13 +59,60 @@ impl Partition {
                 hwm,
                 leader_epoch: AtomicI32::new(leader_epoch),
                 config: RwLock::new(config),
+                remote: RwLock::new(None),
             },
             report,
         ))
     }
 
+    /// The remote tier, if attached.
+    pub fn remote(&self) -> Option<Arc<RemotePartition>> {
+        self.remote
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_remote(&self, remote: Arc<RemotePartition>) {
+        *self.remote.write().unwrap_or_else(|e| e.into_inner()) = Some(remote);
+    }
+
+    /// Whether this partition's topic tiers to object storage.
+    pub fn tiered(&self) -> bool {
+        self.config().remote_storage_enable
+    }
+
+    /// The earliest offset a consumer can read: the remote start when the remote tier
+    /// holds data below the local start (KIP-405), else the local start.
+    pub fn log_start_offset(&self) -> Offset {
+        let local = self.log.log_start_offset();
+        match self.remote().and_then(|r| r.log_start_offset()) {
+            Some(remote) => remote.min(local),
+            None => local,
+        }
+    }
+
+    /// Whether local segment [base, next) may be deleted by local retention: always
+    /// for topics that do not tier; only once offloaded for those that do ("not deleted
+    /// until offloaded").
+    pub fn may_delete_locally(&self, base: Offset, next: Offset) -> bool {
+        if !self.tiered() {
+            return true;
+        }
+        // Offloaded, or below the remote start (remote retention expired it: it is
+        // below the log start and no reader may see it).
+        self.remote().is_some_and(|r| {
+            r.is_offloaded(base, next) || r.log_start_offset().is_some_and(|s| next <= s)
+        })
+    }
+
     pub fn high_watermark(&self) -> Offset {
         *self.hwm.borrow()
+    }
+
+    /// Sets the high-water mark after the log was reset (recovery from the remote tier).
+    pub fn reset_high_watermark(&self, hwm: Offset) {
+        self.hwm.send_replace(hwm);
     }
 
     /// A receiver that changes whenever the high-water mark moves.

@@ -60,17 +60,21 @@ impl Server {
 
 async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationToken) {
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
+    let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
+    let mut next_connection: u64 = 0;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    next_connection += 1;
+                    let id = next_connection;
                     let b = broker.clone();
                     let s = shutdown.clone();
                     connections.spawn(async move {
                         metrics::gauge!("strata_connections").increment(1.0);
-                        if let Err(e) = connection(b, stream, peer, s).await {
+                        if let Err(e) = connection(b, id, stream, peer, s).await {
                             tracing::debug!(%peer, error = %e, "connection closed");
                         }
                         metrics::gauge!("strata_connections").decrement(1.0);
@@ -87,10 +91,12 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     }
     connections.shutdown().await;
     let _ = housekeeping.await;
+    let _ = offloader.await;
 }
 
 async fn connection(
     broker: Arc<Broker>,
+    id: u64,
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: CancellationToken,
@@ -146,7 +152,7 @@ async fn connection(
                     return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request truncated"));
                 }
             }
-            match api::dispatch(&broker, frame.freeze()) {
+            match api::dispatch(&broker, id, frame.freeze()) {
                 Ok(pending) => {
                     if tx.send(pending).await.is_err() {
                         return Ok(());

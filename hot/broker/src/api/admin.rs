@@ -81,6 +81,9 @@ pub(super) fn create_topics(
                     return Err(ApiError::new(ErrorCode::InvalidRequest, format!("topic '{name}' appears more than once in the request")));
                 }
                 validate_topic_name(&name)?;
+                if t.configs.iter().any(|c| c.name.as_str() == RECOVER_CONFIG && c.value.as_deref() == Some("true")) {
+                    return recover_topic(&broker, &name, req.validate_only).await;
+                }
                 let node = broker.node_id();
                 let partitions = if !t.assignments.is_empty() {
                     if t.num_partitions != -1 || t.replication_factor != -1 {
@@ -147,6 +150,76 @@ pub(super) fn create_topics(
     })
 }
 
+/// CreateTopics with this config set to "true" recovers the topic from the object store
+/// (`strata topic recover`) instead of creating it.
+pub const RECOVER_CONFIG: &str = "strata.recover.from.object.store";
+
+/// Recreates a topic from the bucket's catalog: same id, partitions and configs, its
+/// objects read where they were written; each partition's local log continues after
+/// the remote end, and its leader epoch starts above every epoch in the manifests.
+async fn recover_topic(
+    broker: &Arc<Broker>,
+    name: &str,
+    validate_only: bool,
+) -> Result<(TopicId, i32, BTreeMap<String, String>), ApiError> {
+    let Some(tier) = broker.tier().cloned() else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidConfig,
+            "this broker has no object store to recover from",
+        ));
+    };
+    let desc = strata_tier::catalog::read(tier.store(), name)
+        .await
+        .map_err(|e| ApiError::new(e.error_code(), format!("cannot read the catalog: {e}")))?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("the object store has no topic '{name}'"),
+            )
+        })?;
+    if broker.topic(name).is_some() {
+        return Err(ApiError::new(
+            ErrorCode::TopicAlreadyExists,
+            format!("topic '{name}' already exists"),
+        ));
+    }
+    let mut max_epoch = 0;
+    for p in 0..desc.partitions {
+        let key = strata_tier::PartitionKey {
+            cluster_id: desc.cluster_id.clone(),
+            topic: name.to_string(),
+            topic_id: desc.topic_id,
+            partition: p,
+        };
+        let r = tier.open_partition(key).await.map_err(|e| {
+            ApiError::new(
+                e.error_code(),
+                format!("cannot load partition {p}'s manifest: {e}"),
+            )
+        })?;
+        max_epoch = max_epoch.max(r.manifest_snapshot().max_epoch());
+    }
+    if validate_only {
+        return Ok((desc.topic_id, desc.partitions, desc.configs));
+    }
+    let meta = crate::metadata::TopicMeta {
+        name: name.to_string(),
+        id: desc.topic_id,
+        partitions: desc.partitions,
+        configs: desc.configs.clone(),
+        leader_epoch: max_epoch + 1,
+        storage_cluster_id: Some(desc.cluster_id.clone()),
+    };
+    let guard = broker.lock_metadata().await;
+    let restored = broker.store.restore_topic(meta).await;
+    broker.apply_metadata(&guard)?;
+    drop(guard);
+    restored?;
+    broker.attach_remotes().await;
+    tracing::info!(topic = name, partitions = desc.partitions, from_cluster = %desc.cluster_id, "recovered topic from the object store");
+    Ok((desc.topic_id, desc.partitions, desc.configs))
+}
+
 pub(super) fn delete_topics(
     broker: Arc<Broker>,
     ctx: RequestContext,
@@ -191,7 +264,10 @@ pub(super) fn delete_topics(
                     let applied = broker.apply_metadata(&guard);
                     drop(guard);
                     match deleted.map_err(ApiError::from).and(applied) {
-                        Ok(_) => tracing::info!(topic = %t.name, "deleted topic"),
+                        Ok(_) => {
+                            tracing::info!(topic = %t.name, "deleted topic");
+                            broker.forget_remote_objects(&t);
+                        }
                         Err(e) => {
                             r.error_code = e.code.code();
                             r.error_message = msg(e.message);

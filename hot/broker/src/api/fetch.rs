@@ -1,14 +1,22 @@
-//! Fetch, with min_bytes/max_wait long polling.
+//! Fetch, with min_bytes/max_wait long polling, from the local log or, below the local
+//! log start, from the remote tier.
 //!
 //! Fetch sessions (KIP-227) are refused cleanly: a client asking for one gets session id
 //! 0, which tells it to keep sending full fetch requests.
+//!
+//! Remote reads run concurrently across the partitions of one fetch (Kafka served one
+//! remote partition per fetch until 2025) on the tier's bounded pool; they are async,
+//! so a slow GET holds up only the fetch that asked for it, never other connections.
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use strata_proto::{ErrorCode, TopicId};
+use strata_cache::ReaderId;
+use strata_proto::{ErrorCode, Offset, TopicId};
 use tokio::sync::watch;
 
 use super::{Pending, RequestContext, encode_response};
@@ -33,7 +41,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
             return encode_response(&ctx, &resp);
         }
         loop {
-            let (resp, total, has_error, mut watches) = fetch_once(&broker, &ctx, &req);
+            let (resp, total, has_error, mut watches) = fetch_once(&broker, &ctx, &req).await;
             let now = Instant::now();
             if total >= req.min_bytes.max(0) as usize
                 || has_error
@@ -53,14 +61,23 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
 
 type FetchOnce = (FetchResponse, usize, bool, Vec<watch::Receiver<i64>>);
 
-fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> FetchOnce {
+/// Where a partition's data comes from in this round.
+enum Plan {
+    Done,
+    Local,
+    Remote,
+}
+
+async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> FetchOnce {
     let mut resp = FetchResponse::default();
     let mut budget = req.max_bytes.max(0) as usize;
-    let mut total = 0usize;
     let mut any_data = false;
     let mut has_error = false;
     let mut watches = Vec::new();
-    for topic in &req.topics {
+    // First pass: checks, and the plan for each partition.
+    let mut slots: Vec<(usize, usize, Arc<Partition>, Offset, usize)> = Vec::new(); // (topic i, partition i, p, offset, max)
+    let mut remote: Vec<(usize, usize)> = Vec::new();
+    for (ti, topic) in req.topics.iter().enumerate() {
         let mut out = FetchableTopicResponse::default();
         out.topic = topic.topic.clone();
         out.topic_id = topic.topic_id;
@@ -75,7 +92,7 @@ fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> Fetc
                 ErrorCode::UnknownTopicOrPartition,
             )
         };
-        for fp in &topic.partitions {
+        for (pi, fp) in topic.partitions.iter().enumerate() {
             let mut pd = PartitionData::default();
             pd.partition_index = fp.partition;
             pd.high_watermark = -1;
@@ -87,83 +104,148 @@ fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> Fetc
                     .ok()
                     .and_then(|i| t.partitions.get(i))
             });
-            let code = match p {
-                None => unknown_code,
+            let (code, plan) = match p {
+                None => (unknown_code, Plan::Done),
                 Some(p) => {
                     watches.push(p.watch_high_watermark());
-                    read_partition(
-                        p,
-                        fp.fetch_offset,
-                        fp.current_leader_epoch,
-                        fp.partition_max_bytes,
-                        &mut budget,
-                        &mut any_data,
-                        &mut pd,
-                    )
+                    check_partition(p, fp.fetch_offset, fp.current_leader_epoch, &mut pd)
                 }
             };
             if code != ErrorCode::None {
                 has_error = true;
                 pd.error_code = code.code();
             }
-            total += pd.records.as_ref().map_or(0, |r| r.len());
+            if let (Some(p), Plan::Local | Plan::Remote) = (p, &plan) {
+                if matches!(plan, Plan::Remote) {
+                    remote.push((slots.len(), 0));
+                }
+                slots.push((
+                    ti,
+                    pi,
+                    p.clone(),
+                    fp.fetch_offset,
+                    fp.partition_max_bytes.max(0) as usize,
+                ));
+            }
             out.partitions.push(pd);
         }
         resp.responses.push(out);
     }
+    // Remote reads, all at once, each up to its partition limit (and the response limit).
+    let remote_results: Vec<Result<(bytes::Bytes, Offset), ErrorCode>> = {
+        let reads = remote.iter().map(|(si, _)| {
+            let (_, _, p, offset, max) = &slots[*si];
+            let limit = (*max).min(budget.max(1));
+            read_remote(broker, ctx, p.clone(), *offset, limit)
+        });
+        futures::future::join_all(reads).await
+    };
+    let mut remote_results = remote
+        .iter()
+        .map(|(si, _)| *si)
+        .zip(remote_results)
+        .collect::<std::collections::HashMap<_, _>>();
+    // Second pass, in request order: fill local reads and remote results within the
+    // response budget (KIP-74: the first partition with data may exceed it).
+    for (si, (ti, pi, p, offset, max)) in slots.into_iter().enumerate() {
+        let pd = &mut resp.responses[ti].partitions[pi];
+        let result = match remote_results.remove(&si) {
+            Some(r) => r.map(|(data, _)| data),
+            None => {
+                let limit = max.min(if any_data { budget } else { usize::MAX });
+                if limit == 0 && any_data {
+                    continue;
+                }
+                let hwm = pd.high_watermark;
+                p.log.read(offset, limit.max(1), Some(hwm)).map(|r| r.data).map_err(|e| {
+                    if e.error_code() != ErrorCode::OffsetOutOfRange {
+                        tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "fetch read failed");
+                    }
+                    e.error_code()
+                })
+            }
+        };
+        match result {
+            Ok(data) => {
+                if data.is_empty() || (any_data && data.len() > budget) {
+                    continue;
+                }
+                budget = budget.saturating_sub(data.len());
+                any_data = true;
+                pd.records = Some(data);
+            }
+            Err(code) => {
+                has_error = true;
+                pd.error_code = code.code();
+            }
+        }
+    }
+    let total = resp
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
     (resp, total, has_error, watches)
 }
 
-fn read_partition(
+/// Epoch and range checks; fills the partition's marks. Says where the data is.
+fn check_partition(
     p: &Partition,
     offset: i64,
     current_leader_epoch: i32,
-    partition_max_bytes: i32,
-    budget: &mut usize,
-    any_data: &mut bool,
     pd: &mut PartitionData,
-) -> ErrorCode {
+) -> (ErrorCode, Plan) {
     let epoch = p.leader_epoch();
     if current_leader_epoch >= 0 && current_leader_epoch < epoch {
-        return ErrorCode::FencedLeaderEpoch;
+        return (ErrorCode::FencedLeaderEpoch, Plan::Done);
     }
     if current_leader_epoch > epoch {
-        return ErrorCode::UnknownLeaderEpoch;
+        return (ErrorCode::UnknownLeaderEpoch, Plan::Done);
     }
     let hwm = p.high_watermark();
-    let start = p.log.log_start_offset();
+    let start = p.log_start_offset();
     pd.high_watermark = hwm;
     pd.last_stable_offset = hwm;
     pd.log_start_offset = start;
     pd.aborted_transactions = None;
     if offset < start || offset > p.log.log_end_offset() {
-        return ErrorCode::OffsetOutOfRange;
+        return (ErrorCode::OffsetOutOfRange, Plan::Done);
     }
     if offset >= hwm {
-        return ErrorCode::None;
+        return (ErrorCode::None, Plan::Done);
     }
-    // KIP-74: the first partition with data returns at least one whole batch even past
-    // the limits; later partitions only what fits in what is left of max_bytes.
-    let limit =
-        (partition_max_bytes.max(0) as usize).min(if *any_data { *budget } else { usize::MAX });
-    if limit == 0 && *any_data {
-        return ErrorCode::None;
+    if offset < p.log.log_start_offset() {
+        return (ErrorCode::None, Plan::Remote);
     }
-    match p.log.read(offset, limit.max(1), Some(hwm)) {
-        Ok(r) => {
-            if r.data.is_empty() || (*any_data && r.data.len() > *budget) {
-                return ErrorCode::None;
-            }
-            *budget = budget.saturating_sub(r.data.len());
-            *any_data = true;
-            pd.records = Some(r.data);
-            ErrorCode::None
-        }
+    (ErrorCode::None, Plan::Local)
+}
+
+async fn read_remote(
+    broker: &Broker,
+    ctx: &RequestContext,
+    p: Arc<Partition>,
+    offset: Offset,
+    max_bytes: usize,
+) -> Result<(bytes::Bytes, Offset), ErrorCode> {
+    let (Some(tier), Some(remote)) = (broker.tier(), p.remote()) else {
+        return Err(ErrorCode::OffsetOutOfRange);
+    };
+    let _permit = tier.read_permit().await;
+    let started = Instant::now();
+    // One read-ahead stream per (connection, partition): a consumer catching up.
+    let mut h = DefaultHasher::new();
+    (ctx.connection_id, p.topic_id, p.index).hash(&mut h);
+    let r = remote
+        .read(offset, max_bytes.max(1), ReaderId(h.finish()))
+        .await;
+    metrics::histogram!("strata_tier_remote_fetch_seconds").record(started.elapsed().as_secs_f64());
+    match r {
+        Ok(r) => Ok((r.data, r.next_offset)),
         Err(e) => {
-            if e.error_code() != ErrorCode::OffsetOutOfRange {
-                tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "fetch read failed");
-            }
-            e.error_code()
+            tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "remote read failed");
+            metrics::counter!("strata_tier_remote_read_errors_total").increment(1);
+            Err(e.error_code())
         }
     }
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use strata_proto::ErrorCode;
 
-use super::{Pending, RequestContext, encode_response, ready};
+use super::{Pending, RequestContext, encode_response};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -19,51 +19,50 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
 
-pub(super) fn handle(
-    broker: &Arc<Broker>,
-    ctx: RequestContext,
-    req: ListOffsetsRequest,
-) -> Pending {
-    let mut resp = ListOffsetsResponse::default();
-    for topic in req.topics {
-        let mut out = ListOffsetsTopicResponse::default();
-        out.name = topic.name.clone();
-        let state = broker.topic(topic.name.0.as_str());
-        for lp in topic.partitions {
-            let mut r = ListOffsetsPartitionResponse::default();
-            r.partition_index = lp.partition_index;
-            r.timestamp = -1;
-            r.offset = -1;
-            r.leader_epoch = -1;
-            let p = state.as_ref().and_then(|t| {
-                usize::try_from(lp.partition_index)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-            });
-            let result = match p {
-                None => Err(ErrorCode::UnknownTopicOrPartition),
-                Some(p) => lookup(p, lp.timestamp, lp.current_leader_epoch),
-            };
-            match result {
-                Ok((offset, timestamp, epoch)) => {
-                    r.offset = offset;
-                    r.timestamp = timestamp;
-                    // The field exists from v4; earlier versions refuse a non-default value.
-                    if ctx.version >= 4 {
-                        r.leader_epoch = epoch;
+pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsRequest) -> Pending {
+    Box::pin(async move {
+        let mut resp = ListOffsetsResponse::default();
+        for topic in req.topics {
+            let mut out = ListOffsetsTopicResponse::default();
+            out.name = topic.name.clone();
+            let state = broker.topic(topic.name.0.as_str());
+            for lp in topic.partitions {
+                let mut r = ListOffsetsPartitionResponse::default();
+                r.partition_index = lp.partition_index;
+                r.timestamp = -1;
+                r.offset = -1;
+                r.leader_epoch = -1;
+                let p = state.as_ref().and_then(|t| {
+                    usize::try_from(lp.partition_index)
+                        .ok()
+                        .and_then(|i| t.partitions.get(i))
+                });
+                let result = match p {
+                    None => Err(ErrorCode::UnknownTopicOrPartition),
+                    Some(p) => lookup(&ctx, p, lp.timestamp, lp.current_leader_epoch).await,
+                };
+                match result {
+                    Ok((offset, timestamp, epoch)) => {
+                        r.offset = offset;
+                        r.timestamp = timestamp;
+                        // The field exists from v4; earlier versions refuse a non-default value.
+                        if ctx.version >= 4 {
+                            r.leader_epoch = epoch;
+                        }
                     }
+                    Err(code) => r.error_code = code.code(),
                 }
-                Err(code) => r.error_code = code.code(),
+                out.partitions.push(r);
             }
-            out.partitions.push(r);
+            resp.topics.push(out);
         }
-        resp.topics.push(out);
-    }
-    ready(encode_response(&ctx, &resp))
+        encode_response(&ctx, &resp)
+    })
 }
 
 /// (offset, timestamp, leader epoch) for one partition.
-fn lookup(
+async fn lookup(
+    ctx: &RequestContext,
     p: &Partition,
     timestamp: i64,
     current_leader_epoch: i32,
@@ -76,37 +75,69 @@ fn lookup(
         return Err(ErrorCode::UnknownLeaderEpoch);
     }
     let hwm = p.high_watermark();
+    let remote = p.remote();
+    let none = Ok((-1, -1, -1));
     match timestamp {
         LATEST => Ok((hwm, -1, epoch)),
-        // No remote tier yet: the log start is the local start.
-        EARLIEST | EARLIEST_LOCAL => Ok((p.log.log_start_offset(), -1, epoch)),
-        // Nothing tiered yet.
-        LATEST_TIERED => Ok((-1, -1, -1)),
+        // The earliest readable offset, remote included (KIP-405).
+        EARLIEST => Ok((p.log_start_offset(), -1, epoch)),
+        // KIP-1005: the first offset on local disk.
+        EARLIEST_LOCAL => Ok((p.log.log_start_offset(), -1, epoch)),
+        // KIP-1005: the last offset in object storage.
+        LATEST_TIERED => match remote.and_then(|r| r.end_offset()) {
+            Some(end) => Ok((end - 1, -1, epoch)),
+            None => none,
+        },
         MAX_TIMESTAMP => {
-            let max = p
+            let local_max = p
                 .log
                 .segments()
                 .iter()
                 .map(|s| s.max_timestamp)
                 .max()
                 .unwrap_or(-1);
+            let remote_max = remote.as_ref().map_or(-1, |r| {
+                r.manifest_snapshot()
+                    .segments()
+                    .iter()
+                    .map(|s| s.max_timestamp)
+                    .max()
+                    .unwrap_or(-1)
+            });
+            let max = local_max.max(remote_max);
             if max < 0 {
-                return Ok((-1, -1, -1));
+                return none;
             }
-            match p
-                .log
-                .offset_for_timestamp(max)
-                .map_err(|e| e.error_code())?
-            {
-                Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
-                _ => Ok((-1, -1, -1)),
-            }
+            by_time(ctx, p, remote.as_deref(), max, hwm, epoch).await
         }
-        t if t >= 0 => match p.log.offset_for_timestamp(t).map_err(|e| e.error_code())? {
-            Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
-            // Kafka answers -1 when every record is older than the timestamp.
-            _ => Ok((-1, -1, -1)),
-        },
+        t if t >= 0 => by_time(ctx, p, remote.as_deref(), t, hwm, epoch).await,
         _ => Err(ErrorCode::InvalidRequest),
+    }
+}
+
+/// The first record at or after `t`: remote segments first (they are older), then local.
+async fn by_time(
+    ctx: &RequestContext,
+    p: &Partition,
+    remote: Option<&strata_tier::RemotePartition>,
+    t: i64,
+    hwm: i64,
+    epoch: i32,
+) -> Result<(i64, i64, i32), ErrorCode> {
+    let local_start = p.log.log_start_offset();
+    if let Some(r) = remote
+        && r.log_start_offset().is_some_and(|s| s < local_start)
+    {
+        let reader = strata_cache::ReaderId(ctx.connection_id);
+        match r.offset_for_timestamp(t, reader).await {
+            Ok(Some((o, ts))) if o < local_start => return Ok((o, ts, epoch)),
+            Ok(_) => {}
+            Err(e) => return Err(e.error_code()),
+        }
+    }
+    match p.log.offset_for_timestamp(t).map_err(|e| e.error_code())? {
+        Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
+        // Kafka answers -1 when every record is older than the timestamp.
+        _ => Ok((-1, -1, -1)),
     }
 }

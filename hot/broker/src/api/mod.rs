@@ -75,6 +75,8 @@ pub struct RequestContext {
     pub version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
+    /// Identifies the connection (remote reads use it to spot sequential readers).
+    pub connection_id: u64,
 }
 
 /// Encodes a response frame: size, header, body.
@@ -111,7 +113,11 @@ fn decode<T: Decodable>(body: &mut Bytes, ctx: &RequestContext) -> Result<T, Pro
 }
 
 /// Parses a request frame (without its length prefix) and starts handling it.
-pub fn dispatch(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Pending, ProtocolError> {
+pub fn dispatch(
+    broker: &Arc<Broker>,
+    connection_id: u64,
+    mut frame: Bytes,
+) -> Result<Pending, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::Malformed(format!(
             "a {}-byte frame has no room for a request header",
@@ -129,6 +135,7 @@ pub fn dispatch(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Pending, Proto
         version,
         correlation_id: header.correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
+        connection_id,
     };
     metrics::counter!("strata_requests_total", "api" => api_name(api)).increment(1);
     tracing::trace!(?api, version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
@@ -158,7 +165,7 @@ pub fn dispatch(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Pending, Proto
             produce::handle(&b, ctx.clone(), req, body)
         }
         ApiKey::Fetch => fetch::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::ListOffsets => list_offsets::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::ListOffsets => list_offsets::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::Metadata => metadata::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::CreateTopics => admin::create_topics(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::DeleteTopics => admin::delete_topics(b, ctx.clone(), decode(&mut frame, &ctx)?),

@@ -166,6 +166,7 @@ fn produce_partition(
         ));
     }
     // One replica: the ISR is this broker alone.
+    broker.check_disk_cap(&p).map_err(|e| (e.code, e.message))?;
     let config = p.config();
     if acks == -1 && config.min_insync_replicas > 1 {
         return Err((

@@ -1,0 +1,566 @@
+//! One partition's remote tier: its manifest, uploads, reads and retention.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use strata_cache::{ChunkCache, ReaderId};
+use strata_log::SegmentInfo;
+use strata_proto::Offset;
+use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+use strata_store::{BlobStore, ErrorKind, FileMode, PutMode};
+use uuid::Uuid;
+
+use crate::error::TierError;
+use crate::layout::{self, PartitionKey};
+use crate::manifest::{Manifest, ManifestOp, RemoteSegment};
+use crate::manifest_store;
+
+/// Bytes a remote read takes beyond max_bytes, to cover the walk from the sparse index
+/// entry to the wanted batch (as the local read does).
+const READ_SLACK: u64 = 64 * 1024;
+/// Segment indexes kept in memory per partition.
+const INDEX_CACHE_ENTRIES: usize = 64;
+
+/// What a remote read returned: whole batches, as a local read would.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteRead {
+    pub data: Bytes,
+    pub next_offset: Offset,
+}
+
+/// A segment's offset and time indexes, downloaded (the same formats as the local
+/// `.index` and `.timeindex` files, see strata-log).
+#[derive(Debug, Default)]
+struct RemoteIndex {
+    /// (relative offset, position)
+    offsets: Vec<(u32, u32)>,
+    /// (max timestamp so far, relative offset)
+    times: Vec<(i64, u32)>,
+}
+
+impl RemoteIndex {
+    fn parse(index: &[u8], timeindex: &[u8]) -> Option<RemoteIndex> {
+        if !index.len().is_multiple_of(8) || !timeindex.len().is_multiple_of(12) {
+            return None;
+        }
+        let offsets = index
+            .chunks_exact(8)
+            .map(|c| {
+                (
+                    u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+                    u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+                )
+            })
+            .collect();
+        let times = timeindex
+            .chunks_exact(12)
+            .map(|c| {
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&c[..8]);
+                (
+                    i64::from_be_bytes(t),
+                    u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+                )
+            })
+            .collect();
+        Some(RemoteIndex { offsets, times })
+    }
+
+    fn position_for(&self, rel: u32) -> u64 {
+        let i = self.offsets.partition_point(|e| e.0 <= rel);
+        if i == 0 {
+            0
+        } else {
+            self.offsets[i - 1].1 as u64
+        }
+    }
+
+    fn start_for_timestamp(&self, ts: i64) -> u32 {
+        let i = self.times.partition_point(|e| e.0 < ts);
+        if i == 0 { 0 } else { self.times[i - 1].1 }
+    }
+}
+
+/// A partition's remote tier.
+#[derive(Debug)]
+pub struct RemotePartition {
+    key: PartitionKey,
+    store: Arc<dyn BlobStore>,
+    cache: Arc<ChunkCache>,
+    manifest: RwLock<Manifest>,
+    /// Serialises commits (one writer per partition on this broker).
+    writer: tokio::sync::Mutex<()>,
+    /// Set when another leader committed: no more commits until reloaded as leader.
+    fenced: std::sync::atomic::AtomicBool,
+    indexes: Mutex<HashMap<Uuid, Arc<RemoteIndex>>>,
+}
+
+impl RemotePartition {
+    /// Loads the partition's manifest from the store.
+    pub async fn open(
+        key: PartitionKey,
+        store: Arc<dyn BlobStore>,
+        cache: Arc<ChunkCache>,
+    ) -> Result<RemotePartition, TierError> {
+        let manifest = manifest_store::load(&store, &key).await?;
+        Ok(RemotePartition {
+            key,
+            store,
+            cache,
+            manifest: RwLock::new(manifest),
+            writer: tokio::sync::Mutex::new(()),
+            fenced: Default::default(),
+            indexes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn key(&self) -> &PartitionKey {
+        &self.key
+    }
+
+    fn manifest(&self) -> std::sync::RwLockReadGuard<'_, Manifest> {
+        self.manifest.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The first offset in object storage, if any.
+    pub fn log_start_offset(&self) -> Option<Offset> {
+        self.manifest().log_start_offset()
+    }
+
+    /// The offset after the last offloaded record, if any.
+    pub fn end_offset(&self) -> Option<Offset> {
+        self.manifest().end_offset()
+    }
+
+    pub fn remote_bytes(&self) -> u64 {
+        self.manifest().total_bytes()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.manifest().len()
+    }
+
+    /// The newest committed segment's commit time.
+    pub fn last_commit_ms(&self) -> Option<i64> {
+        self.manifest().segments().last().map(|s| s.committed_at_ms)
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether local segment [base, next) is in object storage (and so may be deleted
+    /// locally).
+    pub fn is_offloaded(&self, base: Offset, next: Offset) -> bool {
+        self.manifest().covers(base, next)
+    }
+
+    /// A snapshot of the manifest (for status and tests).
+    pub fn manifest_snapshot(&self) -> Manifest {
+        self.manifest().clone()
+    }
+
+    /// Uploads a sealed local segment with its indexes and producer-state snapshot, then
+    /// commits it to the manifest. The segment must continue the manifest.
+    pub async fn offload(
+        &self,
+        seg: &SegmentInfo,
+        producer_snapshot: Option<&Path>,
+        leader_epoch: i32,
+    ) -> Result<RemoteSegment, TierError> {
+        let _w = self.writer.lock().await;
+        if self.is_fenced() {
+            return Err(TierError::Fenced {
+                seq: self.manifest().seq(),
+            });
+        }
+        let rs = RemoteSegment {
+            base_offset: seg.base_offset,
+            next_offset: seg.next_offset,
+            size_bytes: seg.size_bytes,
+            max_timestamp: seg.max_timestamp,
+            leader_epoch,
+            id: Uuid::new_v4(),
+            has_producer_state: producer_snapshot.is_some(),
+            committed_at_ms: now_ms(),
+        };
+        // Objects first (unique names: a crash leaves only unnamed orphans), then the
+        // manifest entry that makes them visible.
+        self.store
+            .put_file(
+                &self.key.segment_object(&rs, "log"),
+                &seg.log_path,
+                FileMode::Create,
+            )
+            .await?;
+        let index = std::fs::read(&seg.index_path)?;
+        let timeindex = std::fs::read(&seg.time_index_path)?;
+        self.store
+            .put(
+                &self.key.segment_object(&rs, "index"),
+                Bytes::from(index),
+                PutMode::Create,
+            )
+            .await?;
+        self.store
+            .put(
+                &self.key.segment_object(&rs, "timeindex"),
+                Bytes::from(timeindex),
+                PutMode::Create,
+            )
+            .await?;
+        if let Some(p) = producer_snapshot {
+            self.store
+                .put(
+                    &self.key.segment_object(&rs, "state"),
+                    Bytes::from(std::fs::read(p)?),
+                    PutMode::Create,
+                )
+                .await?;
+        }
+        self.commit(vec![ManifestOp::Add(rs)]).await?;
+        metrics::counter!("strata_tier_uploaded_bytes_total").increment(rs.size_bytes);
+        metrics::counter!("strata_tier_uploaded_segments_total").increment(1);
+        Ok(rs)
+    }
+
+    /// Commits ops (the writer lock is held by the caller): validate against the
+    /// manifest, write the delta with no lock held, apply it. Every
+    /// [`manifest_store::SNAPSHOT_EVERY`] commits a snapshot is written.
+    async fn commit(&self, ops: Vec<ManifestOp>) -> Result<(), TierError> {
+        let delta = manifest_store::prepare(&self.manifest(), ops)?;
+        match manifest_store::put_delta(&self.store, &self.key, &delta).await {
+            Ok(()) => {}
+            Err(TierError::Fenced { seq }) => {
+                self.fenced
+                    .store(true, std::sync::atomic::Ordering::Release);
+                tracing::warn!(partition = %self.key.prefix(), seq, "fenced by another leader's manifest commit");
+                return Err(TierError::Fenced { seq });
+            }
+            Err(e) => return Err(e),
+        }
+        let snapshot = {
+            let mut m = self.manifest.write().unwrap_or_else(|e| e.into_inner());
+            m.apply_delta(&delta)?;
+            manifest_store::needs_snapshot(&m).then(|| (m.seq(), Bytes::from(m.encode_snapshot())))
+        };
+        if let Some((seq, bytes)) = snapshot
+            && let Err(e) = manifest_store::write_snapshot(&self.store, &self.key, seq, bytes).await
+        {
+            tracing::warn!(partition = %self.key.prefix(), error = %e, "manifest compaction failed");
+        }
+        Ok(())
+    }
+
+    /// Moves the remote log start forward to `offset` (published in the manifest first),
+    /// then deletes the objects of the segments wholly below it. Returns them.
+    pub async fn advance_start(&self, offset: Offset) -> Result<Vec<RemoteSegment>, TierError> {
+        let _w = self.writer.lock().await;
+        let doomed: Vec<RemoteSegment> = {
+            let m = self.manifest();
+            if m.log_start_offset().is_none_or(|s| offset <= s) {
+                return Ok(vec![]);
+            }
+            m.segments_below(offset).to_vec()
+        };
+        self.commit(vec![ManifestOp::AdvanceStart {
+            log_start_offset: offset,
+        }])
+        .await?;
+        for s in &doomed {
+            self.delete_segment_objects(s).await;
+            self.indexes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&s.id);
+        }
+        metrics::counter!("strata_tier_deleted_segments_total").increment(doomed.len() as u64);
+        Ok(doomed)
+    }
+
+    async fn delete_segment_objects(&self, s: &RemoteSegment) {
+        for ext in layout::SEGMENT_OBJECTS {
+            let k = self.key.segment_object(s, ext);
+            if let Err(e) = self.store.delete(&k).await {
+                // Left for orphan cleanup, which retries.
+                tracing::warn!(key = %k, error = %e, "cannot delete a remote segment object");
+            }
+        }
+    }
+
+    /// Remote retention (retention.ms / retention.bytes bound the whole log, KIP-405):
+    /// the oldest remote segments past either bound are dropped. `local_bytes_beyond` is
+    /// the size of the local data not yet offloaded, which counts towards the total.
+    pub async fn apply_retention(
+        &self,
+        now_ms: i64,
+        retention_ms: Option<i64>,
+        retention_bytes: Option<u64>,
+        local_bytes_beyond: u64,
+    ) -> Result<Vec<RemoteSegment>, TierError> {
+        let target = {
+            let m = self.manifest();
+            let mut total = m.total_bytes() + local_bytes_beyond;
+            let mut target = None;
+            for s in m.segments() {
+                let by_time = retention_ms.is_some_and(|ms| now_ms - s.max_timestamp > ms);
+                let by_size =
+                    retention_bytes.is_some_and(|b| total.saturating_sub(s.size_bytes) >= b);
+                if !(by_time || by_size) {
+                    break;
+                }
+                total -= s.size_bytes;
+                target = Some(s.next_offset);
+            }
+            target
+        };
+        match target {
+            Some(offset) => self.advance_start(offset).await,
+            None => Ok(vec![]),
+        }
+    }
+
+    /// Deletes objects under this partition's `segments/` that the manifest does not name
+    /// and that are older than `grace` (uploads cut short by a crash or a fencing).
+    pub async fn cleanup_orphans(&self, grace: Duration) -> Result<usize, TierError> {
+        let named: std::collections::HashSet<String> = self
+            .manifest()
+            .segments()
+            .iter()
+            .map(|s| s.object_stem())
+            .collect();
+        let cutoff = SystemTime::now()
+            .checked_sub(grace)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut removed = 0;
+        for o in self.store.list(&self.key.segments_prefix()).await? {
+            let name = o.path.rsplit('/').next().unwrap_or("");
+            let Some(stem) = layout::segment_stem(name) else {
+                continue;
+            };
+            // Unnamed: an upload cut short (crash, fencing) or a segment retention
+            // dropped whose delete failed. Young objects may be an upload in progress.
+            if !named.contains(stem) && o.last_modified <= cutoff {
+                self.store.delete(&o.path).await?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            tracing::info!(partition = %self.key.prefix(), removed, "removed orphan objects");
+        }
+        Ok(removed)
+    }
+
+    async fn index(&self, s: &RemoteSegment) -> Result<Arc<RemoteIndex>, TierError> {
+        if let Some(i) = self
+            .indexes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&s.id)
+        {
+            return Ok(i.clone());
+        }
+        let ik = self.key.segment_object(s, "index");
+        let tk = self.key.segment_object(s, "timeindex");
+        let (index, timeindex) = futures::try_join!(self.store.get(&ik), self.store.get(&tk))?;
+        let parsed = RemoteIndex::parse(&index, &timeindex).ok_or_else(|| TierError::Corrupt {
+            key: ik,
+            reason: "index length is not whole entries".into(),
+        })?;
+        let parsed = Arc::new(parsed);
+        let mut g = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        if g.len() >= INDEX_CACHE_ENTRIES {
+            // Any entry will do: indexes are small and cheap to fetch again.
+            if let Some(k) = g.keys().next().copied() {
+                g.remove(&k);
+            }
+        }
+        g.insert(s.id, parsed.clone());
+        Ok(parsed)
+    }
+
+    /// Reads whole batches from object storage starting with the batch that holds
+    /// `offset`, up to `max_bytes` (at least one whole batch), from one segment, through
+    /// the chunk cache. The bytes are exactly what a local read of that segment returned.
+    pub async fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        reader: ReaderId,
+    ) -> Result<RemoteRead, TierError> {
+        let seg = *self
+            .manifest()
+            .find_offset(offset)
+            .ok_or(TierError::NotRemote { offset })?;
+        let idx = self.index(&seg).await?;
+        let rel = (offset - seg.base_offset).clamp(0, u32::MAX as i64) as u32;
+        let mut pos = idx.position_for(rel);
+        let key = self.key.segment_object(&seg, "log");
+        let size = seg.size_bytes;
+        loop {
+            if pos >= size {
+                return Err(TierError::Corrupt {
+                    key,
+                    reason: format!("offset {offset} not found before the end of the segment"),
+                });
+            }
+            let want = (max_bytes as u64)
+                .saturating_add(READ_SLACK)
+                .min(size - pos);
+            let mut data = self.cache.read(&key, size, pos..pos + want, reader).await?;
+            let corrupt = |at: u64, e: batch::BatchError| TierError::Corrupt {
+                key: key.clone(),
+                reason: format!("at byte {at}: {e}"),
+            };
+            let mut start = 0usize;
+            let mut first = None;
+            while data.len() - start >= HEADER_LEN {
+                let h = batch::parse_header(&data[start..])
+                    .map_err(|e| corrupt(pos + start as u64, e))?;
+                if h.next_offset() > offset {
+                    first = Some(h);
+                    break;
+                }
+                start += h.total_size();
+            }
+            let Some(first) = first else {
+                pos += start.min(data.len()) as u64;
+                continue;
+            };
+            let first_size = first.total_size();
+            if start + first_size > data.len() {
+                // KIP-74: the first batch whole, even past max_bytes.
+                let at = pos + start as u64;
+                if at + first_size as u64 > size {
+                    return Err(corrupt(
+                        at,
+                        batch::BatchError::Truncated {
+                            need: first_size,
+                            have: (size - at) as usize,
+                        },
+                    ));
+                }
+                data = self
+                    .cache
+                    .read(&key, size, at..at + first_size as u64, reader)
+                    .await?;
+                start = 0;
+            }
+            let mut end = start + first_size;
+            let mut next_offset = first.next_offset();
+            while data.len() - end >= HEADER_LEN {
+                let h =
+                    batch::parse_header(&data[end..]).map_err(|e| corrupt(pos + end as u64, e))?;
+                let n = h.total_size();
+                if end + n > data.len() || end + n - start > max_bytes {
+                    break;
+                }
+                end += n;
+                next_offset = h.next_offset();
+            }
+            metrics::counter!("strata_tier_remote_read_bytes_total")
+                .increment((end - start) as u64);
+            return Ok(RemoteRead {
+                data: data.slice(start..end),
+                next_offset,
+            });
+        }
+    }
+
+    /// The first remote record at or after `timestamp`: its offset and timestamp.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        reader: ReaderId,
+    ) -> Result<Option<(Offset, i64)>, TierError> {
+        let (mut seg, start) = {
+            let m = self.manifest();
+            match (m.find_timestamp(timestamp), m.log_start_offset()) {
+                (Some(s), Some(start)) => (*s, start),
+                _ => return Ok(None),
+            }
+        };
+        loop {
+            let idx = self.index(&seg).await?;
+            let from_rel = idx.start_for_timestamp(timestamp);
+            let mut pos = idx.position_for(from_rel);
+            let key = self.key.segment_object(&seg, "log");
+            while pos < seg.size_bytes {
+                let head = self
+                    .cache
+                    .read(
+                        &key,
+                        seg.size_bytes,
+                        pos..(pos + HEADER_LEN as u64).min(seg.size_bytes),
+                        reader,
+                    )
+                    .await?;
+                let h = batch::parse_header(&head).map_err(|e| TierError::Corrupt {
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
+                let n = h.total_size() as u64;
+                if h.max_timestamp >= timestamp && h.next_offset() > start {
+                    let bytes = self
+                        .cache
+                        .read(&key, seg.size_bytes, pos..pos + n, reader)
+                        .await?;
+                    let (b, _) = RecordBatch::parse(&bytes).map_err(|e| TierError::Corrupt {
+                        key: key.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    let recs = b.records().map_err(|e| TierError::Corrupt {
+                        key: key.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    for r in recs.iter() {
+                        let r = r.map_err(|e| TierError::Corrupt {
+                            key: key.clone(),
+                            reason: e.to_string(),
+                        })?;
+                        if r.offset >= start && r.timestamp >= timestamp {
+                            return Ok(Some((r.offset, r.timestamp)));
+                        }
+                    }
+                }
+                pos += n;
+            }
+            match self.manifest().next_segment(&seg) {
+                Some(next) => seg = *next,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Reloads the manifest from the store (after a fencing, or when becoming leader).
+    pub async fn reload(&self) -> Result<(), TierError> {
+        let _w = self.writer.lock().await;
+        let m = manifest_store::load(&self.store, &self.key).await?;
+        *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = m;
+        self.fenced
+            .store(false, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Downloads a remote segment's producer-state snapshot, if it has one.
+    pub async fn producer_state(&self, s: &RemoteSegment) -> Result<Option<Bytes>, TierError> {
+        if !s.has_producer_state {
+            return Ok(None);
+        }
+        match self.store.get(&self.key.segment_object(s, "state")).await {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,228 @@
+//! The remote tier against a real local log and an in-memory object store: offloaded
+//! segments read back byte for byte, manifests reload, fencing, retention, orphans.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata_cache::{CacheConfig, ChunkCache, ReaderId};
+use strata_log::{Log, LogConfig, ManualClock};
+use strata_proto::batch::build::{NewRecord, batch};
+use strata_proto::{Compression, TopicId};
+use strata_store::{BlobStore, ObjectBackend};
+use strata_tier::{PartitionKey, RemotePartition, StoreSource, TierError};
+
+const MIB: u64 = 1024 * 1024;
+
+fn key() -> PartitionKey {
+    PartitionKey {
+        cluster_id: "c".into(),
+        topic: "t".into(),
+        topic_id: TopicId(uuid::Uuid::from_u128(9)),
+        partition: 0,
+    }
+}
+
+async fn cache(store: &Arc<dyn BlobStore>) -> Arc<ChunkCache> {
+    let config = CacheConfig {
+        chunk_size: 4 * MIB,
+        memory_capacity: 64 * MIB,
+        disk: None,
+        ..CacheConfig::default()
+    };
+    Arc::new(
+        ChunkCache::new(config, Arc::new(StoreSource(store.clone())))
+            .await
+            .unwrap(),
+    )
+}
+
+/// A log with many sealed segments of varied batches; returns it and its batches.
+fn build_log(dir: &std::path::Path, batches: usize) -> (Log, Vec<Vec<u8>>) {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let config = LogConfig {
+        segment_bytes: 64 * 1024,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    };
+    let (log, _) = Log::open(dir, config, clock).unwrap();
+    let mut out = Vec::new();
+    for i in 0..batches {
+        let recs: Vec<NewRecord> = (0..(1 + i % 5))
+            .map(|j| NewRecord {
+                key: Some(Bytes::from(format!("k{i}-{j}"))),
+                value: Some(Bytes::from(vec![(i * 7 + j) as u8; 100 + (i * 37) % 900])),
+                headers: vec![],
+                timestamp: 1_000_000 + (i as i64) * 10 + j as i64,
+            })
+            .collect();
+        let codec = [Compression::None, Compression::Lz4, Compression::Zstd][i % 3];
+        let mut b = batch(&recs, codec, None).to_vec();
+        log.append(&mut b, 3).unwrap();
+        out.push(b);
+    }
+    (log, out)
+}
+
+async fn offload_all(remote: &RemotePartition, log: &Log) -> usize {
+    let mut n = 0;
+    for s in log.segments().into_iter().filter(|s| s.sealed) {
+        if remote.is_offloaded(s.base_offset, s.next_offset) {
+            continue;
+        }
+        remote.offload(&s, None, 3).await.unwrap();
+        n += 1;
+    }
+    n
+}
+
+#[tokio::test]
+async fn offloaded_segments_read_back_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, batches) = build_log(dir.path(), 600);
+    let store = ObjectBackend::memory().into_dyn();
+    let remote = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let n = offload_all(&remote, &log).await;
+    assert!(n >= 5, "several sealed segments offloaded ({n})");
+    let end = remote.end_offset().unwrap();
+    assert_eq!(remote.log_start_offset(), Some(0));
+    // Every offset reads the same batches remotely as locally.
+    let mut offset = 0;
+    let mut remote_batches = Vec::new();
+    while offset < end {
+        let r = remote.read(offset, 50_000, ReaderId(1)).await.unwrap();
+        let local = log.read(offset, 50_000, None).unwrap();
+        assert_eq!(r.data, local.data, "offset {offset}");
+        assert_eq!(r.next_offset, local.next_offset);
+        for b in strata_proto::batch::batches(&r.data) {
+            remote_batches.push(b.unwrap().as_bytes().to_vec());
+        }
+        offset = r.next_offset;
+    }
+    assert_eq!(&remote_batches[..], &batches[..remote_batches.len()]);
+    // Reads in the middle of batches and with tiny max_bytes.
+    for o in (0..end).step_by(13) {
+        let r = remote.read(o, 1, ReaderId(2)).await.unwrap();
+        let local = log.read(o, 1, None).unwrap();
+        assert_eq!(r.data, local.data, "offset {o}");
+    }
+    assert!(matches!(
+        remote.read(end, 100, ReaderId(1)).await,
+        Err(TierError::NotRemote { .. })
+    ));
+    // Time lookups agree with the local log.
+    for ts in (999_000..1_005_000).step_by(97) {
+        let local = log
+            .offset_for_timestamp(ts)
+            .unwrap()
+            .filter(|(o, _)| *o < end);
+        let r = remote.offset_for_timestamp(ts, ReaderId(3)).await.unwrap();
+        assert_eq!(r, local, "timestamp {ts}");
+    }
+}
+
+#[tokio::test]
+async fn manifests_reload_and_a_second_writer_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = build_log(dir.path(), 300);
+    let store = ObjectBackend::memory().into_dyn();
+    let a = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let sealed: Vec<_> = log.segments().into_iter().filter(|s| s.sealed).collect();
+    a.offload(&sealed[0], None, 3).await.unwrap();
+    a.offload(&sealed[1], None, 3).await.unwrap();
+    // A second leader loads the same manifest and commits the next segment.
+    let b = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(b.manifest_snapshot(), a.manifest_snapshot());
+    b.offload(&sealed[2], None, 4).await.unwrap();
+    // The first, unaware, is fenced: it cannot overwrite the newer commit.
+    let e = a.offload(&sealed[2], None, 3).await.unwrap_err();
+    assert!(matches!(e, TierError::Fenced { .. }), "{e}");
+    assert!(a.is_fenced());
+    let reloaded = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(reloaded.end_offset(), Some(sealed[2].next_offset));
+    assert_eq!(reloaded.manifest_snapshot().max_epoch(), 4);
+    // The fenced upload left orphan objects; cleanup removes exactly those.
+    let before = store.list("c").await.unwrap().len();
+    let removed = reloaded.cleanup_orphans(Duration::ZERO).await.unwrap();
+    assert_eq!(
+        removed, 3,
+        "the fenced upload's .log, .index and .timeindex"
+    );
+    assert_eq!(store.list("c").await.unwrap().len(), before - removed);
+    // Everything named still reads.
+    reloaded
+        .read(sealed[2].base_offset, 1000, ReaderId(1))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn long_histories_load_from_snapshots_and_retention_moves_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = build_log(dir.path(), 3000);
+    let store = ObjectBackend::memory().into_dyn();
+    let remote = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let n = offload_all(&remote, &log).await;
+    assert!(n > 30, "{n}");
+    let reloaded = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(reloaded.manifest_snapshot(), remote.manifest_snapshot());
+    // Retention by size keeps the newest segments within the bound.
+    let total = remote.remote_bytes();
+    let removed = remote
+        .apply_retention(2_000_000_000, None, Some(total / 2), 0)
+        .await
+        .unwrap();
+    assert!(!removed.is_empty());
+    // As Kafka: delete while what remains stays at or above the bound.
+    let biggest = remote
+        .manifest_snapshot()
+        .segments()
+        .iter()
+        .map(|s| s.size_bytes)
+        .max()
+        .unwrap();
+    assert!(remote.remote_bytes() >= total / 2 && remote.remote_bytes() < total / 2 + biggest);
+    let start = remote.log_start_offset().unwrap();
+    assert_eq!(start, removed.last().unwrap().next_offset);
+    assert!(matches!(
+        remote.read(start - 1, 100, ReaderId(1)).await,
+        Err(TierError::NotRemote { .. })
+    ));
+    remote.read(start, 100, ReaderId(1)).await.unwrap();
+    // The removed segments' objects are gone, the rest remain.
+    for s in &removed {
+        assert!(store.head(&key().segment_object(s, "log")).await.is_err());
+    }
+    let after = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(after.log_start_offset(), Some(start));
+    // Retention by time: everything older than the cutoff goes.
+    let m = after.manifest_snapshot();
+    let cutoff_ts = m.segments()[m.len() / 2].max_timestamp;
+    after
+        .apply_retention(cutoff_ts + 1000, Some(1000), None, 0)
+        .await
+        .unwrap();
+    assert!(
+        after
+            .manifest_snapshot()
+            .segments()
+            .iter()
+            .all(|s| s.max_timestamp >= cutoff_ts)
+    );
+}

@@ -1,0 +1,289 @@
+//! The broker's tiering loop: attach remote tiers, offload sealed segments, apply
+//! remote retention, sweep orphans; and the tier status report.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use strata_proto::TopicId;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::partition::Partition;
+
+/// One partition's tiering state, for `strata tier status` and /v1/tier/status.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartitionTierStatus {
+    pub topic: String,
+    pub partition: i32,
+    pub tiered: bool,
+    pub local_start_offset: i64,
+    pub local_end_offset: i64,
+    pub local_bytes: u64,
+    pub remote_start_offset: Option<i64>,
+    pub remote_end_offset: Option<i64>,
+    pub remote_bytes: u64,
+    pub remote_segments: usize,
+    /// Bytes of sealed local segments not yet offloaded.
+    pub offload_lag_bytes: u64,
+    /// How long the oldest sealed segment not yet offloaded has been waiting (by its
+    /// newest record's timestamp), in seconds.
+    pub offload_lag_seconds: f64,
+    pub fenced: bool,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct TierStatus {
+    pub object_store: Option<String>,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_hit_ratio: f64,
+    pub local_bytes_tiered_topics: u64,
+    pub local_disk_cap_bytes: u64,
+    pub partitions: Vec<PartitionTierStatus>,
+}
+
+fn lag(p: &Partition, now_ms: i64) -> (u64, f64) {
+    let remote_end = p.remote().and_then(|r| r.end_offset());
+    let pending: Vec<_> = p
+        .log
+        .segments()
+        .into_iter()
+        .filter(|s| s.sealed && remote_end.is_none_or(|e| s.next_offset > e))
+        .collect();
+    let bytes = pending.iter().map(|s| s.size_bytes).sum();
+    let secs = pending
+        .first()
+        .map_or(0.0, |s| ((now_ms - s.max_timestamp).max(0) as f64) / 1000.0);
+    (bytes, secs)
+}
+
+impl Broker {
+    /// Every partition's tiering state.
+    pub fn tier_status(&self) -> TierStatus {
+        let now = self.clock.now_ms();
+        let mut partitions = Vec::new();
+        for t in self.topics() {
+            for p in &t.partitions {
+                let remote = p.remote();
+                let (lag_bytes, lag_secs) = if p.tiered() { lag(p, now) } else { (0, 0.0) };
+                partitions.push(PartitionTierStatus {
+                    topic: t.name.to_string(),
+                    partition: p.index,
+                    tiered: p.tiered(),
+                    local_start_offset: p.log.log_start_offset(),
+                    local_end_offset: p.log.log_end_offset(),
+                    local_bytes: p.log.size_bytes(),
+                    remote_start_offset: remote.as_ref().and_then(|r| r.log_start_offset()),
+                    remote_end_offset: remote.as_ref().and_then(|r| r.end_offset()),
+                    remote_bytes: remote.as_ref().map_or(0, |r| r.remote_bytes()),
+                    remote_segments: remote.as_ref().map_or(0, |r| r.segment_count()),
+                    offload_lag_bytes: lag_bytes,
+                    offload_lag_seconds: lag_secs,
+                    fenced: remote.as_ref().is_some_and(|r| r.is_fenced()),
+                });
+            }
+        }
+        let (hits, misses) = self.tier().map_or((0, 0), |t| {
+            let s = t.cache_stats();
+            (s.hits, s.misses)
+        });
+        TierStatus {
+            object_store: self.tier().map(|t| t.store().to_string()),
+            cache_hits: hits,
+            cache_misses: misses,
+            cache_hit_ratio: if hits + misses == 0 {
+                0.0
+            } else {
+                hits as f64 / (hits + misses) as f64
+            },
+            local_bytes_tiered_topics: self.tiered_local_bytes(),
+            local_disk_cap_bytes: self.tier().map_or(0, |t| t.config().local_disk_cap_bytes),
+            partitions,
+        }
+    }
+}
+
+/// Runs until shutdown: every offload interval, attach remote tiers, offload what is
+/// ready, publish lag; remote retention and the orphan sweep on their own intervals.
+/// A partition whose upload fails is retried with exponential backoff (up to a
+/// 15 s) forever, with a warning each time and the failure counted in metrics; its
+/// local segments stay (local retention waits for the offload).
+pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let Some(tier) = broker.tier().cloned() else {
+        return;
+    };
+    let config = tier.config().clone();
+    let mut tick = tokio::time::interval(config.offload_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut backoff: HashMap<(TopicId, i32), (Instant, Duration)> = HashMap::new();
+    let mut described: HashMap<TopicId, strata_tier::catalog::TopicDescriptor> = HashMap::new();
+    let mut last_retention = Instant::now();
+    let mut last_sweep = Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        broker.attach_remotes().await;
+        // Keep each tiered topic's descriptor in the bucket current (recovery reads it).
+        for t in broker
+            .topics()
+            .into_iter()
+            .filter(|t| t.config.remote_storage_enable)
+        {
+            let d = strata_tier::catalog::TopicDescriptor {
+                version: 1,
+                cluster_id: t
+                    .storage_cluster_id
+                    .clone()
+                    .unwrap_or_else(|| broker.cluster_id()),
+                topic: t.name.to_string(),
+                topic_id: t.id,
+                partitions: t.partitions.len() as i32,
+                configs: t.overrides.clone(),
+            };
+            if described.get(&t.id) != Some(&d) {
+                match strata_tier::catalog::write(tier.store(), &d).await {
+                    Ok(()) => {
+                        described.insert(t.id, d);
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %t.name, error = %e, "cannot write the topic's descriptor to the object store")
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        let tiered: Vec<Arc<Partition>> = broker
+            .topics()
+            .into_iter()
+            .filter(|t| t.config.remote_storage_enable)
+            .flat_map(|t| t.partitions.clone())
+            .collect();
+        let ready: Vec<Arc<Partition>> = tiered
+            .iter()
+            .filter(|p| p.remote().is_some_and(|r| !r.is_fenced()))
+            .filter(|p| {
+                backoff
+                    .get(&(p.topic_id, p.index))
+                    .is_none_or(|(at, _)| *at <= now)
+            })
+            .cloned()
+            .collect();
+        let results = futures::future::join_all(ready.iter().map(|p| {
+            let tier = tier.clone();
+            let p = p.clone();
+            async move {
+                let Some(remote) = p.remote() else {
+                    return Ok(0);
+                };
+                tier.offload_ready(&p.log, &remote, p.high_watermark(), p.leader_epoch())
+                    .await
+            }
+        }))
+        .await;
+        for (p, r) in ready.iter().zip(results) {
+            let k = (p.topic_id, p.index);
+            match r {
+                Ok(_) => {
+                    backoff.remove(&k);
+                }
+                Err(e) => {
+                    let delay = backoff.get(&k).map_or(Duration::from_secs(1), |(_, d)| {
+                        (*d * 2).min(Duration::from_secs(15))
+                    });
+                    backoff.insert(k, (Instant::now() + delay, delay));
+                    metrics::counter!("strata_tier_upload_failures_total", "topic" => p.topic.to_string()).increment(1);
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, retry_in = ?delay, "offload failed; local segments are kept until it succeeds");
+                }
+            }
+        }
+        metrics::gauge!("strata_tier_partitions_in_backoff").set(backoff.len() as f64);
+        let now_ms = broker.clock.now_ms();
+        for p in &tiered {
+            let (bytes, secs) = lag(p, now_ms);
+            let labels = [
+                ("topic", p.topic.to_string()),
+                ("partition", p.index.to_string()),
+            ];
+            metrics::gauge!("strata_tier_offload_lag_bytes", &labels).set(bytes as f64);
+            metrics::gauge!("strata_tier_offload_lag_seconds", &labels).set(secs);
+            if let Some(r) = p.remote() {
+                metrics::gauge!("strata_tier_remote_bytes", &labels).set(r.remote_bytes() as f64);
+            }
+        }
+        if last_retention.elapsed() >= broker.config.retention_check_interval {
+            last_retention = Instant::now();
+            for p in &tiered {
+                let Some(r) = p.remote() else { continue };
+                if r.is_fenced() {
+                    continue;
+                }
+                let c = p.config();
+                let ms = (c.retention_ms >= 0).then_some(c.retention_ms);
+                let bytes = (c.retention_bytes >= 0).then_some(c.retention_bytes as u64);
+                let beyond: u64 = p
+                    .log
+                    .segments()
+                    .iter()
+                    .filter(|s| r.end_offset().is_none_or(|e| s.next_offset > e))
+                    .map(|s| s.size_bytes)
+                    .sum();
+                match r.apply_retention(now_ms, ms, bytes, beyond).await {
+                    Ok(gone) if !gone.is_empty() => {
+                        tracing::info!(topic = %p.topic, partition = p.index, segments = gone.len(), start = ?r.log_start_offset(), "remote retention deleted segments");
+                        // Retention bounds the whole log: local data below the new start
+                        // is expired too (Kafka deletes segments below the log start).
+                        if let Some(start) = r.log_start_offset()
+                            && p.log.log_start_offset() < start
+                            && start <= p.log.log_end_offset()
+                            && let Err(e) = p.log.advance_log_start(start)
+                        {
+                            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot move the local log start");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "remote retention failed")
+                    }
+                }
+            }
+        }
+        if last_sweep.elapsed() >= config.orphan_sweep_interval {
+            last_sweep = Instant::now();
+            sweep_staging(&tier, config.orphan_grace).await;
+            for p in &tiered {
+                if let Some(r) = p.remote()
+                    && let Err(e) = r.cleanup_orphans(config.orphan_grace).await
+                {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "orphan sweep failed");
+                }
+            }
+        }
+    }
+}
+
+/// Multipart uploads in create mode go through a staging object that is copied into
+/// place (cold/store); a crash between the two leaves it behind.
+async fn sweep_staging(tier: &strata_tier::Tier, grace: Duration) {
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(grace)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    match tier
+        .store()
+        .list(strata_store::STAGING_PREFIX.trim_end_matches('/'))
+        .await
+    {
+        Ok(objects) => {
+            for o in objects.into_iter().filter(|o| o.last_modified <= cutoff) {
+                if let Err(e) = tier.store().delete(&o.path).await {
+                    tracing::warn!(key = %o.path, error = %e, "cannot delete a stale staging object");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot list staging objects"),
+    }
+}
