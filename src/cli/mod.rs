@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a broker (with no flags: a complete single-node broker on 127.0.0.1:9092).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Inspect a partition's local log directory (offline; like kafka-dump-log).
     #[command(subcommand)]
     Log(log::LogCommand),
@@ -34,7 +34,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Log(cmd) => log::run(cmd),
         Command::Topic(args) => topic::run(args),
         Command::Produce(args) => produce::run(args),
