@@ -26,13 +26,37 @@
 //! * group `read`: read a 64 MiB log, written in direct mode, from offset 0 to its end
 //!   with `log.read(offset, 1 MiB, None)`, following `next_offset` (logs built of 16 KiB
 //!   batches and of 1 MiB batches). `log_pread/<batches>`: a log with the default tail
-//!   cache (4 MiB), so nearly every read is a `pread`; `log_cache/<batches>`: a log whose
-//!   tail cache holds all of it (`tail_cache_bytes` = 2 x 64 MiB), so every read is a
-//!   copy from that memory, as a tail consumer's is. Baseline `raw_read/<batches>`: read
-//!   the pread log's segment file sequentially with `std::fs::File::read` into one
-//!   reused 1 MiB buffer. The page cache is WARM: direct writes leave nothing there,
-//!   but the untimed first pass and criterion's warm-up read every file, so this
-//!   measures the log's CPU/copy overhead, not the disk.
+//!   cache (4 MiB), switched to `IoMode::Buffered` after it was written (reads follow
+//!   the mode at once), so nearly every read is a `pread` through the page cache;
+//!   `log_cache/<batches>`: a log whose tail cache holds all of it (`tail_cache_bytes` =
+//!   2 x 64 MiB), so every read is a copy from that memory, as a tail consumer's is.
+//!   Baseline `raw_read/<batches>`: read the pread log's segment file sequentially with
+//!   `std::fs::File::read` into one reused 1 MiB buffer. The page cache is WARM: direct
+//!   writes leave nothing there, but the untimed first pass and criterion's warm-up
+//!   read every file, so this measures the log's CPU/copy overhead, not the disk. (In
+//!   direct mode reads outside the tail cache bypass the page cache, warm or not: that
+//!   is what `cold_log_direct` measures.)
+//! * group `read`, COLD: the same 64 MiB logs, written with `O_DIRECT` (so the page
+//!   cache never held them) and closed, read from offset 0 to the end once per
+//!   iteration, as a consumer catching up does. The machine is shared, so caches are
+//!   not dropped: instead every segment file is evicted with
+//!   `posix_fadvise(POSIX_FADV_DONTNEED)` (untimed) before each iteration, which the
+//!   fsync at close made possible (only clean pages are evicted).
+//!   `cold_log_direct/<batches>`: `IoMode::Direct` reads (`O_DIRECT`, aligned, into the
+//!   log's own buffers); `cold_log_buffered/<batches>`: `IoMode::Buffered` reads
+//!   (`pread` through the page cache, which allocates every page on first touch);
+//!   baselines `cold_raw_direct/<batches>`: the segment file read sequentially with
+//!   `O_DIRECT` in 1 MiB aligned reads into one aligned buffer (`dd iflag=direct
+//!   bs=1M`), and `cold_raw_buffered/<batches>`: the same file read with
+//!   `std::fs::File::read` into a reused 1 MiB buffer (`dd bs=1M`).
+//!   Caveat for the buffered ones: the pages evicted before an iteration go back to the
+//!   free lists and the iteration's page-cache fill reuses them at once, which is cheap.
+//!   A broker whose page cache grows by gigabytes takes pages the VM has not touched
+//!   lately, whose first touch costs far more: on the 2-core VM these were measured on,
+//!   `dd bs=1M` reading a just-direct-written 2 GB file cost 1.67 CPU-s per GB, and 1.7
+//!   for an evicted 1 GiB file once the freed pages had gone cold, against 0.13 to 0.2
+//!   here. So the buffered cold numbers are a lower bound of their CPU cost (and their
+//!   throughput an upper bound); the direct ones do not depend on it.
 //!
 //! # CPU per GB
 //!
@@ -64,6 +88,8 @@
 //! append ratio, direct   = thrpt(append/log_direct/<size>)   / thrpt(append/raw_write_direct/<size>)
 //! append ratio, buffered = thrpt(append/log_buffered/<size>) / thrpt(append/raw_write/<size>)
 //! read ratio             = thrpt(read/log_pread/<batches>)   / thrpt(read/raw_read/<batches>)
+//! cold read ratio, direct   = thrpt(read/cold_log_direct/<b>)   / thrpt(read/cold_raw_direct/<b>)
+//! cold read ratio, buffered = thrpt(read/cold_log_buffered/<b>) / thrpt(read/cold_raw_buffered/<b>)
 //! ```
 //!
 //! A ratio near 1.0 means the log adds little over the bare syscalls; the machine's
@@ -79,7 +105,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use strata_log::{DEFAULT_TAIL_CACHE_BYTES, IoMode, Log, LogConfig, SystemClock};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
@@ -206,6 +235,9 @@ impl AlignedBuf {
     }
     fn bytes(&self) -> &[u8] {
         &self.mem[self.off..self.off + self.len]
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.mem[self.off..self.off + self.len]
     }
 }
 
@@ -401,6 +433,11 @@ fn bench_read(c: &mut Criterion) {
     for (label, nominal) in [("16KiB-batches", 16 * KIB), ("1MiB-batches", MIB)] {
         // Built one batch size at a time, so only one whole-log cache is in memory.
         let pread = build_read_log(root.path(), label, nominal, DEFAULT_TAIL_CACHE_BYTES);
+        // Read through the (warm) page cache: see the module docs.
+        pread.0.set_config(LogConfig {
+            io_mode: IoMode::Buffered,
+            ..pread.0.config()
+        });
         let cached = build_read_log(root.path(), label, nominal, 2 * TOTAL);
         let (_, segment, size) = &pread;
         group.throughput(Throughput::Bytes(*size));
@@ -450,8 +487,137 @@ fn bench_read(c: &mut Criterion) {
             });
         });
         tally.report(&format!("read/raw_read/{label}"));
+        drop((pread, cached));
+        bench_read_cold(&mut group, root.path(), label, nominal);
     }
     group.finish();
+}
+
+/// Drops `path`'s clean pages from the page cache.
+fn evict(path: &Path) {
+    let file = File::open(path).expect("open a file to evict");
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)
+        .expect("posix_fadvise(DONTNEED)");
+}
+
+/// Checks, with util-linux's `fincore` where it is installed, that [`evict`] left
+/// nothing of `path` in the page cache.
+fn check_evicted(path: &Path) {
+    let Ok(out) = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(path)
+        .output()
+    else {
+        eprintln!("no fincore: cannot check that the page cache is cold");
+        return;
+    };
+    let resident = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(resident, "0", "{} still in the page cache", path.display());
+}
+
+/// Reads the whole file with `O_DIRECT`, in `buf`-sized aligned reads; returns the bytes
+/// read.
+fn read_raw_direct(file: &File, buf: &mut AlignedBuf) -> u64 {
+    let mut total = 0u64;
+    loop {
+        let n = file
+            .read_at(buf.bytes_mut(), total)
+            .expect("read the raw file with O_DIRECT");
+        black_box(&buf.bytes()[..n]);
+        total += n as u64;
+        // Short only at the end of the file (which need not be block-aligned).
+        if n < buf.len {
+            return total;
+        }
+    }
+}
+
+/// The cold reads (see the module docs): a log of `nominal`-sized batches written with
+/// `O_DIRECT` and closed, then read with nothing of it in the page cache.
+fn bench_read_cold(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    root: &Path,
+    label: &str,
+    nominal: usize,
+) {
+    let (log, _, size) = build_read_log(
+        root,
+        &format!("cold-{label}"),
+        nominal,
+        DEFAULT_TAIL_CACHE_BYTES,
+    );
+    let dir = log.dir().to_path_buf();
+    let segment = log.segments()[0].log_path.clone();
+    log.close().expect("close the cold log");
+    evict(&segment);
+    check_evicted(&segment);
+    assert_eq!(std::fs::metadata(&segment).expect("stat").len(), size);
+    group.throughput(Throughput::Bytes(size));
+
+    for (name, mode) in [
+        ("cold_log_direct", IoMode::Direct),
+        ("cold_log_buffered", IoMode::Buffered),
+    ] {
+        // Opening scans the segment through the page cache: evicted before each read.
+        let log = open_log(&dir, config(mode));
+        assert_eq!(log.io_mode(), mode, "O_DIRECT refused");
+        let mut tally = CpuTally::default();
+        group.bench_function(BenchmarkId::new(name, label), |b| {
+            b.iter_custom(|iters| {
+                let mut elapsed = Duration::ZERO;
+                for _ in 0..iters {
+                    evict(&segment);
+                    let start = Instant::now();
+                    let n = tally.measure(size, || read_log(&log));
+                    elapsed += start.elapsed();
+                    assert_eq!(n, size, "read/{name}/{label} must return the whole log");
+                }
+                elapsed
+            });
+        });
+        tally.report(&format!("read/{name}/{label}"));
+    }
+
+    let mut tally = CpuTally::default();
+    let mut buf = AlignedBuf::new(&[], READ_MAX_BYTES);
+    group.bench_function(BenchmarkId::new("cold_raw_direct", label), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            for _ in 0..iters {
+                evict(&segment);
+                let file = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(O_DIRECT)
+                    .open(&segment)
+                    .expect("open the segment file with O_DIRECT");
+                let start = Instant::now();
+                let n = tally.measure(size, || read_raw_direct(&file, &mut buf));
+                elapsed += start.elapsed();
+                assert_eq!(n, size);
+            }
+            elapsed
+        });
+    });
+    tally.report(&format!("read/cold_raw_direct/{label}"));
+
+    let mut tally = CpuTally::default();
+    let mut buf = vec![0u8; READ_MAX_BYTES];
+    group.bench_function(BenchmarkId::new("cold_raw_buffered", label), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            for _ in 0..iters {
+                evict(&segment);
+                let mut file = File::open(&segment).expect("open the segment file");
+                let start = Instant::now();
+                let n = tally.measure(size, || read_raw(&mut file, &mut buf));
+                elapsed += start.elapsed();
+                assert_eq!(n, size);
+            }
+            elapsed
+        });
+    });
+    tally.report(&format!("read/cold_raw_buffered/{label}"));
+    std::fs::remove_dir_all(&dir).expect("remove the cold log");
 }
 
 criterion_group!(benches, bench_append, bench_read);

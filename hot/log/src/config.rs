@@ -5,14 +5,15 @@ use strata_proto::config::MessageTimestampType;
 
 use crate::producer::DEFAULT_PRODUCER_EXPIRATION_MS;
 
-/// How the active segment is written.
+/// How the active segment is written, and how the log reads.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum IoMode {
     /// `pwrite` through the page cache, as Kafka does.
     Buffered,
     /// `O_DIRECT` writes of 4 KiB-aligned blocks from an in-memory tail buffer, which
-    /// also serves tail reads (see the crate docs, "IO modes"). Falls back to
-    /// `Buffered` for the log if the filesystem refuses `O_DIRECT`.
+    /// also serves tail reads, and `O_DIRECT` reads of everything else (see the crate
+    /// docs, "IO modes"). Falls back to `Buffered` for the log if the filesystem
+    /// refuses `O_DIRECT`.
     #[default]
     Direct,
 }
@@ -49,8 +50,10 @@ pub struct LogConfig {
     /// Forget an idempotent producer this long after its last batch's timestamp
     /// (Kafka's broker setting producer.id.expiration.ms, not a topic config).
     pub producer_expiration_ms: i64,
-    /// How the active segment is written (a broker setting, not a topic config). A
-    /// change takes effect when the next segment starts.
+    /// How the active segment is written and the log read (a broker setting, not a
+    /// topic config). A change takes effect for writes when the next segment starts,
+    /// for reads at once (except the active segment's, which are read the way it is
+    /// written).
     pub io_mode: IoMode,
     /// Direct mode: the most memory the tail buffer of the active segment may hold (two
     /// windows of half this each, rounded down to 4 KiB, at least one 4 KiB block each).

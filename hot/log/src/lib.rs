@@ -17,7 +17,8 @@
 //!
 //! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, open and
 //! recovery), `segment` (one segment's files, scanning, header walks), `tail` (direct
-//! writes through the aligned tail buffer, and reads from it), `index` (sparse
+//! writes through the aligned tail buffer, and reads from it), `direct_read` (direct
+//! reads of the rest), `index` (sparse
 //! offset and time indexes), [`producer`] (sans-IO idempotent-producer state and its
 //! snapshot encoding), `snapshot` (producer snapshot files), `checkpoint` (one-offset
 //! files replaced atomically), `config` and `clock`.
@@ -31,12 +32,20 @@
 //! append is written as whole 4 KiB blocks, the last one zero-padded, so the partial
 //! last block is written again by the next append. The tail buffer (bounded by
 //! [`LogConfig::tail_cache_bytes`]) also serves reads of the newest bytes from memory;
-//! older bytes are read through the page cache, which an `O_DIRECT` write keeps
-//! coherent by invalidating the range it wrote. The file format is the same in both
-//! modes, except that the active segment's file may end in up to 4095 zero bytes of
-//! padding until it is sealed or the log closed; recovery cuts such padding without
-//! counting it as lost data. A filesystem that refuses `O_DIRECT` (EINVAL at open or at
-//! the first write) makes the log fall back to buffered writes, with one warning.
+//! older bytes, of the active segment and of sealed ones, are read with `O_DIRECT` too
+//! (`direct_read`): the block-aligned superset of the wanted range, into an aligned
+//! buffer that the returned `Bytes` is a slice of, so that a consumer catching up
+//! neither fills the page cache nor pays for its pages (most of a cold buffered read's
+//! CPU). Recovery scans read with `O_DIRECT` as well. A segment holds at most two fds:
+//! its ordinary one and an `O_DIRECT` one (the active segment's append fd, kept once
+//! sealed, or opened on a sealed segment's first direct read). The file format is the
+//! same in both modes, except that the active segment's file may end in up to 4095 zero
+//! bytes of padding until it is sealed or the log closed; recovery cuts such padding
+//! without counting it as lost data. A filesystem that refuses `O_DIRECT` (EINVAL at
+//! open or at the first write) makes the log fall back to buffered writes and reads;
+//! one that refuses only `O_DIRECT` reads (EINVAL at a read's open or at a read) makes
+//! it read through the page cache; each with one warning. Buffered mode reads through
+//! the page cache, as Kafka does.
 //!
 //! Direct writes pay a fixed kernel cost per write (about 30 µs of CPU in the VM this
 //! was measured on), so they win for large appends (1 MiB batches) and lose for small
@@ -93,6 +102,7 @@
 mod checkpoint;
 mod clock;
 mod config;
+mod direct_read;
 mod error;
 mod index;
 mod log;

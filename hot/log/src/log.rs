@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
@@ -13,12 +14,13 @@ use strata_proto::{BatchHeader, Offset, ProducerId};
 use crate::checkpoint;
 use crate::clock::Clock;
 use crate::config::{IoMode, LogConfig};
+use crate::direct_read::{self, AlignedBuf};
 use crate::error::LogError;
 use crate::index::{Indexes, TIME_ENTRY, rel};
 use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment, read_at};
 use crate::snapshot;
-use crate::tail::{self, TailCache};
+use crate::tail::{self, TailCache, ceil_block, floor_block};
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
@@ -137,6 +139,9 @@ struct Inner {
     direct_refused: bool,
     /// A direct write succeeded: from then on EINVAL is an error, not a refusal.
     direct_written: bool,
+    /// The filesystem refused an `O_DIRECT` read: this log reads through the page cache.
+    /// Set by readers, under the read lock.
+    direct_reads_refused: AtomicBool,
 }
 
 impl Inner {
@@ -169,10 +174,49 @@ impl Inner {
             return Ok(());
         }
         match tail::open_direct(&active.path)? {
-            Some(f) => active.direct = Some(f),
+            Some(f) => {
+                // The same fd serves the segment's direct reads, now and once sealed.
+                let f = Arc::new(f);
+                let _ = active.direct_read.set(f.clone());
+                active.direct = Some(f);
+            }
             None => self.fall_back(dir, "open with O_DIRECT refused"),
         }
         Ok(())
+    }
+
+    /// The fd to read `seg` with `O_DIRECT` through, if this log reads that way: in
+    /// direct mode, unless the filesystem refused direct IO, and for the active segment
+    /// only while it is written with `O_DIRECT` (otherwise its newest bytes are in the
+    /// page cache, which a buffered read finds and a direct read would first write
+    /// back). Opens the segment's direct fd on first use.
+    fn direct_reader(&self, dir: &Path, seg: &Segment) -> Option<Arc<std::fs::File>> {
+        if self.config.io_mode != IoMode::Direct
+            || self.direct_refused
+            || self.direct_reads_refused.load(Ordering::Relaxed)
+            || (!seg.sealed && seg.direct.is_none())
+        {
+            return None;
+        }
+        match seg.direct_reader() {
+            Ok(Some(f)) => Some(f),
+            Ok(None) => {
+                self.refuse_direct_reads(dir, "open with O_DIRECT refused");
+                None
+            }
+            Err(e) => {
+                // Out of fds, say: this read goes through the page cache.
+                tracing::debug!(segment = %seg.path.display(), error = %e, "cannot open for direct reads");
+                None
+            }
+        }
+    }
+
+    /// Gives up direct reads for this log (the filesystem refuses them), once.
+    fn refuse_direct_reads(&self, dir: &Path, why: &str) {
+        if !self.direct_reads_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(dir = %dir.display(), why, "the filesystem refuses direct reads: this log reads through the page cache");
+        }
     }
 
     /// Gives up direct IO for this log (the filesystem refuses it), once.
@@ -342,7 +386,15 @@ impl Log {
             }
             let file = Segment::open_file(&path)?;
             report.scanned_segments.push(base);
-            let scan = Segment::scan(&file, &path, base, interval)?;
+            // Direct mode scans with O_DIRECT (the scan must not fill the page cache);
+            // a sealed segment keeps the fd for its direct reads.
+            let direct = match config.io_mode {
+                IoMode::Direct => direct_read::open(&path)
+                    .map_err(LogError::io("open O_DIRECT", &path))?
+                    .map(Arc::new),
+                IoMode::Buffered => None,
+            };
+            let scan = Segment::scan(&file, direct.as_deref(), &path, base, interval)?;
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
             if scan.padding > 0 {
                 // Zeros a direct write padded the last block with: nothing was lost.
@@ -384,6 +436,7 @@ impl Log {
                 max_timestamp: scan.builder.max_timestamp(),
                 file: Arc::new(file),
                 direct: None,
+                direct_read: OnceLock::new(),
                 path,
                 sealed: false,
                 builder: scan.builder,
@@ -397,8 +450,12 @@ impl Log {
                 // files from the scan and keep appending to them.
                 segment::write_index_files(dir, base, &seg.builder.idx, false)?;
                 seg.persisted = (seg.builder.idx.offsets.len(), seg.builder.idx.times.len());
+                // Its direct fd is opened read-write for appends (`open_direct`).
             } else {
                 seg.seal()?;
+                if let Some(d) = direct {
+                    let _ = seg.direct_read.set(d);
+                }
             }
             segments.insert(base, seg);
         }
@@ -446,6 +503,7 @@ impl Log {
             tail: TailCache::new(tail_cache_bytes),
             direct_refused: false,
             direct_written: false,
+            direct_reads_refused: AtomicBool::new(false),
         };
         inner.open_direct(dir)?;
         // What we scanned may sit only in the page cache (the process died, the machine
@@ -839,7 +897,7 @@ impl Log {
             data: Bytes::new(),
             next_offset: offset,
         };
-        let (seg_base, file, path, mut pos, limit) = {
+        let (seg_base, file, direct, path, mut pos, limit) = {
             let g = self.read_lock();
             let (start, end) = (g.log_start_offset, g.log_end_offset());
             if offset < start || offset > end {
@@ -864,6 +922,7 @@ impl Log {
             (
                 seg.base,
                 seg.file.clone(),
+                g.direct_reader(&self.dir, seg),
                 seg.path.clone(),
                 pos as u64,
                 seg.size,
@@ -883,7 +942,14 @@ impl Log {
             let want = (max_bytes as u64)
                 .saturating_add(READ_SLACK)
                 .min(limit - pos);
-            let mut data = self.read_segment(seg_base, &file, &path, pos, want as usize)?;
+            let mut data = self.read_segment(
+                seg_base,
+                &file,
+                direct.as_deref(),
+                &path,
+                pos,
+                want as usize,
+            )?;
             // Find the batch containing `offset`.
             let mut start = 0usize;
             let mut first = None;
@@ -908,7 +974,8 @@ impl Log {
             if start + first_size > data.len() {
                 // KIP-74: the first batch is returned whole even when larger than max_bytes.
                 let at = pos + start as u64;
-                data = self.read_segment(seg_base, &file, &path, at, first_size)?;
+                data =
+                    self.read_segment(seg_base, &file, direct.as_deref(), &path, at, first_size)?;
                 if data.len() < first_size {
                     return Err(corrupt(
                         at,
@@ -938,7 +1005,7 @@ impl Log {
                 next_offset = h.next_offset();
             }
             return Ok(ReadResult {
-                data: Bytes::from(data).slice(start..end),
+                data: data.slice(start..end),
                 next_offset,
             });
         }
@@ -946,17 +1013,34 @@ impl Log {
 
     /// Bytes `[pos, pos + len)` of segment `seg` (fewer only past the end of the file):
     /// the part the tail cache holds is copied from memory, under the read lock (a
-    /// memcpy, no syscall); the part before it is read from `file` without the lock.
-    /// Bytes below a segment's size never change, so it does not matter whether a byte
-    /// comes from the cache or the file, nor that the cache moves on meanwhile.
+    /// memcpy, no syscall); the part before it is read from the file without the lock,
+    /// with `O_DIRECT` through `direct` when given (see `direct_read`), else through
+    /// `file` and the page cache. Bytes below a segment's size never change, so it does
+    /// not matter whether a byte comes from the cache or the file, nor that the cache
+    /// moves on meanwhile.
     fn read_segment(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        direct: Option<&std::fs::File>,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Bytes, LogError> {
+        match direct {
+            Some(direct) => self.read_segment_direct(seg, file, direct, path, pos, len),
+            None => self.read_segment_buffered(seg, file, path, pos, len),
+        }
+    }
+
+    fn read_segment_buffered(
         &self,
         seg: Offset,
         file: &std::fs::File,
         path: &Path,
         pos: u64,
         len: usize,
-    ) -> Result<Vec<u8>, LogError> {
+    ) -> Result<Bytes, LogError> {
         let end = pos + len as u64;
         let mut out = Vec::with_capacity(len);
         let mut at = pos;
@@ -978,7 +1062,59 @@ impl Log {
                 break;
             }
         }
-        Ok(out)
+        Ok(Bytes::from(out))
+    }
+
+    /// [`Self::read_segment`] in direct mode: one aligned buffer covers the blocks of
+    /// `[pos, pos + len)`; the file's part of the range is read into it with `O_DIRECT`
+    /// in whole blocks (where the cache starts is a block boundary), the cache's part
+    /// copied after it, and the result is a slice of the buffer. A direct read may
+    /// rewrite bytes of the buffer already copied from the cache (the start of a block,
+    /// or a gap between the windows): below the segment's size, file and cache agree.
+    fn read_segment_direct(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        direct: &std::fs::File,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Bytes, LogError> {
+        let end = pos + len as u64;
+        let base = floor_block(pos);
+        let mut buf = AlignedBuf::new((ceil_block(end) - base) as usize);
+        let mut direct = Some(direct);
+        let mut at = pos;
+        while at < end {
+            let cached_from = {
+                let g = self.read_lock();
+                let out = &mut buf.bytes_mut()[(at - base) as usize..];
+                at += g.tail.copy_out_to(seg, at, end, out);
+                g.tail.cached_from(seg)
+            };
+            if at >= end {
+                break;
+            }
+            // From the file: up to where the cache starts, if that is inside the range.
+            let stop = cached_from.filter(|&c| c > at && c < end).unwrap_or(end);
+            let from = floor_block(at);
+            let region = &mut buf.bytes_mut()[(from - base) as usize..];
+            let got = direct_read::fill(file, &mut direct, region, from, (stop - from) as usize)
+                .map_err(LogError::io("read", path))?;
+            if direct.is_none() {
+                self.read_lock()
+                    .refuse_direct_reads(&self.dir, "direct read refused");
+            }
+            let reached = from + got as u64;
+            if reached < stop {
+                // The end of the file.
+                at = at.max(reached);
+                break;
+            }
+            at = stop;
+        }
+        let (from, to) = ((pos - base) as usize, (at.max(pos) - base) as usize);
+        Ok(buf.into_bytes(from, to))
     }
 
     /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by
@@ -1182,7 +1318,8 @@ fn replay_producers(
         } else {
             seg.index()?.position_for(rel(seg.base, from)) as u64
         };
-        segment::walk_headers(&seg.file, &seg.path, pos, seg.size, &mut |h| {
+        let direct = seg.direct_read.get().map(|d| &**d);
+        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
             if h.next_offset() > from {
                 state.update(h);
             }
@@ -1237,6 +1374,7 @@ fn open_trusted(
         max_timestamp,
         file: Arc::new(file),
         direct: None,
+        direct_read: OnceLock::new(),
         path,
         sealed: true,
         builder: crate::index::IndexBuilder::new(interval),
@@ -1332,6 +1470,159 @@ mod tests {
         if direct_works {
             assert_eq!(log.io_mode(), IoMode::Direct);
         }
+    }
+
+    /// Appends batches of about 2.2 KB (so that segments of 8000 bytes end off a block
+    /// boundary) until the log has more than four segments; returns them.
+    fn fill(log: &Log) -> Vec<Vec<u8>> {
+        let mut stored = Vec::new();
+        for i in 0..20u8 {
+            let mut b = make_batch(i);
+            log.append(&mut b, 0).unwrap();
+            stored.push(b);
+        }
+        assert!(log.segments().len() > 4);
+        stored
+    }
+
+    fn read_everything(log: &Log) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut offset = 0;
+        while offset < log.log_end_offset() {
+            let r = log.read(offset, 1 << 20, None).unwrap();
+            assert!(!r.data.is_empty());
+            got.extend_from_slice(&r.data);
+            offset = r.next_offset;
+        }
+        got
+    }
+
+    /// Direct mode with segments of 8000 bytes and a tail cache of two 4 KiB windows.
+    fn small_direct() -> LogConfig {
+        LogConfig {
+            segment_bytes: 8000,
+            tail_cache_bytes: 8192,
+            io_mode: IoMode::Direct,
+            ..LogConfig::default()
+        }
+    }
+
+    /// How many of this process's fds are open on files under `dir`.
+    fn fds_under(dir: &Path) -> usize {
+        let dir = dir.canonicalize().unwrap();
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&dir)))
+            .count()
+    }
+
+    /// In direct mode every byte outside the tail cache is read with O_DIRECT, from
+    /// sealed segments, from the active one, and after a reopen (sealed segments then
+    /// open their direct fd on first read); in buffered mode nothing is. Each segment
+    /// holds at most two fds: its ordinary one and one O_DIRECT one, which the active
+    /// segment shares between appends and reads and keeps once sealed.
+    #[test]
+    fn direct_mode_reads_with_o_direct_through_at_most_one_more_fd_per_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+        if log.io_mode() != IoMode::Direct {
+            eprintln!("the temp dir refuses O_DIRECT: nothing to test");
+            return;
+        }
+        let stored = fill(&log).concat();
+        let segments = log.segments().len();
+        // Appending left each sealed segment its O_DIRECT fd.
+        assert_eq!(fds_under(dir.path()), 2 * segments);
+        let before = direct_read::stats::direct_bytes();
+        assert!(read_everything(&log) == stored);
+        let direct = direct_read::stats::direct_bytes() - before;
+        // Everything but what the cache holds (at most 12 KiB), at least once.
+        assert!(direct + 12 * 1024 >= stored.len() as u64, "{direct}");
+        assert_eq!(fds_under(dir.path()), 2 * segments);
+        assert!(!log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+        drop(log);
+
+        // Reopened: only the active segment has its O_DIRECT fd until the others are
+        // read, and then each has exactly one.
+        let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+        assert_eq!(fds_under(dir.path()), segments + 1);
+        let before = direct_read::stats::direct_bytes();
+        assert!(read_everything(&log) == stored);
+        // The tail cache starts empty: every byte comes from the file.
+        assert!(direct_read::stats::direct_bytes() - before >= stored.len() as u64);
+        assert_eq!(fds_under(dir.path()), 2 * segments);
+        drop(log);
+        assert_eq!(fds_under(dir.path()), 0);
+
+        // Buffered mode reads through the page cache only.
+        let buffered = LogConfig {
+            io_mode: IoMode::Buffered,
+            ..small_direct()
+        };
+        let (log, _) = Log::open(dir.path(), buffered, clock).unwrap();
+        let before = direct_read::stats::direct_bytes();
+        assert!(read_everything(&log) == stored);
+        assert_eq!(direct_read::stats::direct_bytes(), before);
+        assert_eq!(fds_under(dir.path()), segments);
+    }
+
+    /// With O_DIRECT reads refused (at the first read, or at the open of a segment's
+    /// read-only O_DIRECT fd), reads fall back to the page cache at once, for sealed
+    /// segments and the active one, and return exactly the bytes; appends stay direct,
+    /// and segments sealed after the refusal read the same way. A reopen where direct
+    /// reads work reads directly again.
+    fn direct_reads_fall_back_to_buffered(refusal: Refusal) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+        if log.io_mode() != IoMode::Direct {
+            eprintln!("the temp dir refuses O_DIRECT: nothing to test");
+            return;
+        }
+        let mut stored = fill(&log);
+        drop(log);
+        refuse::set(Some(refusal));
+        // Reopened, so sealed segments open their O_DIRECT fd on first read (where
+        // `ReadOpen` refuses); the active segment's is the append fd (where `Read`
+        // refuses its first read).
+        let (log, report) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+        assert!(report.truncations.is_empty(), "{report:?}");
+        assert_eq!(log.io_mode(), IoMode::Direct, "appends stay direct");
+        let before = direct_read::stats::direct_bytes();
+        assert!(read_everything(&log) == stored.concat());
+        assert!(log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+        // More segments, sealed after the refusal.
+        for i in 20..30u8 {
+            let mut b = make_batch(i);
+            log.append(&mut b, 0).unwrap();
+            stored.push(b);
+            let r = log.read(log.log_end_offset() - 3, 1, None).unwrap();
+            assert_eq!(&r.data[..], &stored.last().unwrap()[..]);
+        }
+        assert_eq!(log.io_mode(), IoMode::Direct);
+        assert!(read_everything(&log) == stored.concat());
+        assert_eq!(direct_read::stats::direct_bytes(), before, "no direct read");
+        drop(log);
+
+        refuse::set(None);
+        let (log, report) = Log::open(dir.path(), small_direct(), clock).unwrap();
+        assert!(report.truncations.is_empty(), "{report:?}");
+        let before = direct_read::stats::direct_bytes();
+        assert!(read_everything(&log) == stored.concat());
+        assert!(direct_read::stats::direct_bytes() > before);
+        assert!(!log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn refused_direct_reads_fall_back_to_buffered() {
+        direct_reads_fall_back_to_buffered(Refusal::Read);
+    }
+
+    #[test]
+    fn refused_direct_read_opens_fall_back_to_buffered() {
+        direct_reads_fall_back_to_buffered(Refusal::ReadOpen);
     }
 
     #[test]

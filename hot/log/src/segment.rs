@@ -5,9 +5,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
 use strata_proto::Offset;
 use strata_proto::batch::{self, BatchHeader, HEADER_LEN, RecordBatch};
 
+use crate::direct_read;
 use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes, rel};
 use crate::tail::{BLOCK, ceil_block};
@@ -39,7 +41,11 @@ pub(crate) struct Segment {
     /// Active segment in direct mode: the same file opened with `O_DIRECT`, for appends
     /// (see `tail`). While it is open the file may end in up to 4095 zero bytes of
     /// padding after `size`.
-    pub direct: Option<File>,
+    pub direct: Option<Arc<File>>,
+    /// Direct mode: the file opened with `O_DIRECT`, for reads (see `direct_read`): the
+    /// active segment's `direct` fd, kept when it is sealed, or one opened read-only on
+    /// the first direct read of a segment that recovery opened.
+    pub direct_read: OnceLock<Arc<File>>,
     pub path: PathBuf,
     pub sealed: bool,
     /// Active segment: the index being built. Sealed segment: unused (see `sealed_index`).
@@ -89,6 +95,7 @@ impl Segment {
             max_timestamp: -1,
             file: Arc::new(file),
             direct: None,
+            direct_read: OnceLock::new(),
             path,
             sealed: false,
             builder: IndexBuilder::new(index_interval),
@@ -111,6 +118,19 @@ impl Segment {
         self.path.parent().unwrap_or(Path::new("."))
     }
 
+    /// The segment's `O_DIRECT` fd for reads, opened (read-only) on first use.
+    /// `Ok(None)`: the filesystem refuses `O_DIRECT`.
+    pub fn direct_reader(&self) -> std::io::Result<Option<Arc<File>>> {
+        if let Some(f) = self.direct_read.get() {
+            return Ok(Some(f.clone()));
+        }
+        let Some(f) = direct_read::open(&self.path)? else {
+            return Ok(None);
+        };
+        // A concurrent reader may have won: its fd is kept, this one closed.
+        Ok(Some(self.direct_read.get_or_init(|| Arc::new(f)).clone()))
+    }
+
     /// Scans the whole file, CRC-checking each batch, from the segment's base offset.
     /// Stops at the first batch that is torn, corrupt, or does not continue the offsets.
     ///
@@ -122,12 +142,21 @@ impl Segment {
     /// part is zeros ending exactly at a block boundary (the first bytes of a base
     /// offset below 2^48, cut at the boundary) looks the same and is cut silently too:
     /// the batch is lost either way, only the report differs.
+    ///
+    /// Reads go through `direct` (the file opened with `O_DIRECT`) when given, so that a
+    /// scan does not fill the page cache with a segment that direct mode then reads
+    /// with `O_DIRECT` anyway; through `file` otherwise, or if direct reads are refused.
     pub fn scan(
         file: &File,
+        direct: Option<&File>,
         path: &Path,
         base: Offset,
         index_interval: u64,
     ) -> Result<ScanResult, LogError> {
+        let mut direct = direct;
+        let mut read = |pos: u64, len: usize| {
+            direct_read::read_range(file, &mut direct, pos, len).map_err(LogError::io("read", path))
+        };
         let len = file.metadata().map_err(LogError::io("stat", path))?.len();
         let mut builder = IndexBuilder::new(index_interval);
         let mut pos: u64 = 0;
@@ -136,13 +165,13 @@ impl Segment {
         let mut first_batch_max_ts = None;
         // Read in large chunks; a batch spanning the chunk end is re-read whole.
         const CHUNK: usize = 4 << 20;
-        let mut buf: Vec<u8> = Vec::new();
+        let mut buf = Bytes::new();
         let mut buf_start: u64 = 0;
         while pos < len {
             let avail_in_buf = (buf_start + buf.len() as u64).saturating_sub(pos);
             if pos < buf_start || avail_in_buf < HEADER_LEN as u64 {
                 buf_start = pos;
-                buf = read_at(file, path, pos, CHUNK.min((len - pos) as usize))?;
+                buf = read(pos, CHUNK.min((len - pos) as usize))?;
             }
             let off = (pos - buf_start) as usize;
             let header = match batch::parse_header(&buf[off..]) {
@@ -162,12 +191,7 @@ impl Segment {
             }
             if off + size as usize > buf.len() {
                 buf_start = pos;
-                buf = read_at(
-                    file,
-                    path,
-                    pos,
-                    (size as usize).max(CHUNK.min((len - pos) as usize)),
-                )?;
+                buf = read(pos, (size as usize).max(CHUNK.min((len - pos) as usize)))?;
             }
             let off = (pos - buf_start) as usize;
             let (b, _) = match RecordBatch::parse(&buf[off..off + size as usize]) {
@@ -210,7 +234,7 @@ impl Segment {
         let mut padding = 0;
         if stop_reason.is_some() && len == ceil_block(pos) {
             // Less than a block: read it whole (the scan buffer may not hold it).
-            let tail = read_at(file, path, pos, (len - pos) as usize)?;
+            let tail = read(pos, (len - pos) as usize)?;
             if tail.len() as u64 == len - pos && tail.iter().all(|&b| b == 0) {
                 debug_assert!(tail.len() < BLOCK as usize);
                 padding = len - pos;
@@ -271,7 +295,7 @@ impl Segment {
                 tracing::warn!(segment = %self.path.display(), %reason, "rebuilding damaged index");
                 // A sealed segment's builder keeps the interval it was configured with.
                 let interval = self.builder.interval();
-                let scan = Segment::scan(&self.file, &self.path, self.base, interval)?;
+                let scan = Segment::scan(&self.file, None, &self.path, self.base, interval)?;
                 if scan.valid_size != self.size || scan.next_offset != self.next_offset {
                     return Err(LogError::Corrupt {
                         path: self.path.clone(),
@@ -347,7 +371,8 @@ impl Segment {
     /// fsynced. After this the segment never changes.
     pub fn seal(&mut self) -> Result<(), LogError> {
         self.builder.seal(rel(self.base, self.next_offset));
-        // No more appends: drop the O_DIRECT fd and the padding its writes left.
+        // No more appends: the O_DIRECT fd serves reads only (`direct_read` keeps it),
+        // and the padding its writes left goes.
         self.direct = None;
         self.trim_padding()?;
         self.sync()?;
@@ -401,22 +426,27 @@ fn append_file(path: &Path, at: u64, bytes: &[u8]) -> Result<(), LogError> {
 /// file in bounded chunks: headers only, so a large segment (or a large batch) is never
 /// held in memory, and compressed batches are not decompressed. A header that does not
 /// frame is corruption: the caller only walks data recovery has already accepted.
+///
+/// Reads go through `direct` (`O_DIRECT`) when given, as [`Segment::scan`]'s do.
 pub(crate) fn walk_headers(
     file: &File,
+    direct: Option<&File>,
     path: &Path,
     mut pos: u64,
     limit: u64,
     f: &mut dyn FnMut(&BatchHeader),
 ) -> Result<(), LogError> {
     const CHUNK: u64 = 256 << 10;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut direct = direct;
+    let mut buf = Bytes::new();
     let mut buf_start: u64 = 0;
     while pos < limit {
         let header_in_buf =
             pos >= buf_start && pos + HEADER_LEN as u64 <= buf_start + buf.len() as u64;
         if !header_in_buf {
             buf_start = pos;
-            buf = read_at(file, path, pos, CHUNK.min(limit - pos) as usize)?;
+            buf = direct_read::read_range(file, &mut direct, pos, CHUNK.min(limit - pos) as usize)
+                .map_err(LogError::io("read", path))?;
         }
         let off = (pos - buf_start) as usize;
         let h = batch::parse_header(&buf[off..]).map_err(|e| LogError::Corrupt {

@@ -34,8 +34,9 @@
 //!
 //! Reads of the suffix the windows hold are copied from memory: no syscall and no
 //! page-cache page, and that suffix is what tail consumers fetch. Older bytes are read
-//! with `pread` on the segment's ordinary fd; on Linux an `O_DIRECT` write invalidates
-//! the cached pages of the range it writes, so those reads see the new bytes.
+//! with `O_DIRECT` too (`direct_read`), falling back to `pread` on the segment's
+//! ordinary fd; on Linux an `O_DIRECT` write invalidates the cached pages of the range
+//! it writes, so buffered reads see the new bytes as well.
 //!
 //! Every byte below the segment's committed size is in the file before the append that
 //! wrote it returns (a `pwrite` with `O_DIRECT` returns once the device has the data,
@@ -48,6 +49,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use bytes::Bytes;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use strata_proto::Offset;
@@ -65,8 +67,10 @@ pub(crate) fn ceil_block(x: u64) -> u64 {
     floor_block(x + (BLOCK - 1))
 }
 
-/// Opens a segment file for `O_DIRECT` writes. `Ok(None)`: the filesystem refuses
-/// `O_DIRECT` (EINVAL, or EOPNOTSUPP from some FUSE filesystems).
+/// Opens a segment file for `O_DIRECT` writes, and reads: the same fd serves the
+/// active segment's direct reads, and keeps serving them once the segment is sealed.
+/// `Ok(None)`: the filesystem refuses `O_DIRECT` (EINVAL, or EOPNOTSUPP from some FUSE
+/// filesystems).
 pub(crate) fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
     #[cfg(test)]
     if refuse::get() == Some(refuse::Refusal::Open) {
@@ -74,7 +78,7 @@ pub(crate) fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
     }
     match rustix::fs::open(
         path,
-        OFlags::WRONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+        OFlags::RDWR | OFlags::DIRECT | OFlags::CLOEXEC,
         Mode::empty(),
     ) {
         Ok(fd) => Ok(Some(File::from(fd))),
@@ -98,10 +102,15 @@ pub(crate) mod refuse {
 
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     pub(crate) enum Refusal {
-        /// `open(O_DIRECT)` fails with EINVAL.
+        /// `open(O_DIRECT)` fails with EINVAL, for writes and reads.
         Open,
         /// Every direct `pwrite` fails with EINVAL.
         Write,
+        /// Opening a segment with `O_DIRECT` for reads only (a sealed segment's first
+        /// direct read) fails with EINVAL; direct writes work.
+        ReadOpen,
+        /// Every direct `pread` fails with EINVAL; direct writes work.
+        Read,
     }
 
     thread_local! {
@@ -117,14 +126,56 @@ pub(crate) mod refuse {
     }
 }
 
-/// One buffer: `cap` bytes whose first byte is 4 KiB-aligned in memory, holding the
-/// bytes `[start, start + len)` of segment `seg`.
-struct Window {
-    /// `cap + BLOCK` bytes, so that a 4 KiB boundary with `cap` bytes after it exists
-    /// whatever address the allocator returns.
+/// `len` zeroed bytes whose first byte is 4 KiB-aligned in memory, as `O_DIRECT` wants
+/// of the buffers it reads into and writes from, without `unsafe`: a `Vec` of
+/// `len + BLOCK` bytes always has a 4 KiB boundary with `len` bytes after it, whatever
+/// address the allocator returns.
+pub(crate) struct AlignedBuf {
     mem: Vec<u8>,
     /// Where the aligned part of `mem` starts.
     off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> AlignedBuf {
+        // Zeroed memory comes from calloc (mmap for large sizes): pages are only
+        // faulted in as they are used.
+        let mem = vec![0u8; len + BLOCK as usize];
+        // The first 4 KiB boundary in the allocation. `addr()` is the address without
+        // its provenance: a safe, exact computation (`align_offset` is allowed to give up).
+        let block = BLOCK as usize;
+        let off = (block - mem.as_ptr().addr() % block) % block;
+        AlignedBuf { mem, off, len }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.mem[self.off..self.off + self.len]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let (off, len) = (self.off, self.len);
+        &mut self.mem[off..off + len]
+    }
+
+    /// The aligned bytes `[from, to)` as `Bytes`, without a copy (the allocation lives
+    /// as long as the `Bytes` and its clones).
+    pub fn into_bytes(self, from: usize, to: usize) -> Bytes {
+        assert!(from <= to && to <= self.len);
+        Bytes::from(self.mem).slice(self.off + from..self.off + to)
+    }
+
+    /// Bytes allocated.
+    #[cfg(test)]
+    pub fn allocated(&self) -> usize {
+        self.mem.len()
+    }
+}
+
+/// One buffer: `cap` bytes whose first byte is 4 KiB-aligned in memory, holding the
+/// bytes `[start, start + len)` of segment `seg`.
+struct Window {
+    mem: AlignedBuf,
     cap: usize,
     /// The segment (base offset) whose bytes the window holds; `None`: nothing valid.
     seg: Option<Offset>,
@@ -135,16 +186,10 @@ struct Window {
 
 impl Window {
     fn new(cap: usize) -> Window {
-        // Zeroed memory comes from calloc (mmap for large sizes): pages are only
-        // faulted in as appends reach them, so an idle partition costs address space.
-        let mem = vec![0u8; cap + BLOCK as usize];
-        // The first 4 KiB boundary in the allocation. `addr()` is the address without
-        // its provenance: a safe, exact computation (`align_offset` is allowed to give up).
-        let block = BLOCK as usize;
-        let off = (block - mem.as_ptr().addr() % block) % block;
+        // Pages are only faulted in as appends reach them, so an idle partition costs
+        // address space.
         Window {
-            mem,
-            off,
+            mem: AlignedBuf::new(cap),
             cap,
             seg: None,
             start: 0,
@@ -153,12 +198,11 @@ impl Window {
     }
 
     fn bytes(&self) -> &[u8] {
-        &self.mem[self.off..self.off + self.cap]
+        self.mem.bytes()
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        let (off, cap) = (self.off, self.cap);
-        &mut self.mem[off..off + cap]
+        self.mem.bytes_mut()
     }
 
     fn end(&self) -> u64 {
@@ -240,7 +284,7 @@ impl TailCache {
         [&self.cur, &self.prev]
             .into_iter()
             .flatten()
-            .map(|w| w.mem.len())
+            .map(|w| w.mem.allocated())
             .sum()
     }
 
@@ -382,14 +426,29 @@ impl TailCache {
     /// Appends to `out` the bytes `[from, to)` of segment `seg` that the windows hold
     /// contiguously from `from`; returns how many.
     pub fn copy_out(&self, seg: Offset, from: u64, to: u64, out: &mut Vec<u8>) -> u64 {
+        self.each_cached(seg, from, to, |b| out.extend_from_slice(b))
+    }
+
+    /// Copies to the start of `out` the bytes `[from, to)` of segment `seg` that the
+    /// windows hold contiguously from `from` (`out` holds at least `to - from` bytes);
+    /// returns how many.
+    pub fn copy_out_to(&self, seg: Offset, from: u64, to: u64, out: &mut [u8]) -> u64 {
+        let mut n = 0;
+        self.each_cached(seg, from, to, |b| {
+            out[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        })
+    }
+
+    /// Calls `f` with the pieces, in file order, of the bytes `[from, to)` of segment
+    /// `seg` that the windows hold contiguously from `from`; returns how many.
+    fn each_cached(&self, seg: Offset, from: u64, to: u64, mut f: impl FnMut(&[u8])) -> u64 {
         let mut at = from;
         // File order: `prev` holds the bytes before `cur`'s.
         for w in [&self.prev, &self.cur].into_iter().flatten() {
             if at < to && w.holds(seg) && w.start <= at && at < w.end() {
                 let stop = to.min(w.end());
-                out.extend_from_slice(
-                    &w.bytes()[(at - w.start) as usize..(stop - w.start) as usize],
-                );
+                f(&w.bytes()[(at - w.start) as usize..(stop - w.start) as usize]);
                 at = stop;
             }
         }
