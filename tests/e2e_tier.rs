@@ -261,6 +261,23 @@ fn offload_bounds_local_disk_and_cold_reads_return_every_record() {
         v["cache_misses"].as_u64().unwrap() > 0,
         "the first reads came from the bucket"
     );
+    let out = std::process::Command::new(common::strata_bin())
+        .args(["tier", "status", "--http", &broker.http, "--topic", topic])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.contains("cache hit ratio")
+            && table
+                .lines()
+                .any(|l| l.starts_with("cold") && l.contains("yes")),
+        "{table}"
+    );
     let metrics = broker.http_get("/metrics");
     assert!(
         metrics.contains("strata_tier_uploaded_segments_total"),

@@ -5,6 +5,7 @@ mod consume;
 mod log;
 mod produce;
 pub mod serve;
+mod tier;
 mod topic;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,8 @@ pub enum Command {
     Produce(produce::ProduceArgs),
     /// Print a topic's records, one per line (assigns partitions itself; no consumer group).
     Consume(consume::ConsumeArgs),
+    /// Tiered storage status of a Strata broker (from its HTTP address).
+    Tier(tier::TierArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -39,5 +42,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topic(args) => topic::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
+        Command::Tier(args) => tier::run(args),
     }
 }
