@@ -74,6 +74,14 @@ pub struct ServeArgs {
     /// Age after which objects no manifest names are deleted, e.g. 1h [default: 1h]
     #[arg(long, env = "STRATA_ORPHAN_GRACE")]
     pub orphan_grace: Option<String>,
+    /// How partition logs write: direct (O_DIRECT, no page cache: less CPU per GB) or
+    /// buffered (through the page cache, as Kafka) [default: direct]
+    #[arg(long, env = "STRATA_LOG_IO")]
+    pub log_io: Option<String>,
+    /// Per partition, the newest bytes kept in memory for tail reads in direct mode,
+    /// e.g. 16MiB [default: 4MiB]
+    #[arg(long, env = "STRATA_LOG_TAIL_CACHE")]
+    pub log_tail_cache: Option<String>,
     /// How often retention runs, local and remote (Kafka's
     /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
@@ -102,6 +110,8 @@ struct FileSettings {
     local_disk_cap: Option<String>,
     orphan_grace: Option<String>,
     retention_check_interval: Option<String>,
+    log_io: Option<String>,
+    log_tail_cache: Option<String>,
 }
 
 /// An object store location.
@@ -141,6 +151,8 @@ pub struct ServeConfig {
     pub local_disk_cap: u64,
     pub orphan_grace: std::time::Duration,
     pub retention_check_interval: std::time::Duration,
+    pub log_io: strata_log::IoMode,
+    pub log_tail_cache: u64,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -318,6 +330,17 @@ impl ServeConfig {
             })?,
             None => std::time::Duration::from_secs(30),
         };
+        let log_io = match args.log_io.or(file.log_io).as_deref() {
+            None | Some("direct") => strata_log::IoMode::Direct,
+            Some("buffered") => strata_log::IoMode::Buffered,
+            Some(other) => bail!("--log-io '{other}': expected direct or buffered"),
+        };
+        let log_tail_cache = size(
+            "--log-tail-cache",
+            args.log_tail_cache,
+            file.log_tail_cache,
+            strata_log::DEFAULT_TAIL_CACHE_BYTES as u64,
+        )?;
         let offload_concurrency = args
             .offload_concurrency
             .or(file.offload_concurrency)
@@ -358,6 +381,8 @@ impl ServeConfig {
             local_disk_cap,
             orphan_grace,
             retention_check_interval,
+            log_io,
+            log_tail_cache,
         })
     }
 
@@ -370,6 +395,8 @@ impl ServeConfig {
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
             retention_check_interval: self.retention_check_interval,
+            log_io: self.log_io,
+            log_tail_cache_bytes: self.log_tail_cache as usize,
             ..BrokerConfig::default()
         }
     }

@@ -311,7 +311,7 @@ impl Broker {
                 && s.overrides != meta.configs
             {
                 for p in &partitions {
-                    p.set_config(config.clone());
+                    p.set_config(config.clone(), self.config.log_config(&config));
                 }
             }
             let name: Arc<str> = Arc::from(meta.name.as_str());
@@ -325,6 +325,7 @@ impl Broker {
                     config.clone(),
                     meta.leader_epoch,
                     self.clock.clone(),
+                    self.config.log_config(&config),
                 )?;
                 if !report.truncations.is_empty() {
                     tracing::warn!(topic = %meta.name, partition = index, ?report.truncations, "partition recovered with truncation");

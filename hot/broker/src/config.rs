@@ -33,6 +33,10 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How often recovery points are checkpointed.
     pub checkpoint_interval: Duration,
+    /// How partition logs write (and read) their segments.
+    pub log_io: strata_log::IoMode,
+    /// Per partition, the newest bytes kept in memory in Direct mode (tail reads).
+    pub log_tail_cache_bytes: usize,
 }
 
 impl Default for BrokerConfig {
@@ -50,11 +54,22 @@ impl Default for BrokerConfig {
             housekeeping_interval: Duration::from_millis(500),
             retention_check_interval: Duration::from_secs(30),
             checkpoint_interval: Duration::from_secs(60),
+            log_io: strata_log::IoMode::Direct,
+            log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
         }
     }
 }
 
 impl BrokerConfig {
+    /// The log settings of a partition of a topic configured as `topic`.
+    pub fn log_config(&self, topic: &strata_proto::TopicConfig) -> strata_log::LogConfig {
+        strata_log::LogConfig {
+            io_mode: self.log_io,
+            tail_cache_bytes: self.log_tail_cache_bytes,
+            ..strata_log::LogConfig::from(topic)
+        }
+    }
+
     /// The address advertised to clients.
     pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
         if let Some((h, p)) = &self.advertised_addr {

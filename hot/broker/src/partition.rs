@@ -37,8 +37,9 @@ impl Partition {
         config: TopicConfig,
         leader_epoch: i32,
         clock: Arc<dyn Clock>,
+        log_config: LogConfig,
     ) -> Result<(Partition, RecoveryReport), LogError> {
-        let (log, report) = Log::open(dir, LogConfig::from(&config), clock)?;
+        let (log, report) = Log::open(dir, log_config, clock)?;
         let meta = dir.join(PARTITION_METADATA);
         if read_topic_id(dir) != Some(topic_id) {
             std::fs::write(&meta, format!("version: 0\ntopic_id: {topic_id}\n")).map_err(
@@ -131,8 +132,8 @@ impl Partition {
             .clone()
     }
 
-    pub fn set_config(&self, config: TopicConfig) {
-        self.log.set_config(LogConfig::from(&config));
+    pub fn set_config(&self, config: TopicConfig, log_config: LogConfig) {
+        self.log.set_config(log_config);
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 

@@ -137,6 +137,9 @@ pub fn dispatch(
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
         connection_id,
     };
+    // The header's strings are slices of the frame: drop them, so a produce request's
+    // frame can become uniquely owned (and its batches appended in place).
+    drop(header);
     metrics::counter!("strata_requests_total", "api" => api_name(api)).increment(1);
     tracing::trace!(?api, version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     if api == ApiKey::ApiVersions {

@@ -10,6 +10,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use strata_proto::ErrorCode;
 use strata_proto::batch::{self, RecordBatch};
 
@@ -53,7 +54,9 @@ pub(super) fn handle(
                 (p.index, range)
             })
             .collect();
-        plan.push((topic.name, topic.topic_id, name, parts));
+        // Owned copy of the name: `topic.name` is a slice of the frame.
+        let topic_name = TopicName(StrBytes::from_string(topic.name.0.to_string()));
+        plan.push((topic_name, topic.topic_id, name, parts));
     }
     // Every slice of `frame` is gone now (the request was consumed above).
     let mut buf: BytesMut = frame.try_into_mut().unwrap_or_else(|shared| {
