@@ -511,3 +511,73 @@ fn retention_expires_remote_segments_and_moves_the_log_start() {
         status(&broker, topic)["remote_segments"].as_u64().unwrap()
     );
 }
+
+/// With the object store down, local data of tiered topics stops at --local-disk-cap:
+/// producers get a retriable storage error instead of the disk filling up, and produce
+/// again once offload has caught up.
+#[test]
+fn the_local_disk_cap_refuses_producers_while_offload_is_stuck() {
+    let mut s3 = s3();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(
+        dir.path(),
+        &s3,
+        "cap",
+        &[
+            "--local-disk-cap",
+            "6MiB",
+            "--retention-check-interval",
+            "1s",
+        ],
+    );
+    let topic = "capped";
+    create_topic(
+        &broker.kafka,
+        topic,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", &MIB.to_string()),
+            ("local.retention.bytes", &MIB.to_string()),
+        ],
+    );
+    wait_for("the remote tier to attach", Duration::from_secs(30), || {
+        status(&broker, topic)["remote_start_offset"].is_null()
+    });
+    s3.stop();
+    let (p, d) = producer(
+        &broker.kafka,
+        &[("message.timeout.ms", "4000"), ("linger.ms", "5")],
+    );
+    for i in 0..4_000u64 {
+        send(&p, topic, None, &value(i, 4096));
+    }
+    let _ = rdkafka::producer::Producer::flush(&p, Duration::from_secs(20));
+    let errors = d.errors.lock().unwrap().clone();
+    let acked = d.acked.lock().unwrap().len();
+    assert!(
+        !errors.is_empty(),
+        "producers are refused once the cap is reached ({acked} acked)"
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("Storage") || e.contains("timed out")),
+        "{:?}",
+        &errors[..errors.len().min(3)]
+    );
+    let local = status(&broker, topic)["local_bytes"].as_u64().unwrap();
+    assert!(
+        local < 8 * MIB as u64,
+        "local data stopped near the cap: {local}"
+    );
+    // The store comes back: offload catches up, local retention frees space, producing works.
+    s3.restart().unwrap();
+    wait_for("offload to catch up", Duration::from_secs(60), || {
+        let s = status(&broker, topic);
+        s["offload_lag_bytes"] == 0 && s["local_bytes"].as_u64().unwrap() < 3 * MIB as u64
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let start_offset = status(&broker, topic)["local_end_offset"].as_u64().unwrap();
+    produce(&broker.kafka, topic, start_offset, 200, 4096);
+}

@@ -253,7 +253,14 @@ impl Broker {
         });
     }
 
-    /// Local bytes of tiered partitions, as of the last housekeeping pass.
+    /// Counts bytes just appended to a tiered partition, so the disk cap sees them
+    /// before the next housekeeping pass recounts.
+    pub(crate) fn note_tiered_append(&self, bytes: u64) {
+        self.tiered_local_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Local bytes of tiered partitions: exact as of the last housekeeping pass, plus
+    /// what was appended since.
     pub fn tiered_local_bytes(&self) -> u64 {
         self.tiered_local_bytes.load(Ordering::Relaxed)
     }

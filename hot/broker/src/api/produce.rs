@@ -180,15 +180,19 @@ fn produce_partition(
             ),
         ));
     }
+    let appended = records.len() as u64;
     let info = p.append(records).map_err(|e| {
         if e.is_retriable() {
             tracing::warn!(topic = %p.topic, partition = index, error = %e, "append failed");
         }
         (e.error_code(), e.to_string())
     })?;
+    if p.tiered() && !info.duplicate {
+        broker.note_tiered_append(appended);
+    }
     Ok((
         info.first_offset,
         info.log_append_time.unwrap_or(-1),
-        p.log.log_start_offset(),
+        p.log_start_offset(),
     ))
 }
