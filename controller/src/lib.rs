@@ -1,0 +1,46 @@
+//! Strata's metadata quorum: an openraft cluster of controller voters that keeps the
+//! cluster's metadata (brokers, topics, partition assignments, leaders, ISRs, epochs).
+//!
+//! * [`state`]: the replicated state ([`ClusterMetadata`]) and the commands that change
+//!   it. Pure: applying a command is a function of the state and the log index, so every
+//!   voter computes the same result.
+//! * [`assign`]: replica assignment for new topics and partitions (the leader computes
+//!   it; the command carries it).
+//! * [`duties`]: what only the raft leader does, sans-IO: broker liveness (heartbeats,
+//!   fencing after `session_timeout`) and preferred-leader rebalancing. Time comes in as
+//!   an argument, so tests drive it without sleeping.
+//! * [`store`]: the durable raft log (CRC-framed segment files), vote, and state-machine
+//!   snapshots in a directory. It passes openraft's storage suite.
+//! * [`net`]: length-prefixed JSON frames over TCP carrying openraft's RPCs and the
+//!   client RPCs, with per-call timeouts and pooled connections.
+//! * [`Controller`]: one voter (raft node, RPC server, leader duties).
+//! * [`ControllerClient`]: what brokers and tools use; follows leader hints, retries
+//!   within a deadline, long-polls metadata.
+//!
+//! Errors: [`ControllerError`] says whether a retry can help and maps to a Kafka error
+//! code in one place ([`ControllerError::error_code`]).
+
+pub mod assign;
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod controller;
+pub mod duties;
+pub mod error;
+pub mod net;
+pub mod rpc;
+pub mod state;
+pub mod store;
+pub mod types;
+
+pub use client::{ClientConfig, ControllerClient};
+pub use clock::{Clock, ManualClock, TokioClock};
+pub use config::{ConfigError, ControllerConfig, RaftTuning};
+pub use controller::{Controller, StartOptions};
+pub use error::{ControllerError, Rejection};
+pub use rpc::{BrokerRegistration, HeartbeatReply, NewTopicRequest};
+pub use state::{
+    AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, ElectionOutcome,
+    ElectionType, NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
+};
+pub use types::{BrokerId, NodeId, TypeConfig};

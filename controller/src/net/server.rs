@@ -1,0 +1,62 @@
+//! The accept loop: one task per connection, requests answered in order.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::frame::{encode, read_frame, write_frame};
+use crate::rpc::{RpcRequest, RpcResponse};
+
+/// Answers requests.
+pub(crate) trait RpcHandler: Send + Sync + 'static {
+    fn handle(&self, req: RpcRequest) -> impl Future<Output = RpcResponse> + Send;
+}
+
+/// Serves `listener` until `stop` is cancelled; connection tasks are tracked by `tasks`
+/// and stop with it too.
+pub(crate) async fn serve<H: RpcHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((conn, peer)) => {
+                let handler = handler.clone();
+                let stop = stop.clone();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        r = connection(conn, handler) => {
+                            if let Err(e) = r {
+                                tracing::debug!(%peer, error = %e, "controller connection closed");
+                            }
+                        }
+                    }
+                });
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: do not spin.
+                tracing::warn!(error = %e, "controller accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn connection<H: RpcHandler>(mut conn: TcpStream, handler: Arc<H>) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
+    while let Some(req) = read_frame::<_, RpcRequest>(&mut conn).await? {
+        let resp = handler.handle(req).await;
+        write_frame(&mut conn, &encode(&resp)?).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The messages voters and clients exchange (JSON in length-prefixed frames, see
+//! [`crate::net`]).
+
+use std::collections::BTreeMap;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use strata_proto::TopicId;
+
+use crate::error::{ControllerError, Rejection};
+use crate::state::{
+    AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType,
+    PartitionRecord, TopicRecord,
+};
+use crate::types::{BrokerId, NodeId, TypeConfig};
+
+/// A broker introducing itself (Kafka's BrokerRegistration).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    pub broker_id: BrokerId,
+    /// The Kafka address clients are told to use.
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+/// The answer to a broker heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Whether the broker is fenced after this heartbeat (a fenced broker that
+    /// heartbeats is unfenced, so this is false unless the unfencing failed).
+    pub fenced: bool,
+    /// The controller's metadata version; a broker whose copy is older should poll.
+    pub metadata_version: u64,
+}
+
+/// A topic to create or restore. The id is chosen by the client once per call, so a
+/// retried call finds the topic it created instead of creating it twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTopicRequest {
+    pub id: TopicId,
+    pub name: String,
+    pub partitions: i32,
+    /// -1 for the controller's default.
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+    /// For a restored topic: the cluster id its objects are stored under.
+    pub storage_cluster_id: Option<String>,
+}
+
+/// A request a client sends to the controller leader.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum ClientRequest {
+    RegisterBroker(BrokerRegistration),
+    Heartbeat {
+        broker_id: BrokerId,
+        broker_epoch: i64,
+    },
+    CreateTopic(NewTopicRequest),
+    RestoreTopic(NewTopicRequest),
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+    SetConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    AlterPartition(AlterPartitionRequest),
+    ElectLeaders {
+        election: ElectionType,
+        /// `None`: every partition.
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    AllocateProducerIds {
+        count: i64,
+    },
+    /// Long poll: answer once the version exceeds `since_version`, or `None` after
+    /// `wait_ms`.
+    Metadata {
+        since_version: u64,
+        wait_ms: u64,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum ClientReply {
+    Broker(BrokerRecord),
+    Heartbeat(HeartbeatReply),
+    Topic(TopicRecord),
+    Partition(PartitionRecord),
+    ProducerIds { first: i64 },
+    Elections(Vec<ElectionOutcome>),
+    Metadata(Option<Box<ClusterMetadata>>),
+}
+
+/// A failure as it travels back to a client.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum WireError {
+    Rejected(Rejection),
+    NotLeader {
+        node: NodeId,
+        leader: Option<NodeId>,
+        leader_addr: Option<String>,
+    },
+    Unavailable {
+        reason: String,
+    },
+}
+
+impl From<WireError> for ControllerError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Rejected(r) => ControllerError::Rejected(r),
+            WireError::NotLeader {
+                node,
+                leader,
+                leader_addr,
+            } => ControllerError::NotLeader {
+                node,
+                leader,
+                leader_addr,
+            },
+            WireError::Unavailable { reason } => ControllerError::Unavailable { reason },
+        }
+    }
+}
+
+impl From<Rejection> for WireError {
+    fn from(r: Rejection) -> Self {
+        WireError::Rejected(r)
+    }
+}
+
+/// Every request on the controller port.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    Client(ClientRequest),
+}
+
+/// Every response on the controller port.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Client(Result<ClientReply, WireError>),
+}

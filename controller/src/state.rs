@@ -1,0 +1,1304 @@
+//! The replicated metadata state and the commands that change it.
+//!
+//! Everything here is pure: [`ClusterMetadata::apply`] is a function of the state, the
+//! command and the command's raft log index, so every voter that applies the same log
+//! holds the same state. Randomness (topic ids, the cluster id) and time (liveness) are
+//! decided by the leader before it proposes a command, and travel inside it.
+//!
+//! Partition changes follow Kafka's KRaft controller (ReplicationControlManager and
+//! PartitionChangeBuilder):
+//! * every leadership change bumps the leader epoch; every change of leader or ISR bumps
+//!   the partition epoch (KIP-497's version of the partition state);
+//! * a fenced broker leaves every ISR, except that the last ISR member stays (it holds
+//!   every acknowledged record, so it is the one to elect when it returns), and loses
+//!   every leadership;
+//! * leaders are elected from the ISR, in replica order, among unfenced brokers; with
+//!   unclean.leader.election.enable=true and no such member, from any unfenced replica
+//!   (whose ISR becomes itself alone); otherwise the partition has no leader (offline).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use strata_proto::{TopicConfig, TopicId};
+
+use crate::error::Rejection;
+use crate::types::{BrokerId, NodeId};
+
+/// The leader of a partition that has none (offline).
+pub const NO_LEADER: BrokerId = -1;
+
+/// The first producer id handed out. Above the ids of the file metadata store this
+/// replaces, which also started at 1000.
+const FIRST_PRODUCER_ID: i64 = 1000;
+
+/// Largest producer-id block one command may reserve.
+const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
+
+/// A registered broker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRecord {
+    pub id: BrokerId,
+    /// The Kafka listener address clients connect to.
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    /// Changes on every registration (the raft log index of the registration, as KRaft's
+    /// broker epoch is the offset of the registration record). Heartbeats and
+    /// AlterPartition carry it, so a restarted broker's old incarnation is recognised.
+    pub epoch: i64,
+    /// A fenced broker leads nothing and is in no ISR (but the last member of one).
+    pub fenced: bool,
+}
+
+/// A partition's replicas, leader and ISR.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    pub partition: i32,
+    /// The assigned replicas; the first is the preferred leader.
+    pub replicas: Vec<BrokerId>,
+    /// The in-sync replicas.
+    pub isr: Vec<BrokerId>,
+    /// The leader, or [`NO_LEADER`].
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    /// Bumped on every change of leader or ISR (KIP-497).
+    pub partition_epoch: i32,
+}
+
+impl PartitionRecord {
+    /// The preferred leader: the first replica.
+    pub fn preferred_leader(&self) -> BrokerId {
+        self.replicas.first().copied().unwrap_or(NO_LEADER)
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.leader == NO_LEADER
+    }
+
+    pub fn is_under_replicated(&self) -> bool {
+        self.isr.len() < self.replicas.len()
+    }
+}
+
+/// A topic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    pub id: TopicId,
+    pub name: String,
+    /// Only the keys set on the topic; defaults are not stored.
+    pub configs: BTreeMap<String, String>,
+    pub partitions: Vec<PartitionRecord>,
+    /// The cluster id under which the topic's objects live in the bucket, when it is not
+    /// this cluster's (a topic restored from another cluster's bucket).
+    #[serde(default)]
+    pub storage_cluster_id: Option<String>,
+}
+
+impl TopicRecord {
+    pub fn partition(&self, index: i32) -> Option<&PartitionRecord> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+
+    /// The topic's resolved configuration. Stored configs were validated when set.
+    pub fn config(&self) -> TopicConfig {
+        TopicConfig::resolve(&self.configs).unwrap_or_default()
+    }
+
+    pub fn unclean_leader_election(&self) -> bool {
+        self.config().unclean_leader_election_enable
+    }
+}
+
+/// The whole cluster metadata: what voters replicate, and what brokers long-poll.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMetadata {
+    /// Generated when the quorum is first bootstrapped, then never changes.
+    pub cluster_id: String,
+    /// Increases with every applied command that succeeded.
+    pub version: u64,
+    /// The raft leader when this copy was served (not replicated; `None` in the state
+    /// machine itself).
+    #[serde(default)]
+    pub controller_leader: Option<NodeId>,
+    pub brokers: BTreeMap<BrokerId, BrokerRecord>,
+    /// Topics by name.
+    pub topics: BTreeMap<String, TopicRecord>,
+    /// The next producer id AllocateProducerIds hands out. Ids are never reused.
+    pub next_producer_id: i64,
+}
+
+impl Default for ClusterMetadata {
+    fn default() -> Self {
+        ClusterMetadata {
+            cluster_id: String::new(),
+            version: 0,
+            controller_leader: None,
+            brokers: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            next_producer_id: FIRST_PRODUCER_ID,
+        }
+    }
+}
+
+/// A topic as a command carries it: the leader has chosen its id and replicas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub id: TopicId,
+    pub name: String,
+    pub configs: BTreeMap<String, String>,
+    /// One replica list per partition; the first replica of each is its preferred leader.
+    pub assignment: Vec<Vec<BrokerId>>,
+    pub storage_cluster_id: Option<String>,
+}
+
+/// Kafka's AlterPartition (KIP-497): the partition leader asks to change the ISR.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    /// The requesting broker (must be the partition leader).
+    pub broker: BrokerId,
+    pub broker_epoch: i64,
+    pub topic_id: TopicId,
+    pub partition: i32,
+    /// The leader epoch the leader believes current.
+    pub leader_epoch: i32,
+    /// The partition epoch the leader last saw.
+    pub partition_epoch: i32,
+    pub new_isr: Vec<BrokerId>,
+}
+
+/// The kinds of Kafka's ElectLeaders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// Move leadership to the first replica, if it is in the ISR and unfenced.
+    Preferred,
+    /// Elect a leader for a partition that has none, from any unfenced replica if the
+    /// ISR has no live member (may lose acknowledged records).
+    Unclean,
+}
+
+/// Why an election did not happen, with Kafka's code for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionError {
+    UnknownPartition,
+    /// ELECTION_NOT_NEEDED.
+    NotNeeded,
+    /// PREFERRED_LEADER_NOT_AVAILABLE.
+    PreferredLeaderNotAvailable,
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE.
+    EligibleLeadersNotAvailable,
+}
+
+impl ElectionError {
+    pub fn error_code(&self) -> strata_proto::ErrorCode {
+        use strata_proto::ErrorCode;
+        match self {
+            ElectionError::UnknownPartition => ErrorCode::UnknownTopicOrPartition,
+            ElectionError::NotNeeded => ErrorCode::ElectionNotNeeded,
+            ElectionError::PreferredLeaderNotAvailable => ErrorCode::PreferredLeaderNotAvailable,
+            ElectionError::EligibleLeadersNotAvailable => ErrorCode::EligibleLeadersNotAvailable,
+        }
+    }
+}
+
+/// The result of an election for one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionOutcome {
+    pub topic: String,
+    pub partition: i32,
+    pub result: Result<PartitionRecord, ElectionError>,
+}
+
+/// A change to the metadata: the raft log's entries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Sets the cluster id if none is set (the first leader proposes it).
+    InitCluster {
+        cluster_id: String,
+    },
+    /// Registers a broker, or re-registers a restarted one, with a new broker epoch.
+    RegisterBroker {
+        broker: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+    },
+    FenceBroker {
+        broker: BrokerId,
+        epoch: i64,
+    },
+    UnfenceBroker {
+        broker: BrokerId,
+        epoch: i64,
+    },
+    CreateTopic(NewTopic),
+    /// A topic with a given id (recovery from object storage).
+    RestoreTopic(NewTopic),
+    DeleteTopic {
+        name: String,
+    },
+    /// Grows a topic to `count` partitions; `assignment` lists the new partitions' replicas.
+    CreatePartitions {
+        name: String,
+        count: i32,
+        assignment: Vec<Vec<BrokerId>>,
+    },
+    /// Replaces a topic's config overrides.
+    SetTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    AlterPartition(AlterPartitionRequest),
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<(String, i32)>,
+    },
+    AllocateProducerIds {
+        count: i64,
+    },
+}
+
+/// What an applied command returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandOutput {
+    /// Nothing to report (also the result of raft's own blank and membership entries).
+    Done,
+    Broker(BrokerRecord),
+    Topic(TopicRecord),
+    Partition(PartitionRecord),
+    ProducerIds {
+        first: i64,
+        count: i64,
+    },
+    Elections(Vec<ElectionOutcome>),
+}
+
+/// The state machine's answer to one log entry.
+pub type CommandResult = Result<CommandOutput, Rejection>;
+
+/// Kafka's rules for topic names (Topic.validate): 1..=249 characters of
+/// `[a-zA-Z0-9._-]`, and not "." or "..". The same rules as the broker's metadata module.
+pub fn validate_topic_name(name: &str) -> Result<(), Rejection> {
+    let bad = |reason: &str| {
+        Err(Rejection::InvalidTopicName {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if name.len() > 249 {
+        return bad("it is longer than 249 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// Validates topic config overrides with strata-proto's rules.
+pub fn validate_configs(configs: &BTreeMap<String, String>) -> Result<TopicConfig, Rejection> {
+    TopicConfig::resolve(configs).map_err(|e| Rejection::InvalidConfig {
+        reason: e.to_string(),
+    })
+}
+
+impl ClusterMetadata {
+    pub fn topic(&self, name: &str) -> Option<&TopicRecord> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: TopicId) -> Option<&TopicRecord> {
+        self.topics.values().find(|t| t.id == id)
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionRecord> {
+        self.topic(topic).and_then(|t| t.partition(partition))
+    }
+
+    pub fn broker(&self, id: BrokerId) -> Option<&BrokerRecord> {
+        self.brokers.get(&id)
+    }
+
+    /// Whether the broker is registered and unfenced.
+    pub fn is_live(&self, id: BrokerId) -> bool {
+        self.brokers.get(&id).is_some_and(|b| !b.fenced)
+    }
+
+    /// Registered, unfenced brokers, by id.
+    pub fn live_brokers(&self) -> Vec<BrokerId> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.id)
+            .collect()
+    }
+
+    /// Partitions without a leader.
+    pub fn offline_partitions(&self) -> Vec<(String, i32)> {
+        self.partitions()
+            .filter(|(_, p)| p.is_offline())
+            .map(|(t, p)| (t.name.clone(), p.partition))
+            .collect()
+    }
+
+    /// Every partition with its topic.
+    pub fn partitions(&self) -> impl Iterator<Item = (&TopicRecord, &PartitionRecord)> {
+        self.topics
+            .values()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+    }
+
+    /// Applies a command as the log entry at `index`. A rejected command changes
+    /// nothing; an accepted one bumps [`ClusterMetadata::version`].
+    pub fn apply(&mut self, command: &Command, index: u64) -> CommandResult {
+        let out = match command {
+            Command::InitCluster { cluster_id } => {
+                if self.cluster_id.is_empty() {
+                    self.cluster_id = cluster_id.clone();
+                }
+                Ok(CommandOutput::Done)
+            }
+            Command::RegisterBroker {
+                broker,
+                host,
+                port,
+                rack,
+            } => self.register_broker(*broker, host, *port, rack.clone(), index),
+            Command::FenceBroker { broker, epoch } => self.fence_broker(*broker, *epoch),
+            Command::UnfenceBroker { broker, epoch } => self.unfence_broker(*broker, *epoch),
+            Command::CreateTopic(t) | Command::RestoreTopic(t) => self.create_topic(t),
+            Command::DeleteTopic { name } => self
+                .topics
+                .remove(name)
+                .map(CommandOutput::Topic)
+                .ok_or_else(|| Rejection::UnknownTopic { name: name.clone() }),
+            Command::CreatePartitions {
+                name,
+                count,
+                assignment,
+            } => self.create_partitions(name, *count, assignment),
+            Command::SetTopicConfigs { name, configs } => self.set_configs(name, configs),
+            Command::AlterPartition(req) => self.alter_partition(req),
+            Command::ElectLeaders {
+                election,
+                partitions,
+            } => Ok(self.elect_leaders(*election, partitions)),
+            Command::AllocateProducerIds { count } => {
+                if !(1..=MAX_PRODUCER_ID_BLOCK).contains(count) {
+                    return Err(Rejection::InvalidRequest {
+                        reason: format!(
+                            "a producer id block holds 1..={MAX_PRODUCER_ID_BLOCK} ids, not {count}"
+                        ),
+                    });
+                }
+                let first = self.next_producer_id;
+                self.next_producer_id += count;
+                Ok(CommandOutput::ProducerIds {
+                    first,
+                    count: *count,
+                })
+            }
+        };
+        if out.is_ok() {
+            self.version += 1;
+        }
+        out
+    }
+
+    fn register_broker(
+        &mut self,
+        id: BrokerId,
+        host: &str,
+        port: u16,
+        rack: Option<String>,
+        index: u64,
+    ) -> CommandResult {
+        if id < 0 {
+            return Err(Rejection::InvalidRequest {
+                reason: format!("broker id {id} is negative"),
+            });
+        }
+        let restarted = self.brokers.contains_key(&id);
+        let record = BrokerRecord {
+            id,
+            host: host.to_string(),
+            port,
+            rack,
+            epoch: i64::try_from(index).unwrap_or(i64::MAX),
+            fenced: false,
+        };
+        self.brokers.insert(id, record.clone());
+        // A new incarnation of a known broker may have lost unflushed records (lazy
+        // fsync), so it leaves every ISR it was in (but the last member stays) and gives
+        // up its leaderships, as a fenced broker would; its leaders add it back once it
+        // has caught up (AlterPartition). A partition that was offline for want of it gets
+        // a leader again.
+        let (remove, restart) = if restarted {
+            (Some(id), Some(id))
+        } else {
+            (None, None)
+        };
+        self.reconcile_replicas_of(id, remove, restart);
+        Ok(CommandOutput::Broker(record))
+    }
+
+    fn check_broker_epoch(&self, id: BrokerId, epoch: i64) -> Result<&BrokerRecord, Rejection> {
+        let b = self
+            .brokers
+            .get(&id)
+            .ok_or(Rejection::UnknownBroker { broker: id })?;
+        if b.epoch != epoch {
+            return Err(Rejection::StaleBrokerEpoch {
+                broker: id,
+                current: b.epoch,
+                requested: epoch,
+            });
+        }
+        Ok(b)
+    }
+
+    fn fence_broker(&mut self, id: BrokerId, epoch: i64) -> CommandResult {
+        self.check_broker_epoch(id, epoch)?;
+        if let Some(b) = self.brokers.get_mut(&id) {
+            b.fenced = true;
+        }
+        self.reconcile_replicas_of(id, Some(id), None);
+        Ok(CommandOutput::Broker(self.brokers[&id].clone()))
+    }
+
+    fn unfence_broker(&mut self, id: BrokerId, epoch: i64) -> CommandResult {
+        self.check_broker_epoch(id, epoch)?;
+        if let Some(b) = self.brokers.get_mut(&id) {
+            b.fenced = false;
+        }
+        self.reconcile_replicas_of(id, None, None);
+        Ok(CommandOutput::Broker(self.brokers[&id].clone()))
+    }
+
+    /// Re-runs leader election on every partition that has `broker` as a replica.
+    fn reconcile_replicas_of(
+        &mut self,
+        broker: BrokerId,
+        remove_from_isr: Option<BrokerId>,
+        restarted: Option<BrokerId>,
+    ) {
+        let live: BTreeMap<BrokerId, bool> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect();
+        let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
+        for t in self.topics.values_mut() {
+            let unclean = t.unclean_leader_election();
+            for p in t.partitions.iter_mut() {
+                if p.replicas.contains(&broker) {
+                    reconcile_partition(p, &is_live, unclean, remove_from_isr, restarted);
+                }
+            }
+        }
+    }
+
+    fn validate_assignment(&self, assignment: &[Vec<BrokerId>]) -> Result<(), Rejection> {
+        let bad = |reason: String| Err(Rejection::InvalidReplicaAssignment { reason });
+        let Some(first) = assignment.first() else {
+            return bad("no partitions".into());
+        };
+        for (i, replicas) in assignment.iter().enumerate() {
+            if replicas.is_empty() {
+                return bad(format!("partition {i} has no replicas"));
+            }
+            if replicas.len() != first.len() {
+                return bad(format!(
+                    "partition {i} has {} replicas, partition 0 has {}",
+                    replicas.len(),
+                    first.len()
+                ));
+            }
+            for (j, r) in replicas.iter().enumerate() {
+                if replicas[..j].contains(r) {
+                    return bad(format!("partition {i} names broker {r} twice"));
+                }
+                if !self.brokers.contains_key(r) {
+                    return bad(format!("partition {i} names unregistered broker {r}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// New partitions: the ISR is every unfenced replica (all are empty, so all are in
+    /// sync), the leader its first.
+    fn new_partitions(
+        &self,
+        first_index: usize,
+        assignment: &[Vec<BrokerId>],
+    ) -> Result<Vec<PartitionRecord>, Rejection> {
+        assignment
+            .iter()
+            .enumerate()
+            .map(|(i, replicas)| {
+                let isr: Vec<BrokerId> = replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| self.is_live(*r))
+                    .collect();
+                let Some(&leader) = isr.first() else {
+                    return Err(Rejection::InvalidReplicationFactor {
+                        factor: i32::try_from(replicas.len()).unwrap_or(i32::MAX),
+                        available: 0,
+                    });
+                };
+                Ok(PartitionRecord {
+                    partition: i32::try_from(first_index + i).unwrap_or(i32::MAX),
+                    replicas: replicas.clone(),
+                    isr,
+                    leader,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                })
+            })
+            .collect()
+    }
+
+    fn create_topic(&mut self, t: &NewTopic) -> CommandResult {
+        if let Some(existing) = self.topics.get(&t.name) {
+            // The same request again (a client retrying after a lost answer or a leader
+            // change) finds its own topic: the topic exists once.
+            if existing.id == t.id {
+                return Ok(CommandOutput::Topic(existing.clone()));
+            }
+            return Err(Rejection::TopicAlreadyExists {
+                name: t.name.clone(),
+            });
+        }
+        validate_topic_name(&t.name)?;
+        if t.id.is_zero() {
+            return Err(Rejection::InvalidRequest {
+                reason: "the topic id is zero".into(),
+            });
+        }
+        if let Some(other) = self.topic_by_id(t.id) {
+            return Err(Rejection::TopicIdInUse {
+                id: t.id,
+                existing: other.name.clone(),
+            });
+        }
+        validate_configs(&t.configs)?;
+        self.validate_assignment(&t.assignment)?;
+        let partitions = self.new_partitions(0, &t.assignment)?;
+        let record = TopicRecord {
+            id: t.id,
+            name: t.name.clone(),
+            configs: t.configs.clone(),
+            partitions,
+            storage_cluster_id: t.storage_cluster_id.clone(),
+        };
+        self.topics.insert(t.name.clone(), record.clone());
+        Ok(CommandOutput::Topic(record))
+    }
+
+    fn create_partitions(
+        &mut self,
+        name: &str,
+        count: i32,
+        assignment: &[Vec<BrokerId>],
+    ) -> CommandResult {
+        let t = self
+            .topics
+            .get(name)
+            .ok_or_else(|| Rejection::UnknownTopic {
+                name: name.to_string(),
+            })?;
+        let current = t.partitions.len();
+        let wanted = usize::try_from(count).unwrap_or(0);
+        if wanted <= current {
+            return Err(Rejection::InvalidPartitions {
+                count,
+                reason: format!("topic '{name}' has {current} partitions; the count can only grow"),
+            });
+        }
+        if current + assignment.len() != wanted {
+            return Err(Rejection::InvalidReplicaAssignment {
+                reason: format!(
+                    "{} replica lists for {} new partitions",
+                    assignment.len(),
+                    wanted - current
+                ),
+            });
+        }
+        self.validate_assignment(assignment)?;
+        let new = self.new_partitions(current, assignment)?;
+        let t = self
+            .topics
+            .get_mut(name)
+            .expect("checked above, under the same &mut");
+        t.partitions.extend(new);
+        Ok(CommandOutput::Topic(t.clone()))
+    }
+
+    fn set_configs(&mut self, name: &str, configs: &BTreeMap<String, String>) -> CommandResult {
+        validate_configs(configs)?;
+        let live: BTreeMap<BrokerId, bool> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect();
+        let t = self
+            .topics
+            .get_mut(name)
+            .ok_or_else(|| Rejection::UnknownTopic {
+                name: name.to_string(),
+            })?;
+        t.configs = configs.clone();
+        // Turning unclean election on elects leaders for offline partitions at once, as
+        // Kafka does when the config changes.
+        if t.unclean_leader_election() {
+            let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
+            for p in t.partitions.iter_mut().filter(|p| p.is_offline()) {
+                reconcile_partition(p, &is_live, true, None, None);
+            }
+        }
+        Ok(CommandOutput::Topic(t.clone()))
+    }
+
+    fn alter_partition(&mut self, req: &AlterPartitionRequest) -> CommandResult {
+        // Kafka's order of checks (ReplicationControlManager.alterPartition): broker
+        // epoch, topic and partition, leader, leader epoch, partition epoch, new ISR.
+        self.check_broker_epoch(req.broker, req.broker_epoch)?;
+        let live: BTreeMap<BrokerId, bool> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect();
+        let t = self
+            .topics
+            .values_mut()
+            .find(|t| t.id == req.topic_id)
+            .ok_or(Rejection::UnknownTopicId { id: req.topic_id })?;
+        let topic = t.name.clone();
+        let p = usize::try_from(req.partition)
+            .ok()
+            .and_then(|i| t.partitions.get_mut(i))
+            .ok_or_else(|| Rejection::UnknownPartition {
+                topic: topic.clone(),
+                partition: req.partition,
+            })?;
+        if p.leader != req.broker {
+            return Err(Rejection::NotLeader {
+                topic,
+                partition: req.partition,
+                broker: req.broker,
+                leader: p.leader,
+            });
+        }
+        if req.leader_epoch != p.leader_epoch {
+            return Err(Rejection::FencedLeaderEpoch {
+                topic,
+                partition: req.partition,
+                current: p.leader_epoch,
+                requested: req.leader_epoch,
+            });
+        }
+        if req.partition_epoch != p.partition_epoch {
+            // A retry of a change that was applied but whose answer was lost asks for the
+            // ISR that is already there: answer with the current state rather than make
+            // the leader think it failed. Any other stale request is refused.
+            if req.partition_epoch < p.partition_epoch && same_members(&req.new_isr, &p.isr) {
+                return Ok(CommandOutput::Partition(p.clone()));
+            }
+            return Err(Rejection::InvalidUpdateVersion {
+                topic,
+                partition: req.partition,
+                current: p.partition_epoch,
+                requested: req.partition_epoch,
+            });
+        }
+        if !req.new_isr.contains(&p.leader) {
+            return Err(Rejection::InvalidRequest {
+                reason: format!(
+                    "the new ISR {:?} of {topic}-{} leaves out its leader {}",
+                    req.new_isr, req.partition, p.leader
+                ),
+            });
+        }
+        for (i, r) in req.new_isr.iter().enumerate() {
+            let reason = if req.new_isr[..i].contains(r) {
+                Some("it is named twice")
+            } else if !p.replicas.contains(r) {
+                Some("it is not a replica")
+            } else if !live.get(r).copied().unwrap_or(false) {
+                Some("it is fenced or unregistered")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Rejection::IneligibleReplica {
+                    topic,
+                    partition: req.partition,
+                    replica: *r,
+                    reason: reason.into(),
+                });
+            }
+        }
+        if !same_members(&req.new_isr, &p.isr) {
+            p.isr = req.new_isr.clone();
+            p.partition_epoch += 1;
+        }
+        Ok(CommandOutput::Partition(p.clone()))
+    }
+
+    fn elect_leaders(&mut self, election: ElectionType, which: &[(String, i32)]) -> CommandOutput {
+        let live: BTreeMap<BrokerId, bool> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect();
+        let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
+        let mut outcomes = Vec::with_capacity(which.len());
+        for (topic, partition) in which {
+            let p = self.topics.get_mut(topic).and_then(|t| {
+                usize::try_from(*partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get_mut(i))
+            });
+            let result = match p {
+                None => Err(ElectionError::UnknownPartition),
+                Some(p) => match election {
+                    ElectionType::Preferred => {
+                        let preferred = p.preferred_leader();
+                        if p.leader == preferred {
+                            Err(ElectionError::NotNeeded)
+                        } else if p.isr.contains(&preferred) && is_live(preferred) {
+                            p.leader = preferred;
+                            p.leader_epoch += 1;
+                            p.partition_epoch += 1;
+                            Ok(p.clone())
+                        } else {
+                            Err(ElectionError::PreferredLeaderNotAvailable)
+                        }
+                    }
+                    ElectionType::Unclean => {
+                        if !p.is_offline() {
+                            Err(ElectionError::NotNeeded)
+                        } else {
+                            reconcile_partition(p, &is_live, true, None, None);
+                            if p.is_offline() {
+                                Err(ElectionError::EligibleLeadersNotAvailable)
+                            } else {
+                                Ok(p.clone())
+                            }
+                        }
+                    }
+                },
+            };
+            outcomes.push(ElectionOutcome {
+                topic: topic.clone(),
+                partition: *partition,
+                result,
+            });
+        }
+        CommandOutput::Elections(outcomes)
+    }
+}
+
+fn same_members(a: &[BrokerId], b: &[BrokerId]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
+/// Brings one partition in line with the set of live brokers (KRaft's
+/// PartitionChangeBuilder, without ELR). `remove_from_isr` leaves the ISR unless it is the
+/// last member; a `restarted` leader must be elected anew (new leader epoch) even if it
+/// is chosen again. Returns whether the partition changed.
+fn reconcile_partition(
+    p: &mut PartitionRecord,
+    is_live: &impl Fn(BrokerId) -> bool,
+    unclean: bool,
+    remove_from_isr: Option<BrokerId>,
+    restarted: Option<BrokerId>,
+) -> bool {
+    let old_leader = p.leader;
+    let mut isr = p.isr.clone();
+    if let Some(b) = remove_from_isr
+        && isr.contains(&b)
+        && isr.len() > 1
+    {
+        isr.retain(|r| *r != b);
+    }
+    let leader_ok = old_leader != NO_LEADER
+        && isr.contains(&old_leader)
+        && is_live(old_leader)
+        && restarted != Some(old_leader);
+    let mut leader = old_leader;
+    if !leader_ok {
+        // Clean election: the first replica (preference order) in the ISR that is live.
+        leader = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| isr.contains(r) && is_live(*r))
+            .unwrap_or(NO_LEADER);
+        if leader == NO_LEADER
+            && unclean
+            && let Some(r) = p.replicas.iter().copied().find(|r| is_live(*r))
+        {
+            leader = r;
+            isr = vec![r];
+        }
+    }
+    // Staying offline is no change; any other outcome of an election is a new leader
+    // (even the same broker again, when its previous incarnation led).
+    let stays_offline = old_leader == NO_LEADER && leader == NO_LEADER;
+    let leader_changed = !leader_ok && !stays_offline;
+    let isr_changed = isr != p.isr;
+    if leader_changed {
+        p.leader = leader;
+        p.leader_epoch += 1;
+    }
+    if leader_changed || isr_changed {
+        p.isr = isr;
+        p.partition_epoch += 1;
+    }
+    leader_changed || isr_changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(m: &mut ClusterMetadata, id: BrokerId, index: u64) -> i64 {
+        match m
+            .apply(
+                &Command::RegisterBroker {
+                    broker: id,
+                    host: "127.0.0.1".into(),
+                    port: 9092,
+                    rack: None,
+                },
+                index,
+            )
+            .unwrap()
+        {
+            CommandOutput::Broker(b) => b.epoch,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    fn topic(
+        m: &mut ClusterMetadata,
+        name: &str,
+        assignment: Vec<Vec<BrokerId>>,
+        configs: &[(&str, &str)],
+    ) -> TopicRecord {
+        let cmd = Command::CreateTopic(NewTopic {
+            id: TopicId::random(),
+            name: name.into(),
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            assignment,
+            storage_cluster_id: None,
+        });
+        match m.apply(&cmd, 0).unwrap() {
+            CommandOutput::Topic(t) => t,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    fn three_brokers() -> (ClusterMetadata, [i64; 3]) {
+        let mut m = ClusterMetadata::default();
+        let e = [
+            register(&mut m, 1, 1),
+            register(&mut m, 2, 2),
+            register(&mut m, 3, 3),
+        ];
+        (m, e)
+    }
+
+    #[test]
+    fn fencing_the_leader_elects_from_the_isr_and_shrinks_it() {
+        let (mut m, e) = three_brokers();
+        topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        let v = m.version;
+        m.apply(
+            &Command::FenceBroker {
+                broker: 1,
+                epoch: e[0],
+            },
+            10,
+        )
+        .unwrap();
+        assert_eq!(m.version, v + 1);
+        let p = m.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3]));
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 1));
+        // Fencing a follower shrinks the ISR without a leader change.
+        m.apply(
+            &Command::FenceBroker {
+                broker: 3,
+                epoch: e[2],
+            },
+            11,
+        )
+        .unwrap();
+        let p = m.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 2));
+        // The last ISR member stays in the ISR; the partition goes offline.
+        m.apply(
+            &Command::FenceBroker {
+                broker: 2,
+                epoch: e[1],
+            },
+            12,
+        )
+        .unwrap();
+        let p = m.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![2]));
+        assert_eq!(p.leader_epoch, 2);
+        // An out-of-sync replica coming back does not make it a leader (clean only)...
+        m.apply(
+            &Command::UnfenceBroker {
+                broker: 1,
+                epoch: e[0],
+            },
+            13,
+        )
+        .unwrap();
+        assert!(m.partition("t", 0).unwrap().is_offline());
+        // ...the last ISR member does.
+        m.apply(
+            &Command::UnfenceBroker {
+                broker: 2,
+                epoch: e[1],
+            },
+            14,
+        )
+        .unwrap();
+        let p = m.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (2, vec![2], 3));
+    }
+
+    #[test]
+    fn unclean_election_only_when_the_topic_enables_it() {
+        let (mut m, e) = three_brokers();
+        topic(&mut m, "clean", vec![vec![1, 2]], &[]);
+        topic(
+            &mut m,
+            "dirty",
+            vec![vec![1, 2]],
+            &[("unclean.leader.election.enable", "true")],
+        );
+        for t in ["clean", "dirty"] {
+            let p = m.partition(t, 0).unwrap().clone();
+            let id = m.topic(t).unwrap().id;
+            // The leader drops 2 from the ISR (it lags).
+            m.apply(
+                &Command::AlterPartition(AlterPartitionRequest {
+                    broker: 1,
+                    broker_epoch: e[0],
+                    topic_id: id,
+                    partition: 0,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: vec![1],
+                }),
+                20,
+            )
+            .unwrap();
+        }
+        m.apply(
+            &Command::FenceBroker {
+                broker: 1,
+                epoch: e[0],
+            },
+            21,
+        )
+        .unwrap();
+        assert!(m.partition("clean", 0).unwrap().is_offline());
+        let dirty = m.partition("dirty", 0).unwrap();
+        assert_eq!((dirty.leader, dirty.isr.clone()), (2, vec![2]));
+        // Enabling it later elects at once.
+        m.apply(
+            &Command::SetTopicConfigs {
+                name: "clean".into(),
+                configs: BTreeMap::from([("unclean.leader.election.enable".into(), "true".into())]),
+            },
+            22,
+        )
+        .unwrap();
+        assert_eq!(m.partition("clean", 0).unwrap().leader, 2);
+    }
+
+    #[test]
+    fn alter_partition_checks_epochs_leader_and_isr() {
+        let (mut m, e) = three_brokers();
+        let t = topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        let req = |isr: Vec<BrokerId>, le: i32, pe: i32| {
+            Command::AlterPartition(AlterPartitionRequest {
+                broker: 1,
+                broker_epoch: e[0],
+                topic_id: t.id,
+                partition: 0,
+                leader_epoch: le,
+                partition_epoch: pe,
+                new_isr: isr,
+            })
+        };
+        let out = m.apply(&req(vec![1, 2], 0, 0), 30).unwrap();
+        let CommandOutput::Partition(p) = out else {
+            panic!()
+        };
+        assert_eq!((p.isr.clone(), p.partition_epoch), (vec![1, 2], 1));
+        // The same change again with the old epoch: already applied, answered as done.
+        assert_eq!(
+            m.apply(&req(vec![2, 1], 0, 0), 31).unwrap(),
+            CommandOutput::Partition(p.clone())
+        );
+        // A different change with a stale partition epoch is refused.
+        assert!(matches!(
+            m.apply(&req(vec![1, 2, 3], 0, 0), 32),
+            Err(Rejection::InvalidUpdateVersion {
+                current: 1,
+                requested: 0,
+                ..
+            })
+        ));
+        assert!(matches!(
+            m.apply(&req(vec![1, 2, 3], 1, 1), 33),
+            Err(Rejection::FencedLeaderEpoch {
+                current: 0,
+                requested: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            m.apply(&req(vec![2, 3], 0, 1), 34),
+            Err(Rejection::InvalidRequest { .. })
+        ));
+        assert!(matches!(
+            m.apply(&req(vec![1, 4], 0, 1), 35),
+            Err(Rejection::IneligibleReplica { replica: 4, .. })
+        ));
+        m.apply(
+            &Command::FenceBroker {
+                broker: 3,
+                epoch: e[2],
+            },
+            36,
+        )
+        .unwrap();
+        let pe = m.partition("t", 0).unwrap().partition_epoch;
+        assert!(matches!(
+            m.apply(&req(vec![1, 2, 3], 0, pe), 37),
+            Err(Rejection::IneligibleReplica { replica: 3, .. })
+        ));
+        // From a broker that is not the leader, or with an old broker epoch.
+        let mut not_leader = req(vec![1, 2], 0, pe);
+        if let Command::AlterPartition(r) = &mut not_leader {
+            r.broker = 2;
+            r.broker_epoch = e[1];
+        }
+        assert!(matches!(
+            m.apply(&not_leader, 38),
+            Err(Rejection::NotLeader { leader: 1, .. })
+        ));
+        let mut stale = req(vec![1, 2], 0, pe);
+        if let Command::AlterPartition(r) = &mut stale {
+            r.broker_epoch = 0;
+        }
+        assert!(matches!(
+            m.apply(&stale, 39),
+            Err(Rejection::StaleBrokerEpoch { .. })
+        ));
+        // Refusals change nothing.
+        let v = m.version;
+        let _ = m.apply(&stale, 40);
+        assert_eq!(m.version, v);
+    }
+
+    #[test]
+    fn reregistration_leaves_isrs_and_reelects() {
+        let (mut m, _) = three_brokers();
+        topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        topic(&mut m, "solo", vec![vec![1]], &[]);
+        let epoch = register(&mut m, 1, 50);
+        assert_eq!(epoch, 50);
+        let p = m.partition("t", 0).unwrap();
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.leader_epoch),
+            (2, vec![2, 3], 1)
+        );
+        // A single-replica partition keeps its only replica, under a new leader epoch.
+        let p = m.partition("solo", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (1, vec![1], 1));
+    }
+
+    #[test]
+    fn preferred_election_moves_leadership_back() {
+        let (mut m, e) = three_brokers();
+        topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        m.apply(
+            &Command::FenceBroker {
+                broker: 1,
+                epoch: e[0],
+            },
+            5,
+        )
+        .unwrap();
+        m.apply(
+            &Command::UnfenceBroker {
+                broker: 1,
+                epoch: e[0],
+            },
+            6,
+        )
+        .unwrap();
+        let which = vec![("t".to_string(), 0)];
+        let elect = Command::ElectLeaders {
+            election: ElectionType::Preferred,
+            partitions: which.clone(),
+        };
+        let CommandOutput::Elections(o) = m.apply(&elect, 7).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o[0].result, Err(ElectionError::PreferredLeaderNotAvailable));
+        let p = m.partition("t", 0).unwrap().clone();
+        let id = m.topic("t").unwrap().id;
+        m.apply(
+            &Command::AlterPartition(AlterPartitionRequest {
+                broker: 2,
+                broker_epoch: e[1],
+                topic_id: id,
+                partition: 0,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: vec![2, 3, 1],
+            }),
+            8,
+        )
+        .unwrap();
+        let CommandOutput::Elections(o) = m.apply(&elect, 9).unwrap() else {
+            panic!()
+        };
+        let p = o[0].result.clone().unwrap();
+        assert_eq!((p.leader, p.leader_epoch), (1, 2));
+        let CommandOutput::Elections(o) = m.apply(&elect, 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o[0].result, Err(ElectionError::NotNeeded));
+    }
+
+    #[test]
+    fn topics_are_created_once() {
+        let (mut m, _) = three_brokers();
+        let t = NewTopic {
+            id: TopicId::random(),
+            name: "t".into(),
+            configs: BTreeMap::new(),
+            assignment: vec![vec![1, 2]],
+            storage_cluster_id: None,
+        };
+        let first = m.apply(&Command::CreateTopic(t.clone()), 1).unwrap();
+        assert_eq!(m.apply(&Command::CreateTopic(t.clone()), 2).unwrap(), first);
+        let other = NewTopic {
+            id: TopicId::random(),
+            ..t.clone()
+        };
+        assert!(matches!(
+            m.apply(&Command::CreateTopic(other), 3),
+            Err(Rejection::TopicAlreadyExists { .. })
+        ));
+        let same_id = NewTopic {
+            name: "u".into(),
+            ..t.clone()
+        };
+        assert!(matches!(
+            m.apply(&Command::CreateTopic(same_id), 4),
+            Err(Rejection::TopicIdInUse { .. })
+        ));
+        for (bad, want) in [
+            (vec![vec![1, 1]], "twice"),
+            (vec![vec![9]], "unregistered"),
+            (vec![vec![1], vec![1, 2]], "replicas"),
+            (vec![], "no partitions"),
+        ] {
+            let cmd = Command::CreateTopic(NewTopic {
+                id: TopicId::random(),
+                name: "v".into(),
+                configs: BTreeMap::new(),
+                assignment: bad,
+                storage_cluster_id: None,
+            });
+            match m.apply(&cmd, 5) {
+                Err(Rejection::InvalidReplicaAssignment { reason }) => {
+                    assert!(reason.contains(want), "{reason}")
+                }
+                o => panic!("{o:?}"),
+            }
+        }
+        let bad_config = Command::CreateTopic(NewTopic {
+            id: TopicId::random(),
+            name: "w".into(),
+            configs: BTreeMap::from([("nope".into(), "1".into())]),
+            assignment: vec![vec![1]],
+            storage_cluster_id: None,
+        });
+        assert!(matches!(
+            m.apply(&bad_config, 6),
+            Err(Rejection::InvalidConfig { .. })
+        ));
+        assert_eq!(m.topics.len(), 1);
+    }
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        for ok in ["a", "orders.v2", "A_b-c", &"x".repeat(249)] {
+            validate_topic_name(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "has space", "ünï", "a/b", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn producer_ids_are_never_reused() {
+        let mut m = ClusterMetadata::default();
+        let a = m
+            .apply(&Command::AllocateProducerIds { count: 10 }, 1)
+            .unwrap();
+        let b = m
+            .apply(&Command::AllocateProducerIds { count: 5 }, 2)
+            .unwrap();
+        assert_eq!(
+            (a, b),
+            (
+                CommandOutput::ProducerIds {
+                    first: 1000,
+                    count: 10
+                },
+                CommandOutput::ProducerIds {
+                    first: 1010,
+                    count: 5
+                }
+            )
+        );
+        assert!(
+            m.apply(&Command::AllocateProducerIds { count: 0 }, 3)
+                .is_err()
+        );
+    }
+}
