@@ -403,3 +403,121 @@ impl ControllerClient {
         }
     }
 }
+
+/// What brokers and tools need from the controller, as a trait object so tests can fake
+/// it. [`ControllerClient`] is the real one.
+#[async_trait::async_trait]
+pub trait ControllerApi: Send + Sync + std::fmt::Debug {
+    async fn register_broker(
+        &self,
+        registration: BrokerRegistration,
+    ) -> Result<BrokerRecord, ControllerError>;
+    async fn heartbeat(
+        &self,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+    ) -> Result<HeartbeatReply, ControllerError>;
+    async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError>;
+    async fn restore_topic(&self, topic: NewTopicRequest) -> Result<TopicRecord, ControllerError>;
+    async fn delete_topic(&self, name: &str) -> Result<TopicRecord, ControllerError>;
+    async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicRecord, ControllerError>;
+    async fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError>;
+    async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+    ) -> Result<PartitionRecord, ControllerError>;
+    async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<ElectionOutcome>, ControllerError>;
+    async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError>;
+    async fn metadata(
+        &self,
+        since_version: u64,
+        wait: Duration,
+    ) -> Result<Option<ClusterMetadata>, ControllerError>;
+}
+
+#[async_trait::async_trait]
+impl ControllerApi for ControllerClient {
+    async fn register_broker(
+        &self,
+        registration: BrokerRegistration,
+    ) -> Result<BrokerRecord, ControllerError> {
+        ControllerClient::register_broker(self, registration).await
+    }
+    async fn heartbeat(
+        &self,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        ControllerClient::heartbeat(self, broker_id, broker_epoch).await
+    }
+    async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::create_topic(self, name, partitions, replication_factor, configs).await
+    }
+    async fn restore_topic(&self, topic: NewTopicRequest) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::restore_topic(self, topic).await
+    }
+    async fn delete_topic(&self, name: &str) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::delete_topic(self, name).await
+    }
+    async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::create_partitions(self, name, count).await
+    }
+    async fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::set_configs(self, name, configs).await
+    }
+    async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+    ) -> Result<PartitionRecord, ControllerError> {
+        ControllerClient::alter_partition(self, request).await
+    }
+    async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<ElectionOutcome>, ControllerError> {
+        ControllerClient::elect_leaders(self, election, partitions).await
+    }
+    async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
+        ControllerClient::allocate_producer_ids(self, count).await
+    }
+    async fn metadata(
+        &self,
+        since_version: u64,
+        wait: Duration,
+    ) -> Result<Option<ClusterMetadata>, ControllerError> {
+        ControllerClient::metadata(self, since_version, wait).await
+    }
+}

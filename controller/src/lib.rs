@@ -19,6 +19,32 @@
 //!
 //! Errors: [`ControllerError`] says whether a retry can help and maps to a Kafka error
 //! code in one place ([`ControllerError::error_code`]).
+//!
+//! # Running N voters
+//!
+//! Every voter gets the same voter list and its own id, address and directory:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), strata_controller::ControllerError> {
+//! use strata_controller::{Controller, ControllerConfig};
+//! let voters = ControllerConfig::parse_voters("1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093")?;
+//! let controller = Controller::start(ControllerConfig {
+//!     node_id: 2,
+//!     listen_addr: "127.0.0.2:9093".parse().expect("an address"),
+//!     voters,
+//!     data_dir: "strata-data-2/controller".into(),
+//!     ..ControllerConfig::default()
+//! })
+//! .await?;
+//! let client = controller.client(); // or ControllerClient::new(["127.0.0.1:9093", ...])
+//! # Ok(()) }
+//! ```
+//!
+//! The voter with the lowest id initialises the quorum the first time (when its
+//! directory is empty); the others wait for it. A quorum of N voters survives
+//! (N - 1) / 2 failures: use 3 or 5. With one voter (the embedded default,
+//! [`ControllerConfig::default`]) the controller is its own quorum and starts in well
+//! under a second.
 
 pub mod assign;
 pub mod client;
@@ -33,7 +59,7 @@ pub mod state;
 pub mod store;
 pub mod types;
 
-pub use client::{ClientConfig, ControllerClient};
+pub use client::{ClientConfig, ControllerApi, ControllerClient};
 pub use clock::{Clock, ManualClock, TokioClock};
 pub use config::{ConfigError, ControllerConfig, RaftTuning};
 pub use controller::{Controller, StartOptions};

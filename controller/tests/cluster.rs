@@ -199,6 +199,7 @@ async fn single_voter_starts_fast_and_serves() {
     let client = c.client();
     let epoch = register(&client, 1).await;
     let ready = started.elapsed();
+    eprintln!("single voter: first registration answered {ready:?} after start");
     assert!(ready < Duration::from_secs(1), "took {ready:?}");
     let t = client
         .create_topic("orders", 3, -1, BTreeMap::new())
@@ -226,6 +227,7 @@ async fn single_voter_starts_fast_and_serves() {
     let client = c.client();
     let again = client.allocate_producer_ids(1).await.unwrap();
     let ready = started.elapsed();
+    eprintln!("single voter: first call after a restart answered {ready:?} after start");
     assert!(ready < Duration::from_secs(1), "restart took {ready:?}");
     assert!(again >= first + 100);
     let m = client.metadata(0, Duration::ZERO).await.unwrap().unwrap();
@@ -343,21 +345,31 @@ async fn creating_topics_while_the_leader_is_killed_creates_each_at_most_once() 
         register(&client, b).await;
     }
     let leader = q.leader().await;
+    let before = client.metadata(0, Duration::ZERO).await.unwrap().unwrap();
     let mut calls = Vec::new();
-    for i in 0..8 {
+    for task in 0..8 {
         let client = client.clone();
         calls.push(tokio::spawn(async move {
-            let name = format!("racing-{i}");
-            let r = client.create_topic(&name, 3, 3, BTreeMap::new()).await;
-            (name, r)
+            let mut out = Vec::new();
+            for i in 0..4 {
+                let name = format!("racing-{task}-{i}");
+                let r = client.create_topic(&name, 3, 3, BTreeMap::new()).await;
+                out.push((name, r));
+            }
+            out
         }));
     }
-    // Kill the leader while the creations are in flight.
-    tokio::task::yield_now().await;
+    // Kill the leader as soon as the first creation is applied, while the rest are in
+    // flight.
+    client
+        .metadata(before.version, WAIT)
+        .await
+        .unwrap()
+        .expect("a creation");
     q.stop(leader).await;
     let mut results = Vec::new();
     for c in calls {
-        results.push(c.await.unwrap());
+        results.extend(c.await.unwrap());
     }
     let m = wait_for(&client, "a new leader", |m| {
         m.controller_leader.is_some_and(|l| l != leader)
