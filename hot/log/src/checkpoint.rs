@@ -6,6 +6,7 @@ use std::path::Path;
 
 use strata_proto::Offset;
 
+use crate::epoch::{self, LeaderEpochCache};
 use crate::error::LogError;
 
 /// Reads a checkpoint; `None` if absent or unreadable (a torn checkpoint is treated as
@@ -24,16 +25,33 @@ pub(crate) fn read(path: &Path) -> Option<Offset> {
 /// Writes a checkpoint: temp file, fsync, rename. With `sync_dir` the rename itself is
 /// made durable too (needed when the value must not go backwards after a crash).
 pub(crate) fn write(path: &Path, value: Offset, sync_dir: bool) -> Result<(), LogError> {
+    write_bytes(path, format!("0\n{value}\nend\n").as_bytes(), sync_dir)
+}
+
+/// Replaces the file at `path` with `bytes` atomically: temp file, fsync, rename, and
+/// with `sync_dir` an fsync of the directory.
+pub(crate) fn write_bytes(path: &Path, bytes: &[u8], sync_dir: bool) -> Result<(), LogError> {
     let tmp = path.with_extension("tmp");
     let mut f = fs::File::create(&tmp).map_err(LogError::io("create", &tmp))?;
-    f.write_all(format!("0\n{value}\nend\n").as_bytes())
-        .map_err(LogError::io("write", &tmp))?;
+    f.write_all(bytes).map_err(LogError::io("write", &tmp))?;
     f.sync_all().map_err(LogError::io("fsync", &tmp))?;
     fs::rename(&tmp, path).map_err(LogError::io("rename", path))?;
     if sync_dir && let Some(dir) = path.parent() {
         sync_directory(dir)?;
     }
     Ok(())
+}
+
+/// The leader-epoch checkpoint at `path`; `None` if absent, torn or invalid (the caller
+/// rebuilds the cache from the batches then).
+pub(crate) fn read_epochs(path: &Path) -> Option<LeaderEpochCache> {
+    epoch::decode(&fs::read(path).ok()?)
+}
+
+/// Writes the leader-epoch checkpoint durably (rename and directory fsynced): an entry
+/// that came back after a crash could describe batches the log no longer has.
+pub(crate) fn write_epochs(path: &Path, cache: &LeaderEpochCache) -> Result<(), LogError> {
+    write_bytes(path, &epoch::encode(cache), true)
 }
 
 /// fsyncs a directory so that created, renamed and removed entries are durable.

@@ -44,6 +44,21 @@ pub enum LogError {
     /// The idempotent-producer checks refused the batch.
     #[error(transparent)]
     Producer(#[from] ProducerError),
+    /// A truncation target inside a batch. Kafka truncates to batch boundaries, and a
+    /// follower's truncation offsets (epoch ends) always are.
+    #[error(
+        "offset {offset} is inside the batch [{batch_base}, {batch_next}), not at a batch boundary"
+    )]
+    NotBatchBoundary {
+        offset: Offset,
+        batch_base: Offset,
+        batch_next: Offset,
+    },
+    /// A follower's batches do not continue the log: the first must start at the log
+    /// end and each the next where the previous ended (Kafka's
+    /// `UnexpectedAppendOffsetException`). The follower refetches from its log end.
+    #[error("replicated batch starts at offset {found}, expected {expected}")]
+    UnexpectedAppendOffset { expected: Offset, found: Offset },
     #[error("corrupt log data in {path} at byte {position}: {reason}")]
     Corrupt {
         path: PathBuf,
@@ -72,6 +87,8 @@ impl LogError {
             LogError::NotEmpty { .. } => ErrorCode::UnknownServerError,
             LogError::ProducerBatchNotAlone { .. } => ErrorCode::InvalidRecord,
             LogError::Producer(e) => e.error_code(),
+            LogError::NotBatchBoundary { .. } => ErrorCode::UnknownServerError,
+            LogError::UnexpectedAppendOffset { .. } => ErrorCode::UnknownServerError,
         }
     }
 

@@ -182,6 +182,44 @@ impl IndexBuilder {
         self.max_ts = self.max_ts.max(max_ts);
     }
 
+    /// A builder holding what `idx` (built by a builder with this `interval`, sealed or
+    /// not) held for the batches before relative offset `cut_rel`, except those after
+    /// its last offset-index entry below `cut_rel`: returns it and the byte position of
+    /// that entry's batch (0 if none), from which the caller replays the remaining
+    /// batches with [`Self::on_batch`] to get exactly the builder that appending only
+    /// the batches before `cut_rel` would have produced. Used to cut a segment.
+    pub fn rewind(idx: &Indexes, interval: u64, cut_rel: u32) -> (IndexBuilder, u32) {
+        let k = idx.offsets.partition_point(|e| e.rel < cut_rel);
+        let Some(last) = k.checked_sub(1).map(|i| idx.offsets[i]) else {
+            return (IndexBuilder::new(interval), 0);
+        };
+        // The state just before the batch at `last` was added. Its entry was placed
+        // because at least `interval` bytes had passed; the max timestamp before it is
+        // the newest time entry at or before it (one is always added with the first
+        // offset entry, and later ones whenever the max grew).
+        let max_ts = idx
+            .times
+            .iter()
+            .take_while(|t| t.rel <= last.rel)
+            .last()
+            .map_or(-1, |t| t.ts);
+        let builder = IndexBuilder {
+            interval,
+            bytes_since_entry: interval,
+            max_ts,
+            idx: Indexes {
+                offsets: idx.offsets[..k - 1].to_vec(),
+                times: idx
+                    .times
+                    .iter()
+                    .copied()
+                    .take_while(|t| t.rel < last.rel)
+                    .collect(),
+            },
+        };
+        (builder, last.pos)
+    }
+
     pub fn interval(&self) -> u64 {
         self.interval
     }
@@ -241,6 +279,59 @@ mod tests {
         .unwrap();
         assert_eq!(back.offsets, idx.offsets);
         assert_eq!(back.times, idx.times);
+    }
+
+    /// Rewinding to any batch boundary and replaying the batches from the returned
+    /// position gives the builder that only those batches would have built.
+    #[test]
+    fn rewind_then_replay_equals_building_the_prefix() {
+        // (rel, pos, size, max_ts): sizes and timestamps that move irregularly.
+        let mut batches = Vec::new();
+        let (mut rel, mut pos) = (0u32, 0u32);
+        for i in 0..60u32 {
+            let size = 20 + (i * 37) % 90;
+            let ts = if i % 7 == 3 {
+                5
+            } else {
+                1000 + (i as i64 * 13) % 50
+            };
+            batches.push((rel, pos, size as u64, ts));
+            rel += 1 + i % 3;
+            pos += size;
+        }
+        for interval in [0, 1, 64, 150, 10_000] {
+            let mut full = IndexBuilder::new(interval);
+            for &(r, p, s, t) in &batches {
+                full.on_batch(r, p, s, t);
+            }
+            for sealed in [false, true] {
+                let mut idx_source = full.clone();
+                if sealed {
+                    idx_source.seal(rel);
+                }
+                for cut in 0..batches.len() {
+                    let cut_rel = batches[cut].0;
+                    let mut want = IndexBuilder::new(interval);
+                    for &(r, p, s, t) in &batches[..cut] {
+                        want.on_batch(r, p, s, t);
+                    }
+                    let (mut got, from) = IndexBuilder::rewind(&idx_source.idx, interval, cut_rel);
+                    for &(r, p, s, t) in batches[..cut].iter().filter(|b| b.1 >= from) {
+                        got.on_batch(r, p, s, t);
+                    }
+                    assert_eq!(
+                        got.idx.offsets, want.idx.offsets,
+                        "interval {interval} cut {cut}"
+                    );
+                    assert_eq!(
+                        got.idx.times, want.idx.times,
+                        "interval {interval} cut {cut}"
+                    );
+                    assert_eq!(got.max_ts, want.max_ts);
+                    assert_eq!(got.bytes_since_entry, want.bytes_since_entry);
+                }
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! 00000000000000000000.snapshot    idempotent-producer state of every batch below this offset
 //! recovery-point                   every byte below this offset is fsynced
 //! log-start-offset                 the first offset readers may see
+//! leader-epoch-checkpoint          the first offset of every leader epoch (KIP-101)
 //! ```
 //!
 //! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, open and
@@ -20,8 +21,9 @@
 //! writes through the aligned tail buffer, and reads from it), `direct_read` (direct
 //! reads of the rest), `index` (sparse
 //! offset and time indexes), [`producer`] (sans-IO idempotent-producer state and its
-//! snapshot encoding), `snapshot` (producer snapshot files), `checkpoint` (one-offset
-//! files replaced atomically), `config` and `clock`.
+//! snapshot encoding), `snapshot` (producer snapshot files), [`epoch`] (sans-IO
+//! leader-epoch cache and its checkpoint format), `checkpoint` (checkpoint files
+//! replaced atomically), `config` and `clock`.
 //!
 //! # IO modes
 //!
@@ -88,6 +90,25 @@
 //! describe), then replays the batch headers after it. The state outlives retention
 //! (KIP-360): retention keeps the newest snapshot at or below the log start.
 //!
+//! # Replication support
+//!
+//! What a replica needs of its log, with Kafka's semantics (the state machine that
+//! decides when to use it is `strata-replica`):
+//!
+//! - The leader-epoch cache ([`epoch`], Kafka's `LeaderEpochFileCache`, KIP-101 and
+//!   KIP-279): the first offset of every leader epoch, kept in
+//!   `leader-epoch-checkpoint` (written atomically, before the batches it describes)
+//!   and consistent with the batches: [`Log::append`] starts an entry when its epoch is
+//!   new, [`Log::assign_epoch_start`] when a replica becomes leader, truncation drops
+//!   the entries at and above the cut, a moved log start moves the first entry.
+//!   [`Log::end_offset_for_epoch`] answers OffsetsForLeaderEpoch.
+//! - [`Log::append_replicated`]: a follower's append (Kafka's `appendAsFollower`) of
+//!   batches that keep the leader's offsets and epochs; they must continue the log
+//!   exactly. Producer state is updated from them without sequence checks.
+//! - [`Log::truncate_to`] (to a batch boundary, durable before it returns) and
+//!   [`Log::truncate_fully_and_start_at`]: how a follower drops what the leader does
+//!   not have. Producer state and the epoch cache follow the cut.
+//!
 //! # Recovery
 //!
 //! [`Log::open`] rescans, CRC-checking every batch, each segment at or above the
@@ -97,12 +118,16 @@
 //! boundary, where the file ends, are the padding of direct writes: cut, not reported.
 //! Segments
 //! below the recovery point are trusted, but their indexes are sanity-checked when
-//! first used and rebuilt if damaged.
+//! first used and rebuilt if damaged. The leader-epoch checkpoint is clipped to the log
+//! and checked against the epochs of the rescanned batches; if it is missing, damaged
+//! or disagrees, the cache is rebuilt from the headers of every batch (which a log
+//! whose batches carry no epoch, -1, pays on every open).
 
 mod checkpoint;
 mod clock;
 mod config;
 mod direct_read;
+pub mod epoch;
 mod error;
 mod index;
 mod log;
@@ -113,6 +138,7 @@ mod tail;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DEFAULT_TAIL_CACHE_BYTES, IoMode, LogConfig, RetentionLimits};
+pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use error::LogError;
 pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,

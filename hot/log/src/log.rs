@@ -9,12 +9,13 @@ use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
-use strata_proto::{BatchHeader, Offset, ProducerId};
+use strata_proto::{BatchHeader, LeaderEpoch, Offset, ProducerId};
 
 use crate::checkpoint;
 use crate::clock::Clock;
 use crate::config::{IoMode, LogConfig};
 use crate::direct_read::{self, AlignedBuf};
+use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::LogError;
 use crate::index::{Indexes, TIME_ENTRY, rel};
 use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
@@ -27,6 +28,8 @@ const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// entry to the wanted batch (index.interval.bytes is 4 KiB by default).
 const READ_SLACK: u64 = 64 * 1024;
 const LOG_START_FILE: &str = "log-start-offset";
+/// Kafka's name for the leader-epoch cache's checkpoint.
+const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
 
 /// What an append did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -101,6 +104,9 @@ pub struct RecoveryReport {
     /// Producer snapshots deleted: damaged ones, and ones past the log end (left by a
     /// truncation).
     pub deleted_producer_snapshots: Vec<Offset>,
+    /// The leader-epoch checkpoint was missing, damaged, or disagreed with the
+    /// batches, and the cache was rebuilt from the batch headers.
+    pub rebuilt_leader_epochs: bool,
 }
 
 impl RecoveryReport {
@@ -119,6 +125,17 @@ pub struct RetentionOutcome {
     pub log_start_offset: Offset,
 }
 
+/// Where one batch of an append sits in the caller's buffer, and what it got.
+#[derive(Clone, Copy, Debug)]
+struct Stored {
+    start: usize,
+    len: usize,
+    base: Offset,
+    /// The max timestamp as stored (the append time for LogAppendTime topics).
+    max_ts: i64,
+    records: i64,
+}
+
 #[derive(Debug)]
 struct Inner {
     config: LogConfig,
@@ -132,6 +149,9 @@ struct Inner {
     /// Idempotent producers: checked and updated under the write lock together with the
     /// append, so a check and the append it allows are atomic.
     producers: ProducerState,
+    /// The leader-epoch cache (KIP-101), consistent with the batches: changed under the
+    /// write lock, durable before the batches it describes are written.
+    epochs: LeaderEpochCache,
     /// Direct mode: the active segment's newest bytes, written through it and read
     /// from it (see `tail`).
     tail: TailCache,
@@ -357,6 +377,8 @@ impl Log {
         let start_checkpoint = checkpoint::read(&dir.join(LOG_START_FILE));
         let interval = config.index_interval_bytes;
         let mut segments: BTreeMap<Offset, Segment> = BTreeMap::new();
+        // The leader-epoch runs of the scanned batches, to check the epoch cache with.
+        let mut scanned_epochs: Vec<(LeaderEpoch, Offset, Offset)> = Vec::new();
         let mut cut = false;
         for (i, &base) in bases.iter().enumerate() {
             let path = segment::log_path(dir, base);
@@ -395,6 +417,7 @@ impl Log {
                 IoMode::Buffered => None,
             };
             let scan = Segment::scan(&file, direct.as_deref(), &path, base, interval)?;
+            scanned_epochs.extend_from_slice(&scan.epochs);
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
             if scan.padding > 0 {
                 // Zeros a direct write padded the last block with: nothing was lost.
@@ -500,6 +523,7 @@ impl Log {
             unflushed_records: 0,
             first_unflushed_ms: None,
             producers: ProducerState::new(),
+            epochs: LeaderEpochCache::new(),
             tail: TailCache::new(tail_cache_bytes),
             direct_refused: false,
             direct_written: false,
@@ -543,6 +567,10 @@ impl Log {
         inner.producers = producers;
         // Finish a retention pass cut short between deleting segments and snapshots.
         snapshot::retain_from(dir, inner.log_start_offset);
+
+        let (epochs, rebuilt) = recover_epochs(dir, &inner, &scanned_epochs)?;
+        report.rebuilt_leader_epochs = rebuilt;
+        inner.epochs = epochs;
 
         if !report.truncations.is_empty() || !report.deleted_segments.is_empty() {
             tracing::warn!(dir = %dir.display(), ?report, "log recovered with repairs");
@@ -618,7 +646,10 @@ impl Log {
     }
 
     /// Validates and appends one or more batches, giving them offsets from the log end
-    /// and stamping `leader_epoch` into them. Either every batch is appended or none.
+    /// and stamping `leader_epoch` into them (Kafka's `appendAsLeader`). Either every
+    /// batch is appended or none. An epoch newer than the leader-epoch cache's latest
+    /// starts a new entry at the first offset, made durable before the batches are
+    /// written (KIP-101); a negative epoch is stamped but not recorded.
     ///
     /// A batch with a producer id must come alone and passes the idempotent-producer
     /// checks first (see the crate docs): a retry of one of the producer's last five
@@ -632,7 +663,7 @@ impl Log {
             (g.config.max_message_bytes, g.config.segment_bytes)
         };
         // Validate everything before touching the log (no lock held: CRCs take time).
-        let mut spans: Vec<(usize, usize, i32, i64)> = Vec::new(); // (start, len, count, max_ts)
+        let mut spans: Vec<Stored> = Vec::new();
         let mut producer_batch: Option<BatchHeader> = None;
         let mut pos = 0;
         for b in batch::batches(batches) {
@@ -648,7 +679,13 @@ impl Log {
             if b.header().has_producer_id() {
                 producer_batch = Some(*b.header());
             }
-            spans.push((pos, b.len(), b.header().record_count, b.max_timestamp()));
+            spans.push(Stored {
+                start: pos,
+                len: b.len(),
+                base: 0, // assigned under the lock
+                max_ts: b.max_timestamp(),
+                records: b.header().record_count as i64,
+            });
             pos += b.len();
         }
         if producer_batch.is_some() && spans.len() > 1 {
@@ -689,79 +726,255 @@ impl Log {
                 }
             }
         }
-        {
-            let active = g.active();
-            let too_big = active.size + batches.len() as u64 > g.config.segment_bytes;
-            let too_old = active
-                .first_append_ms
-                .is_some_and(|t| now - t >= g.config.segment_ms);
-            let offsets_overflow =
-                active.next_offset - active.base + (batches.len() as i64) > u32::MAX as i64;
-            if active.size > 0 && (too_big || too_old || offsets_overflow) {
-                self.roll(g)?;
-            }
-        }
+        let total_records: i64 = spans.iter().map(|s| s.records).sum();
+        self.maybe_roll_for(g, now, batches.len(), total_records)?;
         let log_append_time = g.config.log_append_time.then_some(now);
-        let active = g.active_mut();
-        let first_offset = active.next_offset;
+        let first_offset = g.log_end_offset();
         let mut next = first_offset;
         let mut max_ts = -1i64;
-        let mut records = 0i64;
-        for &(start, len, count, ts) in &spans {
-            let b = &mut batches[start..start + len];
+        for s in &mut spans {
+            let b = &mut batches[s.start..s.start + s.len];
             batch::set_base_offset(b, next);
             batch::set_partition_leader_epoch(b, leader_epoch);
             if let Some(t) = log_append_time {
                 batch::set_log_append_time(b, t);
+                s.max_ts = t;
             }
-            next += count as i64;
-            records += count as i64;
-            max_ts = max_ts.max(log_append_time.unwrap_or(ts));
+            s.base = next;
+            next += s.records;
+            max_ts = max_ts.max(s.max_ts);
         }
+        // KIP-101: the first offset of a new leader epoch, durable before the batches
+        // that carry it (an entry without batches is harmless; batches without their
+        // entry would answer OffsetsForLeaderEpoch wrongly).
+        self.assign_epochs(g, [(leader_epoch, first_offset)])?;
         g.write_active(&self.dir, batches)?;
+        self.after_write(
+            g,
+            now,
+            batches,
+            &spans,
+            next,
+            max_ts,
+            producer_batch.is_some(),
+            total_records,
+        )?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_end_offset: next,
+            max_timestamp: max_ts,
+            log_append_time,
+            record_count: total_records,
+            duplicate: false,
+        })
+    }
+
+    /// Appends batches a follower fetched from its leader (Kafka's `appendAsFollower`).
+    /// They keep the offsets, leader epochs and timestamps the leader gave them: the
+    /// first must start at the log end and each the next where the previous ended
+    /// ([`LogError::UnexpectedAppendOffset`] otherwise). Framing and CRCs are checked;
+    /// the idempotent-producer checks are not (the leader made them, and Kafka's
+    /// followers do not repeat them), but the producer state is updated from the
+    /// headers, so that this replica deduplicates retries once it leads. The
+    /// leader-epoch cache takes the epochs of the batches. Nor is max.message.bytes
+    /// checked (the leader's config may be newer). Rolls, indexes and flushes as
+    /// [`Self::append`] does; the batches go to one segment, which may therefore exceed
+    /// segment.bytes by less than one fetch (as in Kafka). Either every batch is
+    /// appended or none.
+    pub fn append_replicated(&self, batches: &mut [u8]) -> Result<AppendInfo, LogError> {
+        if batches.is_empty() {
+            return Err(LogError::EmptyAppend);
+        }
+        // Validate everything before touching the log (no lock held: CRCs take time).
+        let mut stored = Vec::new();
+        let mut epochs: Vec<(LeaderEpoch, Offset)> = Vec::new();
+        let mut expected: Option<Offset> = None;
+        let mut max_ts = -1i64;
+        let mut records = 0i64;
+        let mut has_producers = false;
+        let mut pos = 0;
+        for b in batch::batches(batches) {
+            let b = b?;
+            b.validate_crc()?;
+            b.compression()?;
+            let h = b.header();
+            if h.last_offset_delta < 0 {
+                return Err(batch::BatchError::BadRecordCount {
+                    count: h.record_count,
+                    last_offset_delta: h.last_offset_delta,
+                }
+                .into());
+            }
+            if let Some(e) = expected
+                && h.base_offset != e
+            {
+                return Err(LogError::UnexpectedAppendOffset {
+                    expected: e,
+                    found: h.base_offset,
+                });
+            }
+            expected = Some(h.next_offset());
+            if epochs
+                .last()
+                .is_none_or(|&(e, _)| e != h.partition_leader_epoch)
+            {
+                epochs.push((h.partition_leader_epoch, h.base_offset));
+            }
+            has_producers |= h.has_producer_id();
+            records += h.record_count.max(0) as i64;
+            max_ts = max_ts.max(h.max_timestamp);
+            stored.push(Stored {
+                start: pos,
+                len: b.len(),
+                base: h.base_offset,
+                max_ts: h.max_timestamp,
+                records: h.record_count.max(0) as i64,
+            });
+            pos += b.len();
+        }
+        let first_offset = stored.first().map_or(0, |s| s.base);
+        let next = expected.unwrap_or(first_offset);
+
+        let now = self.clock.now_ms();
+        let mut g = self.write_lock();
+        let g = &mut *g;
+        let leo = g.log_end_offset();
+        if first_offset != leo {
+            return Err(LogError::UnexpectedAppendOffset {
+                expected: leo,
+                found: first_offset,
+            });
+        }
+        self.maybe_roll_for(g, now, batches.len(), next - first_offset)?;
+        self.assign_epochs(g, epochs)?;
+        g.write_active(&self.dir, batches)?;
+        self.after_write(
+            g,
+            now,
+            batches,
+            &stored,
+            next,
+            max_ts,
+            has_producers,
+            records,
+        )?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_end_offset: next,
+            max_timestamp: max_ts,
+            log_append_time: None,
+            record_count: records,
+            duplicate: false,
+        })
+    }
+
+    /// Rolls before an append of `bytes` bytes and `offsets` offsets if the active
+    /// segment would grow past segment.bytes, is segment.ms old, or its relative
+    /// offsets would overflow 32 bits.
+    fn maybe_roll_for(
+        &self,
+        g: &mut Inner,
+        now: i64,
+        bytes: usize,
+        offsets: i64,
+    ) -> Result<(), LogError> {
+        let active = g.active();
+        let too_big = active.size + bytes as u64 > g.config.segment_bytes;
+        let too_old = active
+            .first_append_ms
+            .is_some_and(|t| now - t >= g.config.segment_ms);
+        let offsets_overflow = active.next_offset - active.base + offsets > u32::MAX as i64;
+        if active.size > 0 && (too_big || too_old || offsets_overflow) {
+            self.roll(g)?;
+        }
+        Ok(())
+    }
+
+    /// Assigns leader epochs (epoch, first offset) in log order to the epoch cache,
+    /// and makes the change durable before returning. Nothing changes (and nothing is
+    /// written) in the common case of an epoch the cache already has as its latest.
+    /// On error the cache is as it was.
+    fn assign_epochs(
+        &self,
+        g: &mut Inner,
+        epochs: impl IntoIterator<Item = (LeaderEpoch, Offset)>,
+    ) -> Result<(), LogError> {
+        let mut changed: Option<LeaderEpochCache> = None;
+        for (epoch, offset) in epochs {
+            let current = changed.as_ref().unwrap_or(&g.epochs);
+            if !current.would_change(epoch, offset) {
+                continue;
+            }
+            changed
+                .get_or_insert_with(|| g.epochs.clone())
+                .assign(epoch, offset);
+        }
+        if let Some(cache) = changed {
+            checkpoint::write_epochs(&self.dir.join(LEADER_EPOCH_FILE), &cache)?;
+            g.epochs = cache;
+        }
+        Ok(())
+    }
+
+    /// Writes the epoch cache if `change` changed it. The in-memory cache changes
+    /// either way: a checkpoint left behind is repaired by recovery, which clips the
+    /// cache to the log's offsets.
+    fn update_epochs(
+        &self,
+        g: &mut Inner,
+        change: impl FnOnce(&mut LeaderEpochCache) -> bool,
+    ) -> Result<(), LogError> {
+        if change(&mut g.epochs) {
+            checkpoint::write_epochs(&self.dir.join(LEADER_EPOCH_FILE), &g.epochs)?;
+        }
+        Ok(())
+    }
+
+    /// The bookkeeping after `write_active` wrote `batches` (laid out as `stored`) at
+    /// the active segment's end: index entries, sizes, producer state, flush policy.
+    #[allow(clippy::too_many_arguments)]
+    fn after_write(
+        &self,
+        g: &mut Inner,
+        now: i64,
+        batches: &[u8],
+        stored: &[Stored],
+        next: Offset,
+        max_ts: i64,
+        update_producers: bool,
+        records: i64,
+    ) -> Result<(), LogError> {
         let active = g.active_mut();
-        let mut offset = first_offset;
-        for &(start, len, count, ts) in &spans {
-            let pos = active.size + start as u64;
-            active.builder.on_batch(
-                rel(active.base, offset),
-                pos as u32,
-                len as u64,
-                log_append_time.unwrap_or(ts),
-            );
-            offset += count as i64;
+        for s in stored {
+            let pos = active.size + s.start as u64;
+            active
+                .builder
+                .on_batch(rel(active.base, s.base), pos as u32, s.len as u64, s.max_ts);
         }
         active.size += batches.len() as u64;
         active.next_offset = next;
         active.max_timestamp = active.max_timestamp.max(max_ts);
         active.dirty = true;
         active.first_append_ms.get_or_insert(now);
-        if producer_batch.is_some() {
-            for &(start, ..) in &spans {
+        if update_producers {
+            for s in stored {
                 // The stored header: offsets assigned, append time stamped.
-                let stored = batch::parse_header(&batches[start..])
+                let h = batch::parse_header(&batches[s.start..])
                     .expect("framed above, and the rewrites leave length and magic alone");
-                g.producers.update(&stored);
+                g.producers.update(&h);
             }
         }
         g.unflushed_records += records;
         g.first_unflushed_ms.get_or_insert(now);
-        let info = AppendInfo {
-            first_offset,
-            last_offset: next - 1,
-            log_end_offset: next,
-            max_timestamp: max_ts,
-            log_append_time,
-            record_count: records,
-            duplicate: false,
-        };
         if g.unflushed_records >= g.config.flush_messages
             || g.first_unflushed_ms
                 .is_some_and(|t| now - t >= g.config.flush_ms)
         {
             flush_locked(g)?;
         }
-        Ok(info)
+        Ok(())
     }
 
     /// Seals the active segment and starts a new one, if the active one holds data.
@@ -881,6 +1094,197 @@ impl Log {
     /// A copy of every producer's state (for DescribeProducers).
     pub fn producer_state(&self) -> ProducerState {
         self.read_lock().producers.clone()
+    }
+
+    /// The newest leader epoch the log knows (Kafka's `latestEpoch`): the epoch of its
+    /// last batches, or the one assigned by [`Self::assign_epoch_start`] after them.
+    pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.read_lock().epochs.latest_epoch()
+    }
+
+    /// Where leader epoch `requested` ends in this log, for OffsetsForLeaderEpoch and
+    /// the fetch-path divergence check (Kafka's `endOffsetForEpoch`, KIP-279): `(the
+    /// largest known epoch <= requested, the start offset of the next larger epoch)`,
+    /// or the log end offset when that epoch is the latest. Below the first known
+    /// epoch: `(requested, start of the first one)`, as Kafka answers. `None` (Kafka's
+    /// `UNDEFINED_EPOCH_OFFSET`) when `requested` is negative or above every known
+    /// epoch, or no epoch is known. See [`crate::epoch::LeaderEpochCache::end_offset_for`].
+    pub fn end_offset_for_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        let g = self.read_lock();
+        g.epochs.end_offset_for(requested, g.log_end_offset())
+    }
+
+    /// The leader-epoch cache: the first offset of every known epoch, oldest first.
+    pub fn epoch_entries(&self) -> Vec<EpochEntry> {
+        self.read_lock().epochs.entries().to_vec()
+    }
+
+    /// Records that leader epoch `epoch` starts at the log end, durably (Kafka's
+    /// `maybeAssignEpochStartOffset`, called when this replica becomes leader). Without
+    /// it a new leader that has not appended yet would not know its own epoch, and
+    /// would answer a follower asking about a newer epoch of its own log "undefined"
+    /// instead of where their logs part. Returns the start offset (the log end).
+    /// Assigning the latest epoch again changes nothing.
+    pub fn assign_epoch_start(&self, epoch: LeaderEpoch) -> Result<Offset, LogError> {
+        let mut g = self.write_lock();
+        let g = &mut *g;
+        let leo = g.log_end_offset();
+        self.assign_epochs(g, [(epoch, leo)])?;
+        Ok(leo)
+    }
+
+    /// Removes every record at or above `offset` (Kafka's `truncateTo`): what a follower
+    /// does where its log parts from the leader's (KIP-101, KIP-279). `offset` must be
+    /// within `[log start, log end]` ([`LogError::OffsetOutOfRange`] otherwise) and a
+    /// batch boundary or the log start ([`LogError::NotBatchBoundary`] otherwise:
+    /// Kafka truncates to batch boundaries, and epoch ends are batch boundaries); a
+    /// refused target changes nothing.
+    ///
+    /// Later segments are deleted, newest first; the segment holding `offset` is cut
+    /// there (its index rebuilt from the entries below the cut and a walk of at most an
+    /// index interval of batch headers). The active segment is cut in place; a sealed
+    /// one stays sealed and a new, empty active segment starts at `offset`; a segment
+    /// cut at its base or at the log start is deleted whole. The tail
+    /// buffer is forgotten (it is keyed by segment base offset, which a new segment may
+    /// share with a deleted one). Producer snapshots above `offset` are deleted and the
+    /// producer state rebuilt from the newest one left, so that a batch above the cut
+    /// is no longer a duplicate; the epoch cache loses its entries at and above
+    /// `offset`, including one at the log end (an epoch this replica started as leader
+    /// and appended nothing in, as Kafka does). Durable before returning: the cut
+    /// segment is fsynced and the recovery point lowered to `offset`; it is first
+    /// lowered to the cut segment's base, so a crash half-way makes the next open
+    /// rescan from there and find either the whole tail or the cut log, consistent
+    /// with its epoch cache and producer state either way. After an IO error the log
+    /// may be left part-way: close and reopen it.
+    pub fn truncate_to(&self, offset: Offset) -> Result<(), LogError> {
+        let mut g = self.write_lock();
+        let g = &mut *g;
+        let (start, end) = (g.log_start_offset, g.log_end_offset());
+        if offset < start || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start,
+                end,
+            });
+        }
+        if offset == end {
+            return self.update_epochs(g, |c| c.truncate_from_end(offset));
+        }
+        // Where to cut; nothing changes yet, so a refused target leaves the log alone.
+        let (seg_base, plan) = {
+            let seg = g
+                .segment_for(offset)
+                .expect("offsets in [start, end) are in a segment");
+            // Cut at its base, a sealed segment goes whole; cut at the log start, any
+            // segment does (what stays of it would lie wholly below the start).
+            if (seg.sealed && seg.base == offset) || offset == start {
+                (seg.base, None)
+            } else {
+                (seg.base, Some(seg.plan_cut(offset)?))
+            }
+        };
+        let rp = g.recovery_point.min(seg_base);
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, true)?;
+        g.recovery_point = rp;
+        self.update_epochs(g, |c| c.truncate_from_end(offset))?;
+        for o in snapshot::list(&self.dir)? {
+            if o > offset {
+                snapshot::remove(&self.dir, o)?;
+            }
+        }
+        // Newest first: a crash leaves a contiguous prefix of the segments.
+        let later: Vec<Offset> = g
+            .segments
+            .range(seg_base + 1..)
+            .map(|(&b, _)| b)
+            .rev()
+            .collect();
+        for base in later {
+            g.segments.remove(&base);
+            delete_segment_files(&self.dir, base);
+        }
+        g.tail.clear();
+        match plan {
+            None => {
+                g.segments.remove(&seg_base);
+                delete_segment_files(&self.dir, seg_base);
+            }
+            Some(cut) => g
+                .segments
+                .get_mut(&seg_base)
+                .expect("the segment being cut is still there")
+                .apply_cut(cut)?,
+        }
+        if g.segments.is_empty() || g.active().sealed {
+            let seg = Segment::create(&self.dir, offset, g.config.index_interval_bytes)?;
+            g.segments.insert(offset, seg);
+            g.open_direct(&self.dir)?;
+        }
+        checkpoint::sync_directory(&self.dir)?;
+        self.reload_producers(g)?;
+        // The cut segment was fsynced, and every earlier one was when it was sealed.
+        g.recovery_point = offset;
+        g.unflushed_records = 0;
+        g.first_unflushed_ms = None;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)?;
+        Ok(())
+    }
+
+    /// Deletes the whole log and restarts it, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): what a follower does when the leader's log starts
+    /// past this log's end, so that offsets stay dense. The log start and recovery
+    /// point move to `offset` (the owner moves its high-water mark there); the producer state and
+    /// the epoch cache are cleared (the follower rebuilds both from the batches it
+    /// fetches next). Snapshots and the epoch checkpoint go first, then the segments,
+    /// newest first, so a crash half-way leaves a prefix of the old log (whose producer
+    /// state and epochs recovery rebuilds from its batches) or the new empty one.
+    pub fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), LogError> {
+        let mut g = self.write_lock();
+        let g = &mut *g;
+        if offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start: g.log_start_offset,
+                end: g.log_end_offset(),
+            });
+        }
+        // Snapshots and epochs first: a crash before the segments are gone leaves a log
+        // whose producer state and epochs recovery rebuilds from its batches, rather
+        // than state about batches that are gone.
+        for o in snapshot::list(&self.dir)? {
+            snapshot::remove(&self.dir, o)?;
+        }
+        g.producers = ProducerState::new();
+        self.update_epochs(g, |c| c.clear())?;
+        let old: Vec<Offset> = g.segments.keys().rev().copied().collect();
+        g.segments.clear();
+        for base in old {
+            delete_segment_files(&self.dir, base);
+        }
+        g.tail.clear();
+        let seg = Segment::create(&self.dir, offset, g.config.index_interval_bytes)?;
+        g.segments.insert(offset, seg);
+        g.open_direct(&self.dir)?;
+        checkpoint::sync_directory(&self.dir)?;
+        checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
+        g.log_start_offset = offset;
+        g.recovery_point = offset;
+        g.unflushed_records = 0;
+        g.first_unflushed_ms = None;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)
+    }
+
+    /// Rebuilds the producer state from the newest snapshot at or below the log end
+    /// and the batches after it (Kafka's `truncateAndReload`).
+    fn reload_producers(&self, g: &mut Inner) -> Result<(), LogError> {
+        let loaded = snapshot::load_latest(&self.dir, g.log_end_offset())?;
+        let (from, mut producers) = loaded
+            .snapshot
+            .unwrap_or((g.log_start_offset, ProducerState::new()));
+        replay_producers(&g.segments, from.max(g.log_start_offset), &mut producers)?;
+        producers.expire(self.clock.now_ms(), g.config.producer_expiration_ms);
+        g.producers = producers;
+        Ok(())
     }
 
     /// Reads whole batches starting with the one that contains `offset`, up to
@@ -1222,6 +1626,7 @@ impl Log {
         let new_start = g.log_start_offset.max(last.next_offset);
         checkpoint::write(&self.dir.join(LOG_START_FILE), new_start, true)?;
         g.log_start_offset = new_start;
+        self.update_epochs(&mut g, |c| c.truncate_from_start(new_start))?;
         let mut deleted = Vec::new();
         for seg in doomed {
             // Only the unchanged prefix: a concurrent pass may have removed some already.
@@ -1274,7 +1679,8 @@ impl Log {
         g.recovery_point = offset;
         checkpoint::sync_directory(&self.dir)?;
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)?;
-        Ok(())
+        // What the remote part's epochs were is not known here.
+        self.update_epochs(&mut g, |c| c.clear())
     }
 
     /// Moves the log start offset forward (DeleteRecords, remote retention). Offsets
@@ -1295,6 +1701,7 @@ impl Log {
             }
             checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
             g.log_start_offset = offset;
+            self.update_epochs(&mut g, |c| c.truncate_from_start(offset))?;
         }
         self.apply_retention(&mut |_| false)?;
         Ok(self.log_start_offset())
@@ -1326,6 +1733,90 @@ fn replay_producers(
         })?;
     }
     Ok(())
+}
+
+/// Loads the leader-epoch checkpoint and makes it agree with the log: entries past the
+/// log end go (a crash between the checkpoint and the batches; one at the log end is an
+/// epoch assigned before its first append, and stays), the first entry moves to the
+/// log start, and the batches scanned by recovery (`scanned`: their epoch runs) are
+/// checked against it. A run of a newer epoch after the last entry is added (Kafka's
+/// recovery does the same); any other disagreement, or a checkpoint that is missing,
+/// torn, or does not cover the log start while the log holds batches, makes the cache
+/// be rebuilt from the headers of every batch. Segments below the recovery point are
+/// trusted, as Kafka trusts them. Returns the cache and whether it was rebuilt.
+fn recover_epochs(
+    dir: &Path,
+    g: &Inner,
+    scanned: &[(LeaderEpoch, Offset, Offset)],
+) -> Result<(LeaderEpochCache, bool), LogError> {
+    let path = dir.join(LEADER_EPOCH_FILE);
+    let on_disk = checkpoint::read_epochs(&path);
+    let (start, leo) = (g.log_start_offset, g.log_end_offset());
+    let checked = on_disk.clone().and_then(|mut c| {
+        c.truncate_from_end(leo + 1);
+        c.truncate_from_start(start);
+        for &(epoch, base, end) in scanned {
+            if epoch < 0 || end <= start || base >= leo {
+                continue;
+            }
+            let (base, end) = (base.max(start), end.min(leo));
+            let floor = c.entry_at(base);
+            if floor.is_some_and(|f| f.epoch == epoch) {
+                let split = c
+                    .entries()
+                    .iter()
+                    .any(|e| e.start_offset > base && e.start_offset < end);
+                if split {
+                    return None;
+                }
+            } else if floor == c.latest() && c.latest_epoch().is_none_or(|l| l < epoch) {
+                c.assign(epoch, base);
+            } else {
+                return None;
+            }
+        }
+        (leo == start || c.entry_at(start).is_some()).then_some(c)
+    });
+    let rebuilt = checked.is_none() && leo > start;
+    let cache = match checked {
+        Some(c) => c,
+        None => rebuild_epochs(&g.segments, start)?,
+    };
+    if rebuilt {
+        tracing::info!(dir = %dir.display(), found = on_disk.is_some(), entries = cache.entries().len(), "rebuilt the leader-epoch cache from the batches");
+    }
+    if on_disk.as_ref() != Some(&cache) {
+        checkpoint::write_epochs(&path, &cache)?;
+    }
+    Ok((cache, rebuilt))
+}
+
+/// The leader-epoch cache of the batches from `from` on, from their headers: a batch
+/// starts an entry when its epoch is newer than the latest (Kafka's recovery rule).
+fn rebuild_epochs(
+    segments: &BTreeMap<Offset, Segment>,
+    from: Offset,
+) -> Result<LeaderEpochCache, LogError> {
+    let mut cache = LeaderEpochCache::new();
+    for seg in segments.values() {
+        if seg.next_offset <= from || seg.size == 0 {
+            continue;
+        }
+        let pos = if from <= seg.base {
+            0
+        } else {
+            seg.index()?.position_for(rel(seg.base, from)) as u64
+        };
+        let direct = seg.direct_read.get().map(|d| &**d);
+        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
+            let epoch = h.partition_leader_epoch;
+            if h.next_offset() > from && cache.latest_epoch().is_none_or(|l| epoch > l) {
+                cache.assign(epoch, h.base_offset);
+            }
+        })?;
+    }
+    cache.truncate_from_start(from);
+    Ok(cache)
 }
 
 fn flush_locked(g: &mut Inner) -> Result<(), LogError> {

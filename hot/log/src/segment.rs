@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use strata_proto::Offset;
 use strata_proto::batch::{self, BatchHeader, HEADER_LEN, RecordBatch};
+use strata_proto::{LeaderEpoch, Offset};
 
 use crate::direct_read;
 use crate::error::LogError;
@@ -72,6 +72,21 @@ pub(crate) struct ScanResult {
     /// ends at the next 4 KiB boundary): to be cut, but not data lost.
     pub padding: u64,
     pub first_batch_max_ts: Option<i64>,
+    /// The runs of batches with the same partition leader epoch, in order:
+    /// `(epoch, first batch's base offset, offset after the run's last batch)`. Recovery
+    /// checks the leader-epoch cache against them.
+    pub epochs: Vec<(LeaderEpoch, Offset, Offset)>,
+}
+
+/// Where [`Segment::plan_cut`] would cut a segment.
+#[derive(Debug)]
+pub(crate) struct Cut {
+    /// The segment ends at this offset afterwards.
+    pub offset: Offset,
+    /// The byte position of the batch that starts at `offset`.
+    pub pos: u64,
+    /// The index of the batches before `pos`.
+    pub builder: IndexBuilder,
 }
 
 impl Segment {
@@ -163,6 +178,7 @@ impl Segment {
         let mut expected = base;
         let mut stop_reason = None;
         let mut first_batch_max_ts = None;
+        let mut epochs: Vec<(LeaderEpoch, Offset, Offset)> = Vec::new();
         // Read in large chunks; a batch spanning the chunk end is re-read whole.
         const CHUNK: usize = 4 << 20;
         let mut buf = Bytes::new();
@@ -228,6 +244,11 @@ impl Segment {
                 b.max_timestamp(),
             );
             first_batch_max_ts.get_or_insert(b.max_timestamp());
+            let epoch = b.header().partition_leader_epoch;
+            match epochs.last_mut() {
+                Some(run) if run.0 == epoch => run.2 = b.next_offset(),
+                _ => epochs.push((epoch, b.base_offset(), b.next_offset())),
+            }
             expected = b.next_offset();
             pos += size;
         }
@@ -248,7 +269,99 @@ impl Segment {
             stop_reason,
             padding,
             first_batch_max_ts,
+            epochs,
         })
+    }
+
+    /// Plans cutting the segment so that it ends at `offset` (`base <= offset <
+    /// next_offset`): finds the batch that starts there, and rebuilds the index of the
+    /// batches before it from the index entries below the cut and a walk of the batch
+    /// headers after the last of them (at most an index interval of batches). Changes
+    /// nothing. Kafka truncates to batch boundaries, and so do we: an `offset` inside
+    /// a batch is refused with [`LogError::NotBatchBoundary`].
+    pub fn plan_cut(&self, offset: Offset) -> Result<Cut, LogError> {
+        debug_assert!(self.base <= offset && offset < self.next_offset);
+        let idx = self.index()?;
+        let (mut builder, from) =
+            IndexBuilder::rewind(&idx, self.builder.interval(), rel(self.base, offset));
+        let mut pos = from as u64;
+        let corrupt = |pos: u64, reason: String| LogError::Corrupt {
+            path: self.path.clone(),
+            position: pos,
+            reason,
+        };
+        loop {
+            if pos + HEADER_LEN as u64 > self.size {
+                return Err(corrupt(pos, format!("no batch starts at offset {offset}")));
+            }
+            let head = read_at(&self.file, &self.path, pos, HEADER_LEN)?;
+            let h = batch::parse_header(&head).map_err(|e| corrupt(pos, e.to_string()))?;
+            if h.base_offset == offset {
+                return Ok(Cut {
+                    offset,
+                    pos,
+                    builder,
+                });
+            }
+            if h.base_offset > offset {
+                return Err(corrupt(
+                    pos,
+                    format!(
+                        "the index skips offset {offset}: a batch starts at {}",
+                        h.base_offset
+                    ),
+                ));
+            }
+            if h.next_offset() > offset {
+                return Err(LogError::NotBatchBoundary {
+                    offset,
+                    batch_base: h.base_offset,
+                    batch_next: h.next_offset(),
+                });
+            }
+            let size = h.total_size() as u64;
+            builder.on_batch(
+                rel(self.base, h.base_offset),
+                pos as u32,
+                size,
+                h.max_timestamp,
+            );
+            pos += size;
+        }
+    }
+
+    /// Cuts the segment as planned: the file ends at the cut (direct-write padding
+    /// included) and is fsynced, then the index files are rewritten (fsynced for a
+    /// sealed segment, which stays sealed). Recovery rescans a segment cut half-way,
+    /// so the order only matters for what it finds: the log first.
+    pub fn apply_cut(&mut self, cut: Cut) -> Result<(), LogError> {
+        let Cut {
+            offset,
+            pos,
+            mut builder,
+        } = cut;
+        rustix::fs::ftruncate(&*self.file, pos)
+            .map_err(|e| LogError::io("truncate", &self.path)(e.into()))?;
+        self.size = pos;
+        self.next_offset = offset;
+        self.max_timestamp = builder.max_timestamp();
+        if pos == 0 {
+            self.first_append_ms = None;
+        }
+        self.dirty = true;
+        self.sync()?;
+        let dir = self.dir().to_path_buf();
+        if self.sealed {
+            builder.seal(rel(self.base, offset));
+            write_index_files(&dir, self.base, &builder.idx, true)?;
+            self.persisted = (builder.idx.offsets.len(), builder.idx.times.len());
+            self.sealed_index = OnceLock::from(Arc::new(std::mem::take(&mut builder.idx)));
+        } else {
+            write_index_files(&dir, self.base, &builder.idx, false)?;
+            self.persisted = (builder.idx.offsets.len(), builder.idx.times.len());
+            self.builder = builder;
+        }
+        Ok(())
     }
 
     /// The segment's index: the builder's for the active segment, the loaded (or

@@ -102,3 +102,20 @@ pub fn read_all(log: &Log, from: i64) -> Vec<Vec<u8>> {
 pub fn base_of(bytes: &[u8]) -> i64 {
     RecordBatch::parse(bytes).expect("batch").0.base_offset()
 }
+
+/// A batch as a leader stored it: `make_batch` with its base offset and partition
+/// leader epoch set (neither is covered by the CRC), ready for `append_replicated`.
+pub fn leader_batch(base: i64, epoch: i32, n: usize, size: usize, seed: u64, ts: i64) -> Vec<u8> {
+    let mut b = make_batch(n, size, seed, ts);
+    batch::set_base_offset(&mut b, base);
+    batch::set_partition_leader_epoch(&mut b, epoch);
+    b
+}
+
+/// The leader-epoch cache as (epoch, start offset) pairs.
+pub fn epochs(log: &Log) -> Vec<(i32, i64)> {
+    log.epoch_entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect()
+}
