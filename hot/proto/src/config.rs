@@ -43,6 +43,25 @@ pub enum MessageTimestampType {
     LogAppendTime,
 }
 
+/// How `parquet.value.format` says record values are written to Parquet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ParquetValueFormat {
+    /// The value column holds the record value's bytes as they are.
+    Binary,
+    /// Values are JSON: with a `parquet.value.schema` they become typed columns (see the
+    /// strata-parquet crate); without one the value column stays binary.
+    Json,
+}
+
+impl fmt::Display for ParquetValueFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ParquetValueFormat::Binary => "binary",
+            ParquetValueFormat::Json => "json",
+        })
+    }
+}
+
 /// A config key or value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -82,6 +101,8 @@ pub mod keys {
     pub const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
     pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
     pub const PARQUET_ENABLE: &str = "parquet.enable";
+    pub const PARQUET_VALUE_FORMAT: &str = "parquet.value.format";
+    pub const PARQUET_VALUE_SCHEMA: &str = "parquet.value.schema";
 }
 
 /// Every key with its default, in the order DescribeConfigs lists them.
@@ -96,6 +117,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::MESSAGE_TIMESTAMP_TYPE, "CreateTime"),
     (keys::MIN_INSYNC_REPLICAS, "1"),
     (keys::PARQUET_ENABLE, "false"),
+    (keys::PARQUET_VALUE_FORMAT, "binary"),
+    (keys::PARQUET_VALUE_SCHEMA, ""),
     (keys::REMOTE_STORAGE_ENABLE, "false"),
     (keys::RETENTION_BYTES, "-1"),
     (keys::RETENTION_MS, "604800000"),
@@ -174,6 +197,14 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             Boolean,
             "Also write offloaded segments as Parquet (Strata).",
         ),
+        keys::PARQUET_VALUE_FORMAT => (
+            String,
+            "binary keeps Parquet's value column as bytes; json with parquet.value.schema writes typed columns (Strata).",
+        ),
+        keys::PARQUET_VALUE_SCHEMA => (
+            String,
+            "The Arrow schema of JSON values, as JSON: {\"fields\":[{\"name\":..,\"type\":..}]}; empty for none (Strata).",
+        ),
         _ => return None,
     })
 }
@@ -208,6 +239,11 @@ pub struct TopicConfig {
     pub message_timestamp_type: MessageTimestampType,
     /// Strata: also write offloaded segments as Parquet.
     pub parquet_enable: bool,
+    /// Strata: how record values are written to Parquet.
+    pub parquet_value_format: ParquetValueFormat,
+    /// Strata: the schema of JSON values (JSON text, checked in full by the strata-parquet
+    /// crate, which owns the format); `None` when unset.
+    pub parquet_value_schema: Option<String>,
 }
 
 impl Default for TopicConfig {
@@ -313,6 +349,27 @@ impl TopicConfig {
                 }
             }
             keys::PARQUET_ENABLE => self.parquet_enable = parse_bool(key, value)?,
+            keys::PARQUET_VALUE_FORMAT => {
+                self.parquet_value_format = match value.trim().to_ascii_lowercase().as_str() {
+                    "binary" => ParquetValueFormat::Binary,
+                    "json" => ParquetValueFormat::Json,
+                    _ => return Err(invalid(key, value, "must be binary or json")),
+                }
+            }
+            keys::PARQUET_VALUE_SCHEMA => {
+                let v = value.trim();
+                // Only the outline is checked here: this crate has no JSON parser, and the
+                // format belongs to strata-parquet (`ValueSchema::parse`), which the
+                // offloader applies. An empty value unsets the schema, so the default
+                // ("") round-trips through DescribeConfigs.
+                self.parquet_value_schema = if v.is_empty() {
+                    None
+                } else if v.starts_with('{') && v.ends_with('}') {
+                    Some(v.to_string())
+                } else {
+                    return Err(invalid(key, value, "must be a JSON object"));
+                };
+            }
             _ => return Err(ConfigError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -338,6 +395,8 @@ impl TopicConfig {
             index_interval_bytes: 4096,
             message_timestamp_type: MessageTimestampType::CreateTime,
             parquet_enable: false,
+            parquet_value_format: ParquetValueFormat::Binary,
+            parquet_value_schema: None,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;
@@ -368,6 +427,15 @@ impl TopicConfig {
         if self.parquet_enable && !self.remote_storage_enable {
             return Err(ConfigError::Inconsistent(
                 "parquet.enable=true needs remote.storage.enable=true".into(),
+            ));
+        }
+        // A schema with the binary format would be silently ignored; refuse it so a
+        // forgotten parquet.value.format=json shows up when the topic is configured.
+        if self.parquet_value_schema.is_some()
+            && self.parquet_value_format != ParquetValueFormat::Json
+        {
+            return Err(ConfigError::Inconsistent(
+                "parquet.value.schema needs parquet.value.format=json".into(),
             ));
         }
         Ok(())
@@ -436,6 +504,8 @@ mod tests {
             ("remote.storage.enable", "yes"),
             ("cleanup.policy", "archive"),
             ("message.timestamp.type", "Now"),
+            ("parquet.value.format", "avro"),
+            ("parquet.value.schema", "user:utf8"),
         ] {
             let e = TopicConfig::validate_entry(k, v).unwrap_err();
             assert_eq!(e.error_code(), ErrorCode::InvalidConfig);
@@ -471,5 +541,32 @@ mod tests {
                 .cleanup_policy,
             CleanupPolicy::CompactDelete
         );
+    }
+
+    #[test]
+    fn parquet_value_format_and_schema() {
+        let c = TopicConfig::default();
+        assert_eq!(c.parquet_value_format, ParquetValueFormat::Binary);
+        assert_eq!(c.parquet_value_schema, None);
+        let schema = r#"{"fields":[{"name":"user","type":"utf8"}]}"#;
+        let c = TopicConfig::resolve(&map(&[
+            ("parquet.value.format", "JSON"),
+            ("parquet.value.schema", schema),
+        ]))
+        .unwrap();
+        assert_eq!(c.parquet_value_format, ParquetValueFormat::Json);
+        assert_eq!(c.parquet_value_schema.as_deref(), Some(schema));
+        assert_eq!(c.parquet_value_format.to_string(), "json");
+        // JSON without a schema is allowed (the value stays binary); a schema without
+        // JSON is refused.
+        TopicConfig::resolve(&map(&[("parquet.value.format", "json")])).unwrap();
+        assert!(matches!(
+            TopicConfig::resolve(&map(&[("parquet.value.schema", schema)])),
+            Err(ConfigError::Inconsistent(_))
+        ));
+        for k in [keys::PARQUET_VALUE_FORMAT, keys::PARQUET_VALUE_SCHEMA] {
+            assert_eq!(key_info(k).map(|i| i.0), Some(ConfigType::String));
+            assert!(TopicConfig::default_value(k).is_some());
+        }
     }
 }

@@ -1,0 +1,71 @@
+//! Kafka record batches -> Arrow -> Parquet, for warehouse loaders (DESIGN.md, "Parquet
+//! rows"). No IO: the input is bytes already in memory (a segment, or batches borrowed from
+//! several), the output is a Parquet file written into a `Vec<u8>` (or any `Write` the
+//! caller hands in) plus a [`Summary`] the offloader puts in its manifest.
+//!
+//! # Rows
+//!
+//! One row per record, in offset order:
+//!
+//! | column        | type                                             | notes |
+//! |---------------|--------------------------------------------------|-------|
+//! | `partition`   | int32                                            | the same in every row |
+//! | `offset`      | int64                                            | page statistics |
+//! | `timestamp`   | timestamp(ms, UTC)                               | page statistics; LogAppendTime batches give the broker's time |
+//! | `key`         | binary, nullable                                 | |
+//! | `value`       | binary, nullable                                 | with a JSON value schema: a nullable struct of typed columns |
+//! | `_raw`        | binary, nullable                                 | JSON value schema only: the whole value of a record that did not fit, else null |
+//! | `headers`     | list<struct<key: string, value: binary (nullable)>> | empty list when a record has none |
+//! | `producer_id` | int64, nullable                                  | null when the batch has no producer id |
+//! | `sequence`    | int32, nullable                                  | the record's own sequence (batch base sequence + delta, wrapping as Kafka does) |
+//!
+//! Transaction control records and the records of aborted transactions are not rows
+//! (see [`txn`] for how aborted data is found). Their offsets still count towards the
+//! file's offset range, so the files of a partition cover its log without gaps.
+//!
+//! # File
+//!
+//! zstd; row groups cut at about [`DEFAULT_ROW_GROUP_BYTES`] of uncompressed data (an
+//! estimate made while building, see [`ConvertOptions::row_group_bytes`]); statistics with
+//! a page index on `offset` and `timestamp` so readers can prune; chunk statistics on
+//! `partition`, `producer_id` and `sequence`; no statistics on the large byte columns.
+//! Key-value metadata (see [`metadata_keys`]): topic, partition, first and last offset,
+//! value format and schema, and the Strata version. The Arrow schema is embedded as well,
+//! so Arrow readers get the UTC time zone and the exact types back.
+//!
+//! # Memory
+//!
+//! Records are turned into Arrow arrays a chunk at a time (at most [`CHUNK_ROWS`] rows or
+//! [`CHUNK_BYTES`] of data) and handed to the Parquet writer, which keeps only the encoded
+//! pages of the row group in progress. A 1 GiB segment never exists as Arrow arrays at
+//! once.
+//!
+//! # JSON values
+//!
+//! With `parquet.value.format=json` and a `parquet.value.schema` ([`ValueSchema`] documents
+//! the format), the `value` column becomes a struct of typed columns and a value that does
+//! not fit is kept whole in `_raw`: the file is always written. With json but no schema
+//! the value stays binary: see [`ValueFormat`] for why nothing is inferred.
+
+mod convert;
+mod error;
+mod json;
+mod options;
+mod schema;
+pub mod txn;
+mod value_schema;
+
+pub use convert::{
+    ParquetFile, RawFallback, Summary, convert_batches, convert_segment, write_batches,
+};
+pub use error::ConvertError;
+pub use options::{
+    CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ZSTD_LEVEL,
+    ValueFormat,
+};
+pub use schema::{columns, file_schema, metadata_keys, writer_properties};
+pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};
+pub use value_schema::{SchemaError, ValueSchema};
+
+/// The Strata version written into every file's metadata.
+pub const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");
