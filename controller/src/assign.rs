@@ -103,6 +103,7 @@ mod tests {
                     configs: Default::default(),
                     assignment: assignment.clone(),
                     storage_cluster_id: None,
+                    initial_leader_epoch: 0,
                 }),
                 100,
             )

@@ -164,6 +164,7 @@ impl ControllerClient {
             replication_factor,
             configs,
             storage_cluster_id: None,
+            initial_leader_epoch: 0,
         };
         self.topic_call(ClientRequest::CreateTopic(req)).await
     }

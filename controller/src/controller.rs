@@ -472,6 +472,7 @@ impl Node {
             configs: req.configs,
             assignment,
             storage_cluster_id: req.storage_cluster_id,
+            initial_leader_epoch: if restore { req.initial_leader_epoch } else { 0 },
         };
         let cmd = if restore {
             Command::RestoreTopic(topic)

@@ -178,6 +178,7 @@ mod tests {
                 configs: Default::default(),
                 assignment: vec![vec![1, 2, 3], vec![2, 3, 1]],
                 storage_cluster_id: None,
+                initial_leader_epoch: 0,
             }),
             4,
         )

@@ -50,6 +50,10 @@ pub struct NewTopicRequest {
     pub configs: BTreeMap<String, String>,
     /// For a restored topic: the cluster id its objects are stored under.
     pub storage_cluster_id: Option<String>,
+    /// For a restored topic: the first leader epoch, above every epoch its object-store
+    /// manifests hold (an upload under a lower epoch would be refused there as fenced).
+    #[serde(default)]
+    pub initial_leader_epoch: i32,
 }
 
 /// A request a client sends to the controller leader.

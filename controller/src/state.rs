@@ -151,6 +151,9 @@ pub struct NewTopic {
     /// One replica list per partition; the first replica of each is its preferred leader.
     pub assignment: Vec<Vec<BrokerId>>,
     pub storage_cluster_id: Option<String>,
+    /// The partitions' first leader epoch (restored topics start above their history).
+    #[serde(default)]
+    pub initial_leader_epoch: i32,
 }
 
 /// Kafka's AlterPartition (KIP-497): the partition leader asks to change the ISR.
@@ -594,7 +597,10 @@ impl ClusterMetadata {
         }
         validate_configs(&t.configs)?;
         self.validate_assignment(&t.assignment)?;
-        let partitions = self.new_partitions(0, &t.assignment)?;
+        let mut partitions = self.new_partitions(0, &t.assignment)?;
+        for p in &mut partitions {
+            p.leader_epoch = p.leader_epoch.max(t.initial_leader_epoch);
+        }
         let record = TopicRecord {
             id: t.id,
             name: t.name.clone(),
@@ -911,6 +917,7 @@ mod tests {
                 .collect(),
             assignment,
             storage_cluster_id: None,
+            initial_leader_epoch: 0,
         });
         match m.apply(&cmd, 0).unwrap() {
             CommandOutput::Topic(t) => t,
@@ -1211,6 +1218,7 @@ mod tests {
             configs: BTreeMap::new(),
             assignment: vec![vec![1, 2]],
             storage_cluster_id: None,
+            initial_leader_epoch: 0,
         };
         let first = m.apply(&Command::CreateTopic(t.clone()), 1).unwrap();
         assert_eq!(m.apply(&Command::CreateTopic(t.clone()), 2).unwrap(), first);
@@ -1242,6 +1250,7 @@ mod tests {
                 configs: BTreeMap::new(),
                 assignment: bad,
                 storage_cluster_id: None,
+                initial_leader_epoch: 0,
             });
             match m.apply(&cmd, 5) {
                 Err(Rejection::InvalidReplicaAssignment { reason }) => {
@@ -1256,6 +1265,7 @@ mod tests {
             configs: BTreeMap::from([("nope".into(), "1".into())]),
             assignment: vec![vec![1]],
             storage_cluster_id: None,
+            initial_leader_epoch: 0,
         });
         assert!(matches!(
             m.apply(&bad_config, 6),

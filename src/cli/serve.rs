@@ -11,8 +11,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
-use strata_broker::{Broker, BrokerConfig, FileMetadataStore, Server};
+use strata_broker::{Broker, BrokerConfig, Server};
 use strata_cache::{CacheConfig, ChunkCache, DiskConfig};
+use strata_controller::{Controller, ControllerClient, ControllerConfig, StartOptions};
 use strata_log::SystemClock;
 use strata_tier::{StoreSource, Tier, TierConfig};
 
@@ -416,22 +417,63 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("cannot install the metrics recorder")?;
-    let store = FileMetadataStore::open(&config.data_dir)
-        .with_context(|| format!("cannot open metadata in {}", config.data_dir.display()))?;
-    let tier = open_tier(&config).await?;
-    let broker = Broker::open(
-        config.broker_config(),
-        Arc::new(store),
-        Arc::new(SystemClock),
-        Some(tier),
-    )
-    .await
-    .with_context(|| {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!(
-            "cannot open the data directory {}",
+            "--data-dir {}: cannot create the directory",
             config.data_dir.display()
         )
     })?;
+    // This node is a controller voter when --controller-voters names it. A single voter
+    // may listen on port 0 (tests, several brokers on one machine): it binds first and
+    // names itself by the port it got.
+    let mut voters = config.controller_voters.clone();
+    let controller = if voters.iter().any(|v| v.id == config.node_id) {
+        let mut listener = None;
+        if config.controller_addr.port() == 0 {
+            if voters.len() != 1 {
+                bail!(
+                    "--controller-addr {}: port 0 works only for a single-voter quorum; give every voter a fixed port in --controller-voters",
+                    config.controller_addr
+                );
+            }
+            let l = std::net::TcpListener::bind(config.controller_addr).with_context(|| {
+                format!(
+                    "--controller-addr {}: cannot listen",
+                    config.controller_addr
+                )
+            })?;
+            voters[0].addr = l.local_addr()?.to_string();
+            listener = Some(l);
+        }
+        let controller_config = ControllerConfig {
+            node_id: config.node_id as u64,
+            listen_addr: config.controller_addr,
+            voters: voters
+                .iter()
+                .map(|v| (v.id as u64, v.addr.clone()))
+                .collect(),
+            data_dir: config.data_dir.join("controller"),
+            ..ControllerConfig::default()
+        };
+        let options = StartOptions {
+            listener,
+            ..StartOptions::default()
+        };
+        let c = Controller::start_with(controller_config, options)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot start the controller on --controller-addr {} (is another broker using it?)",
+                    config.controller_addr
+                )
+            })?;
+        Some(c)
+    } else {
+        None
+    };
+    let client = ControllerClient::new(voters.iter().map(|v| v.addr.clone()));
+    let tier = open_tier(&config).await?;
+    // Bound before registering, so the advertised port is known (port 0 picks one).
     let kafka = tokio::net::TcpListener::bind(config.kafka_addr)
         .await
         .with_context(|| {
@@ -440,6 +482,30 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 config.kafka_addr
             )
         })?;
+    let bound = kafka.local_addr()?;
+    let advertised = config
+        .advertised_kafka_addr
+        .clone()
+        .unwrap_or_else(|| (bound.ip().to_string(), bound.port()));
+    let broker = Broker::open(
+        config.broker_config(),
+        Arc::new(client),
+        Arc::new(SystemClock),
+        Some(tier),
+        advertised,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "cannot join the cluster (controller voters {}; are a majority of them running?) or open the data directory {}",
+            voters
+                .iter()
+                .map(|v| format!("{}@{}", v.id, v.addr))
+                .collect::<Vec<_>>()
+                .join(","),
+            config.data_dir.display()
+        )
+    })?;
     let http = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
@@ -448,15 +514,16 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone()));
     // Tests and scripts read this line to learn the bound ports.
     println!(
-        "strata listening kafka={} http={} data={}",
+        "strata listening kafka={} http={} controller={} data={}",
         server.local_addr,
         http_addr,
+        controller
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |c| c.local_addr().to_string()),
         display(&config.data_dir)
     );
     tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
-    // Accepted now so configurations written today keep working; the embedded controller
-    // quorum is wired in by the replication work.
-    tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, object_store = ?config.object_store, "controller and object store settings");
+    tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, voter = controller.is_some(), object_store = ?config.object_store, "controller and object store settings");
 
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -464,6 +531,11 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     http_task.abort();
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
+    if let Some(c) = controller
+        && let Err(e) = c.shutdown().await
+    {
+        tracing::warn!(error = %e, "controller shutdown");
+    }
     Ok(())
 }
 

@@ -45,6 +45,13 @@ impl Broker {
             .args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--kafka-addr", kafka_addr, "--http-addr", "127.0.0.1:0"])
+            // A single-node broker's own controller on a free port, unless the test
+            // builds a quorum.
+            .args(if extra.contains(&"--controller-addr") {
+                &[][..]
+            } else {
+                &["--controller-addr", "127.0.0.1:0"][..]
+            })
             .args(extra)
             .env(
                 "STRATA_LOG",

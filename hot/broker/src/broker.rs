@@ -1,46 +1,64 @@
-//! The broker: topics and partitions hosted here, kept in line with metadata.
+//! The broker: the partitions hosted here, kept in line with the controller's metadata
+//! (which replicas live here, who leads them, with which epochs and ISRs).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
+use strata_controller::{BrokerRegistration, ClusterMetadata, ControllerApi};
 use strata_log::Clock;
 use strata_proto::{TopicConfig, TopicId};
+use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr, PartitionState};
+use strata_tier::{PartitionKey, RemotePartition, Tier};
 
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
-use crate::metadata::{MetadataStore, TopicMeta};
+use crate::metadata::MetadataCache;
 use crate::partition::{Partition, read_topic_id};
-use strata_tier::{PartitionKey, RemotePartition, Tier};
 
-/// A topic hosted here.
+/// A topic, and the partitions of it this broker hosts.
 #[derive(Debug)]
 pub struct TopicState {
     pub name: Arc<str>,
     pub id: TopicId,
     pub overrides: BTreeMap<String, String>,
     pub config: TopicConfig,
+    /// The partitions with a replica here (any role), in index order.
     pub partitions: Vec<Arc<Partition>>,
-    /// The cluster id the topic's objects are stored under (see `TopicMeta`).
+    /// The topic's partition count in the cluster.
+    pub partition_count: i32,
+    /// The cluster id the topic's objects are stored under (a recovered topic keeps the
+    /// one it was written under).
     pub storage_cluster_id: Option<String>,
 }
 
-/// Producer ids are reserved from metadata in blocks, as Kafka's ProducerIdManager does.
+impl TopicState {
+    /// The hosted replica of partition `index`, if any.
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        self.partitions.iter().find(|p| p.index == index)
+    }
+}
+
+/// Producer ids are reserved from the controller in blocks, as Kafka's ProducerIdManager
+/// does.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// The broker's shared state. One per process; every connection holds an `Arc`.
 #[derive(Debug)]
 pub struct Broker {
     pub(crate) config: BrokerConfig,
-    pub(crate) store: Arc<dyn MetadataStore>,
+    pub(crate) metadata: Arc<MetadataCache>,
     pub(crate) clock: Arc<dyn Clock>,
     topics: RwLock<BTreeMap<Arc<str>, Arc<TopicState>>>,
-    /// Serialises metadata changes and their application to local state.
+    /// Serialises the application of metadata to local state.
     reconcile_lock: tokio::sync::Mutex<()>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
-    /// The Kafka address clients are told about, known once the listener is bound.
-    advertised: OnceLock<(String, u16)>,
+    /// The Kafka address clients are told about (registered with the controller).
+    advertised: (String, u16),
+    /// This broker's registration epoch with the controller.
+    broker_epoch: AtomicI64,
     /// Tiered storage, when an object store is configured.
     pub(crate) tier: Option<Arc<Tier>>,
     /// Local bytes of tiered partitions, refreshed by housekeeping (for the disk cap).
@@ -48,13 +66,16 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens the broker's local state: every partition in metadata is opened and
-    /// recovered; directories of deleted topics are removed.
+    /// Joins the cluster: fetches metadata from the controller, registers this broker
+    /// (at `advertised`), opens and recovers every local replica metadata assigns here,
+    /// and removes directories of deleted topics. Background duties start with the
+    /// server ([`crate::Server`]).
     pub async fn open(
         config: BrokerConfig,
-        store: Arc<dyn MetadataStore>,
+        controller: Arc<dyn ControllerApi>,
         clock: Arc<dyn Clock>,
         tier: Option<Arc<Tier>>,
+        advertised: (String, u16),
     ) -> Result<Arc<Broker>, ApiError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             ApiError::new(
@@ -62,20 +83,67 @@ impl Broker {
                 format!("cannot create data dir {}: {e}", config.data_dir.display()),
             )
         })?;
+        let metadata =
+            Arc::new(MetadataCache::connect(controller, config.controller_timeout).await?);
         let broker = Arc::new(Broker {
             config,
-            store,
+            metadata,
             clock,
             topics: RwLock::new(BTreeMap::new()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
-            advertised: OnceLock::new(),
+            advertised,
+            broker_epoch: AtomicI64::new(-1),
             tier,
             tiered_local_bytes: AtomicU64::new(0),
         });
+        broker.register().await?;
         broker.remove_stray_directories();
         broker.reconcile().await?;
         Ok(broker)
+    }
+
+    /// Registers with the controller (again after a fencing or a controller restart
+    /// that forgot us); the new broker epoch fences requests made under the old one.
+    pub(crate) async fn register(&self) -> Result<(), ApiError> {
+        let (host, port) = self.advertised.clone();
+        let rec = self
+            .controller()
+            .register_broker(BrokerRegistration {
+                broker_id: self.node_id(),
+                host,
+                port,
+                rack: None,
+            })
+            .await?;
+        self.broker_epoch.store(rec.epoch, Ordering::Release);
+        self.metadata.refresh().await?;
+        tracing::info!(
+            broker = self.node_id(),
+            epoch = rec.epoch,
+            "registered with the controller"
+        );
+        Ok(())
+    }
+
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn controller(&self) -> &Arc<dyn ControllerApi> {
+        self.metadata.controller()
+    }
+
+    /// The cluster metadata as this broker last saw it.
+    pub fn cluster(&self) -> Arc<ClusterMetadata> {
+        self.metadata.current()
+    }
+
+    /// Fetches the metadata after a change this broker asked the controller for, and
+    /// applies it, so the change is visible here when the request is answered.
+    pub(crate) async fn refresh_and_apply(self: &Arc<Self>) -> Result<(), ApiError> {
+        self.metadata.refresh().await?;
+        self.reconcile().await
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -87,18 +155,11 @@ impl Broker {
     }
 
     pub fn cluster_id(&self) -> String {
-        self.store.cluster_id()
-    }
-
-    pub(crate) fn set_advertised(&self, host: String, port: u16) {
-        let _ = self.advertised.set((host, port));
+        self.cluster().cluster_id.clone()
     }
 
     pub fn advertised(&self) -> (String, u16) {
-        self.advertised
-            .get()
-            .cloned()
-            .unwrap_or_else(|| self.config.advertised(self.config.kafka_addr))
+        self.advertised.clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicState>> {
@@ -128,38 +189,87 @@ impl Broker {
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
-        let t = self.topic(topic)?;
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| t.partitions.get(i).cloned())
+        self.topic(topic)?.partition(index).cloned()
+    }
+
+    /// Every hosted partition.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter().cloned())
+            .collect()
     }
 
     fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
         self.config.data_dir.join(format!("{topic}-{index}"))
     }
 
-    /// Serialises metadata changes: hold the guard across the store call and the
-    /// [`Broker::apply_metadata`] that follows it.
-    pub(crate) async fn lock_metadata(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.reconcile_lock.lock().await
-    }
-
-    /// Applies metadata to local state, under the guard from [`Broker::lock_metadata`].
-    pub(crate) fn apply_metadata(
-        &self,
-        _guard: &tokio::sync::MutexGuard<'_, ()>,
-    ) -> Result<(), ApiError> {
-        self.reconcile_locked()
-    }
-
-    /// Brings local partitions in line with metadata, and attaches the remote tier of
-    /// tiered partitions.
+    /// Brings local partitions in line with the metadata, sends the AlterPartition
+    /// requests that result, and attaches the remote tier of tiered partitions.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
-        let _g = self.reconcile_lock.lock().await;
-        self.reconcile_locked()?;
-        drop(_g);
+        let alters = {
+            let _g = self.reconcile_lock.lock().await;
+            self.reconcile_locked()?
+        };
+        for (p, reqs) in alters {
+            self.send_alter_partitions(p, reqs);
+        }
         self.attach_remotes().await;
         Ok(())
+    }
+
+    /// Sends AlterPartition requests to the controller in the background and feeds the
+    /// answers back to the replica (an unanswered request would block ISR changes).
+    pub(crate) fn send_alter_partitions(
+        &self,
+        p: Arc<Partition>,
+        reqs: Vec<AlterPartitionRequest>,
+    ) {
+        for req in reqs {
+            let controller = self.controller().clone();
+            let metadata = self.metadata.clone();
+            let (node, epoch) = (self.node_id(), self.broker_epoch());
+            let p = p.clone();
+            tokio::spawn(async move {
+                let mut req = req;
+                loop {
+                    let creq = strata_controller::AlterPartitionRequest {
+                        broker: node,
+                        broker_epoch: epoch,
+                        topic_id: p.topic_id,
+                        partition: p.index,
+                        leader_epoch: req.leader_epoch,
+                        partition_epoch: req.partition_epoch,
+                        new_isr: req.new_isr.clone(),
+                    };
+                    let result = match controller.alter_partition(creq).await {
+                        Ok(rec) => Ok(CommittedIsr {
+                            leader_epoch: rec.leader_epoch,
+                            partition_epoch: rec.partition_epoch,
+                            isr: rec.isr,
+                        }),
+                        Err(e) => {
+                            tracing::debug!(topic = %p.topic, partition = p.index, error = %e, "AlterPartition failed");
+                            Err(AlterPartitionError::from(e.error_code()))
+                        }
+                    };
+                    if result.is_ok() {
+                        let _ = metadata.refresh().await;
+                    }
+                    match p.on_alter_partition_response(&req, result) {
+                        Ok(mut more) if !more.is_empty() => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            req = more.remove(0);
+                        }
+                        Ok(_) => return,
+                        Err(e) => {
+                            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "applying an AlterPartition answer failed");
+                            return;
+                        }
+                    }
+                }
+            });
+        }
     }
 
     pub fn tier(&self) -> Option<&Arc<Tier>> {
@@ -289,13 +399,15 @@ impl Broker {
         Ok(())
     }
 
-    fn reconcile_locked(&self) -> Result<(), ApiError> {
-        let metas: HashMap<String, TopicMeta> = self
-            .store
-            .topics()
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect();
+    /// Applies the cached metadata: opens the replicas assigned here, makes each leader
+    /// or follower as metadata says, updates configs, forgets deleted topics. Returns the
+    /// AlterPartition requests that result.
+    #[allow(clippy::type_complexity)]
+    fn reconcile_locked(
+        &self,
+    ) -> Result<Vec<(Arc<Partition>, Vec<AlterPartitionRequest>)>, ApiError> {
+        let md = self.cluster();
+        let node = self.node_id();
         let current = self
             .topics
             .read()
@@ -304,50 +416,73 @@ impl Broker {
         let mut next: BTreeMap<Arc<str>, Arc<TopicState>> = BTreeMap::new();
         let mut removed = Vec::new();
         for (name, state) in &current {
-            match metas.get(name.as_ref()) {
-                Some(m) if m.id == state.id => {}
+            match md.topics.get(name.as_ref()) {
+                Some(t) if t.id == state.id => {}
                 _ => removed.push(state.clone()),
             }
         }
-        for meta in metas.values() {
-            let config = TopicConfig::resolve(&meta.configs)
+        let mut alters = Vec::new();
+        for rec in md.topics.values() {
+            let config = TopicConfig::resolve(&rec.configs)
                 .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
-            let existing = current.get(meta.name.as_str()).filter(|s| s.id == meta.id);
-            let mut partitions = existing.map(|s| s.partitions.clone()).unwrap_or_default();
-            if let Some(s) = existing
-                && s.overrides != meta.configs
+            let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
+            let name: Arc<str> = Arc::from(rec.name.as_str());
+            let mut partitions = Vec::new();
+            for pr in rec
+                .partitions
+                .iter()
+                .filter(|pr| pr.replicas.contains(&node))
             {
-                for p in &partitions {
-                    p.set_config(config.clone(), self.config.log_config(&config));
+                let p = match existing.and_then(|s| s.partition(pr.partition)) {
+                    Some(p) => {
+                        if existing.is_some_and(|s| s.overrides != rec.configs) {
+                            p.set_config(config.clone(), self.config.log_config(&config));
+                        }
+                        p.clone()
+                    }
+                    None => {
+                        let dir = self.partition_dir(&rec.name, pr.partition);
+                        let (p, report) = Partition::open(
+                            &dir,
+                            name.clone(),
+                            rec.id,
+                            pr.partition,
+                            config.clone(),
+                            self.clock.clone(),
+                            self.config.log_config(&config),
+                            node,
+                        )?;
+                        if !report.truncations.is_empty() {
+                            tracing::warn!(topic = %rec.name, partition = pr.partition, ?report.truncations, "partition recovered with truncation");
+                        }
+                        Arc::new(p)
+                    }
+                };
+                if pr.leader >= 0 {
+                    let state = PartitionState {
+                        leader: pr.leader,
+                        leader_epoch: pr.leader_epoch,
+                        partition_epoch: pr.partition_epoch,
+                        replicas: pr.replicas.clone(),
+                        isr: pr.isr.clone(),
+                    };
+                    let reqs = p.apply_state(node, &state)?;
+                    if !reqs.is_empty() {
+                        alters.push((p.clone(), reqs));
+                    }
                 }
-            }
-            let name: Arc<str> = Arc::from(meta.name.as_str());
-            for index in partitions.len() as i32..meta.partitions {
-                let dir = self.partition_dir(&meta.name, index);
-                let (p, report) = Partition::open(
-                    &dir,
-                    name.clone(),
-                    meta.id,
-                    index,
-                    config.clone(),
-                    meta.leader_epoch,
-                    self.clock.clone(),
-                    self.config.log_config(&config),
-                )?;
-                if !report.truncations.is_empty() {
-                    tracing::warn!(topic = %meta.name, partition = index, ?report.truncations, "partition recovered with truncation");
-                }
-                partitions.push(Arc::new(p));
+                partitions.push(p);
             }
             next.insert(
                 name.clone(),
                 Arc::new(TopicState {
                     name,
-                    id: meta.id,
-                    overrides: meta.configs.clone(),
+                    id: rec.id,
+                    overrides: rec.configs.clone(),
                     config,
                     partitions,
-                    storage_cluster_id: meta.storage_cluster_id.clone(),
+                    partition_count: rec.partitions.len() as i32,
+                    storage_cluster_id: rec.storage_cluster_id.clone(),
                 }),
             );
         }
@@ -355,7 +490,7 @@ impl Broker {
         for t in removed {
             self.remove_topic_files(&t);
         }
-        Ok(())
+        Ok(alters)
     }
 
     /// Deletes a removed topic's directories: renamed at once (so a topic created again
@@ -383,12 +518,7 @@ impl Broker {
     /// Removes partition directories that metadata no longer names (a deletion cut short
     /// by a crash, or a topic deleted and re-created while this broker was down).
     fn remove_stray_directories(&self) {
-        let metas: HashMap<String, TopicMeta> = self
-            .store
-            .topics()
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect();
+        let md = self.cluster();
         let Ok(entries) = std::fs::read_dir(&self.config.data_dir) else {
             return;
         };
@@ -408,8 +538,9 @@ impl Broker {
             let Ok(index) = index.parse::<i32>() else {
                 continue;
             };
-            let keep = metas.get(topic).is_some_and(|m| {
-                index < m.partitions && read_topic_id(&path).is_none_or(|id| id == m.id)
+            let keep = md.topics.get(topic).is_some_and(|t| {
+                (index as usize) < t.partitions.len()
+                    && read_topic_id(&path).is_none_or(|id| id == t.id)
             });
             if !keep && read_topic_id(&path).is_some() {
                 tracing::info!(dir = %path.display(), "removing the directory of a deleted topic");
@@ -422,7 +553,10 @@ impl Broker {
     pub(crate) async fn next_producer_id(&self) -> Result<i64, ApiError> {
         let mut g = self.producer_ids.lock().await;
         if g.0 >= g.1 {
-            let first = self.store.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
+            let first = self
+                .controller()
+                .allocate_producer_ids(PRODUCER_ID_BLOCK)
+                .await?;
             *g = (first, first + PRODUCER_ID_BLOCK);
         }
         let id = g.0;
@@ -462,8 +596,13 @@ impl Broker {
                         }
                     }
                 }
-                if checkpoint && let Err(e) = p.log.checkpoint() {
-                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "checkpoint failed");
+                if checkpoint {
+                    if let Err(e) = p.log.checkpoint() {
+                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "checkpoint failed");
+                    }
+                    if let Err(e) = p.checkpoint_high_watermark() {
+                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "high-water mark checkpoint failed");
+                    }
                 }
             }
         }
@@ -476,6 +615,7 @@ impl Broker {
                 if let Err(e) = p.log.flush().and_then(|_| p.log.checkpoint()) {
                     tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush on shutdown failed");
                 }
+                let _ = p.checkpoint_high_watermark();
             }
         }
     }

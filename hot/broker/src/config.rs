@@ -37,6 +37,10 @@ pub struct BrokerConfig {
     pub log_io: strata_log::IoMode,
     /// Per partition, the newest bytes kept in memory in Direct mode (tail reads).
     pub log_tail_cache_bytes: usize,
+    /// How long to wait for the controller quorum at start.
+    pub controller_timeout: Duration,
+    /// How often this broker heartbeats to the controller (its session is 9 s).
+    pub heartbeat_interval: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -56,6 +60,8 @@ impl Default for BrokerConfig {
             checkpoint_interval: Duration::from_secs(60),
             log_io: strata_log::IoMode::Direct,
             log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
+            controller_timeout: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_millis(1500),
         }
     }
 }

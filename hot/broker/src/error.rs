@@ -27,12 +27,3 @@ impl From<strata_log::LogError> for ApiError {
         }
     }
 }
-
-impl From<crate::metadata::MetadataError> for ApiError {
-    fn from(e: crate::metadata::MetadataError) -> Self {
-        ApiError {
-            code: e.error_code(),
-            message: e.to_string(),
-        }
-    }
-}

@@ -12,13 +12,15 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod kafka_client;
 pub mod metadata;
 pub mod partition;
+pub mod replication;
 pub mod server;
 pub mod tiering;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;
 pub use error::ApiError;
-pub use metadata::{FileMetadataStore, MetadataStore, TopicMeta};
+pub use metadata::MetadataCache;
 pub use server::Server;

@@ -1,48 +1,57 @@
-//! One partition replica hosted by this broker.
+//! One partition replica hosted by this broker: its log, its replica state (leader or
+//! follower, high-water mark, ISR; strata-replica's sans-IO state machine), its remote
+//! tier.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, RecoveryReport};
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
+use strata_replica::{
+    AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
+    ReplicaConfig, Role,
+};
 use strata_tier::RemotePartition;
 use tokio::sync::watch;
 
 const PARTITION_METADATA: &str = "partition.metadata";
+const HIGH_WATERMARK_FILE: &str = "high-watermark";
 
-/// A partition: its log, its high-water mark, its leader epoch.
+/// A partition hosted here.
 #[derive(Debug)]
 pub struct Partition {
     pub topic: Arc<str>,
     pub topic_id: TopicId,
     pub index: PartitionId,
     pub log: Log,
-    /// The high-water mark. With one replica it is the log-end offset; fetchers waiting
-    /// for data watch it.
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    /// The high-water mark; fetchers and acks=all produce requests wait on it.
     hwm: watch::Sender<Offset>,
-    leader_epoch: AtomicI32,
+    /// The log end; followers' long-poll fetches wait on it.
+    leo: watch::Sender<Offset>,
+    replica: Mutex<PartitionReplica>,
     config: RwLock<TopicConfig>,
     /// The remote tier, once attached (topics with remote.storage.enable=true).
     remote: RwLock<Option<Arc<RemotePartition>>>,
 }
 
 impl Partition {
-    /// Opens (recovering) the partition's log in `dir`.
-    // Every argument is one fact about the partition; a struct for them would only move
-    // the list to the caller.
-    #[allow(clippy::too_many_arguments)]
+    /// Opens (recovering) the partition's log in `dir`. It serves nothing until metadata
+    /// makes it leader or follower ([`Partition::apply_state`]).
+    #[allow(clippy::too_many_arguments)] // each argument is one fact about the partition
     pub fn open(
         dir: &Path,
         topic: Arc<str>,
         topic_id: TopicId,
         index: PartitionId,
         config: TopicConfig,
-        leader_epoch: i32,
         clock: Arc<dyn Clock>,
         log_config: LogConfig,
+        node_id: i32,
     ) -> Result<(Partition, RecoveryReport), LogError> {
-        let (log, report) = Log::open(dir, log_config, clock)?;
+        let (log, report) = Log::open(dir, log_config, clock.clone())?;
         let meta = dir.join(PARTITION_METADATA);
         if read_topic_id(dir) != Some(topic_id) {
             std::fs::write(&meta, format!("version: 0\ntopic_id: {topic_id}\n")).map_err(
@@ -53,20 +62,71 @@ impl Partition {
                 },
             )?;
         }
-        let (hwm, _) = watch::channel(log.log_end_offset());
+        // Kafka's replication-offset-checkpoint: the mark a restarted replica starts from
+        // (never past its own log end).
+        let hwm_seed = read_offset(&dir.join(HIGH_WATERMARK_FILE))
+            .unwrap_or(log.log_start_offset())
+            .clamp(log.log_start_offset(), log.log_end_offset());
+        let (hwm, _) = watch::channel(hwm_seed);
+        let (leo, _) = watch::channel(log.log_end_offset());
+        let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
         Ok((
             Partition {
                 topic,
                 topic_id,
                 index,
                 log,
+                dir: dir.to_path_buf(),
+                clock,
                 hwm,
-                leader_epoch: AtomicI32::new(leader_epoch),
+                leo,
+                replica: Mutex::new(replica),
                 config: RwLock::new(config),
                 remote: RwLock::new(None),
             },
             report,
         ))
+    }
+
+    fn replica(&self) -> MutexGuard<'_, PartitionReplica> {
+        self.replica.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn role(&self) -> Role {
+        self.replica().role()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.replica().is_leader()
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.replica().leader_epoch()
+    }
+
+    pub fn partition_epoch(&self) -> i32 {
+        self.replica().partition_epoch()
+    }
+
+    pub fn isr(&self) -> Vec<i32> {
+        self.replica().isr()
+    }
+
+    pub fn is_under_replicated(&self) -> bool {
+        self.replica().is_under_replicated()
+    }
+
+    /// Whether acks=all may be accepted now: the ISR has min.insync.replicas members.
+    pub fn acks_all_allowed(&self) -> bool {
+        let min = self.config().min_insync_replicas.max(1) as usize;
+        self.replica().acks_all_allowed(min)
+    }
+
+    /// Where an acks=all request needing `offset` stands.
+    pub fn ack_status(&self, offset: Offset) -> strata_replica::AckStatus {
+        let min = self.config().min_insync_replicas.max(1) as usize;
+        self.replica()
+            .check_enough_replicas_reach_offset(offset, min)
     }
 
     /// The remote tier, if attached.
@@ -117,6 +177,7 @@ impl Partition {
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).
     pub fn reset_high_watermark(&self, hwm: Offset) {
         self.hwm.send_replace(hwm);
+        self.leo.send_replace(self.log.log_end_offset());
     }
 
     /// A receiver that changes whenever the high-water mark moves.
@@ -124,8 +185,9 @@ impl Partition {
         self.hwm.subscribe()
     }
 
-    pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch.load(Ordering::Acquire)
+    /// A receiver that changes whenever the log end moves (for followers' fetches).
+    pub fn watch_log_end(&self) -> watch::Receiver<Offset> {
+        self.leo.subscribe()
     }
 
     pub fn config(&self) -> TopicConfig {
@@ -140,22 +202,190 @@ impl Partition {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
-    /// Appends as leader and advances the high-water mark (one replica: the ISR is this
-    /// broker alone).
-    pub fn append(&self, records: &mut [u8]) -> Result<AppendInfo, LogError> {
-        let info = self.log.append(records, self.leader_epoch())?;
+    /// Applies the controller's view of the partition: becomes leader or follower when
+    /// the leader epoch or partition epoch moved. Returns AlterPartition requests for the
+    /// controller (none here in practice; ISR changes come from fetches and ticks).
+    pub fn apply_state(
+        &self,
+        node_id: i32,
+        state: &PartitionState,
+    ) -> Result<Vec<AlterPartitionRequest>, LogError> {
+        let now = self.clock.now_ms();
+        let cmds = {
+            let mut r = self.replica();
+            let unchanged = (r.leader_epoch(), r.partition_epoch())
+                == (state.leader_epoch, state.partition_epoch)
+                && !matches!(r.role(), Role::Offline);
+            if unchanged {
+                return Ok(vec![]);
+            }
+            if state.leader == node_id {
+                r.become_leader(now, state, &self.log)
+            } else {
+                r.become_follower(now, state, &self.log)
+            }
+        };
+        self.execute(cmds)
+    }
+
+    /// Carries out the replica state machine's commands that concern this partition's
+    /// own state; returns the AlterPartition requests the broker must send.
+    pub fn execute(&self, cmds: Vec<Command>) -> Result<Vec<AlterPartitionRequest>, LogError> {
+        let mut out = Vec::new();
+        for c in cmds {
+            match c {
+                Command::AssignEpochStart { leader_epoch, .. } => {
+                    self.log.assign_epoch_start(leader_epoch)?;
+                }
+                Command::AlterPartition(req) => out.push(req),
+                Command::HighWatermarkAdvanced(h) => {
+                    self.hwm.send_if_modified(|cur| {
+                        if h > *cur {
+                            *cur = h;
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                }
+                Command::IsrChanged {
+                    isr,
+                    partition_epoch,
+                } => {
+                    tracing::info!(topic = %self.topic, partition = self.index, ?isr, partition_epoch, "ISR changed");
+                    metrics::counter!("strata_isr_changes_total").increment(1);
+                }
+                Command::Truncate(offset) => {
+                    if offset < self.log.log_end_offset() {
+                        tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
+                        self.log.truncate_to(offset)?;
+                        self.leo.send_replace(self.log.log_end_offset());
+                    }
+                }
+                Command::TruncateFullyAndStartAt(offset) => {
+                    tracing::info!(topic = %self.topic, partition = self.index, offset, "restarting the log at the leader's start");
+                    self.log.truncate_fully_and_start_at(offset)?;
+                    self.hwm.send_replace(offset);
+                    self.leo.send_replace(offset);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Appends as leader (the caller checked leadership and acks).
+    pub fn append(
+        &self,
+        records: &mut [u8],
+    ) -> Result<(AppendInfo, Vec<AlterPartitionRequest>), LogError> {
+        let epoch = self.leader_epoch();
+        let info = self.log.append(records, epoch)?;
         let leo = self.log.log_end_offset();
-        // Concurrent appends may finish out of order: the mark only moves forward.
-        self.hwm.send_if_modified(|h| {
-            if leo > *h {
-                *h = leo;
+        self.leo.send_if_modified(|l| {
+            if leo > *l {
+                *l = leo;
                 true
             } else {
                 false
             }
         });
-        Ok(info)
+        let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
+        let alters = self.execute(cmds)?;
+        Ok((info, alters))
     }
+
+    /// Appends batches fetched from the leader (follower).
+    pub fn append_replicated(
+        &self,
+        records: &mut [u8],
+        leader_hwm: Offset,
+    ) -> Result<(), LogError> {
+        if !records.is_empty() {
+            self.log.append_replicated(records)?;
+        }
+        let leo = self.log.log_end_offset();
+        self.leo.send_replace(leo);
+        let cmds = self.replica().on_fetch_response(leader_hwm, leo);
+        self.execute(cmds)?;
+        Ok(())
+    }
+
+    /// A follower's fetch (leader side).
+    pub fn on_follower_fetch(
+        &self,
+        fetch: &FollowerFetch,
+    ) -> (
+        FetchOutcome,
+        Vec<AlterPartitionRequest>,
+        Result<(), LogError>,
+    ) {
+        let outcome = self
+            .replica()
+            .on_follower_fetch(self.clock.now_ms(), fetch, &self.log);
+        match self.execute(outcome.commands.clone()) {
+            Ok(alters) => (outcome, alters, Ok(())),
+            Err(e) => (outcome, vec![], Err(e)),
+        }
+    }
+
+    /// The leader's answer to where our logs part (follower side).
+    pub fn on_diverging_epoch(&self, epoch: i32, end_offset: Offset) -> Result<(), LogError> {
+        let outcome = self
+            .replica()
+            .on_epoch_end_offset(Some((epoch, end_offset)), &self.log);
+        self.execute(outcome.commands)?;
+        Ok(())
+    }
+
+    /// The leader says our fetch offset is out of its range (follower side).
+    pub fn on_fetch_out_of_range(
+        &self,
+        leader_log_start: Offset,
+        leader_log_end: Offset,
+    ) -> Result<(), LogError> {
+        let cmds =
+            self.replica()
+                .on_fetch_out_of_range(leader_log_start, leader_log_end, &self.log);
+        self.execute(cmds)?;
+        Ok(())
+    }
+
+    /// Periodic leader duties: ISR shrink after replica.lag.time.max.ms.
+    pub fn tick(&self) -> Result<Vec<AlterPartitionRequest>, LogError> {
+        let cmds = self.replica().tick(self.clock.now_ms());
+        self.execute(cmds)
+    }
+
+    /// The controller's answer to an AlterPartition this replica asked for.
+    pub fn on_alter_partition_response(
+        &self,
+        req: &AlterPartitionRequest,
+        result: Result<strata_replica::CommittedIsr, strata_replica::AlterPartitionError>,
+    ) -> Result<Vec<AlterPartitionRequest>, LogError> {
+        let cmds = self
+            .replica()
+            .on_alter_partition_response(self.clock.now_ms(), req, result);
+        self.execute(cmds)
+    }
+
+    /// The follower's fetch position: its log end and the epoch of its last batch.
+    pub fn fetch_position(&self) -> (Offset, Option<i32>) {
+        (self.log.log_end_offset(), self.log.latest_epoch())
+    }
+
+    /// Writes the high-water mark so a restart starts from it.
+    pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
+        let path = self.dir.join(HIGH_WATERMARK_FILE);
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        writeln!(f, "{}", self.high_watermark())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    }
+}
+
+fn read_offset(path: &Path) -> Option<Offset> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// The topic id recorded in a partition directory, if any.

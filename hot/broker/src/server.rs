@@ -26,22 +26,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the broker's Kafka address and starts serving.
-    pub async fn start(broker: Arc<Broker>) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(broker.config.kafka_addr).await?;
-        Ok(Self::start_on(broker, listener))
-    }
-
-    /// Serves on an already bound listener.
+    /// Serves on an already bound listener (bound before the broker registered, so its
+    /// advertised address was known).
     pub fn start_on(broker: Arc<Broker>, listener: TcpListener) -> Server {
         let local_addr = listener.local_addr().unwrap_or(broker.config.kafka_addr);
-        let (host, port) = broker.config.advertised(local_addr);
-        if host == "0.0.0.0" || host == "::" {
-            tracing::warn!(
-                "the Kafka listener advertises the wildcard address {host}; clients cannot connect to it: set an advertised address"
-            );
-        }
-        broker.set_advertised(host, port);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(broker, listener, shutdown.clone()));
         Server {
@@ -60,6 +48,7 @@ impl Server {
 
 async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationToken) {
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
+    crate::replication::start(&broker, &shutdown);
     let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
     let mut next_connection: u64 = 0;

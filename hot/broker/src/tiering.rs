@@ -111,6 +111,9 @@ impl Broker {
 /// A partition whose upload fails is retried with exponential backoff (up to a
 /// 15 s) forever, with a warning each time and the failure counted in metrics; its
 /// local segments stay (local retention waits for the offload).
+/// How often a follower re-reads a tiered partition's manifest.
+const FOLLOWER_RELOAD_INTERVAL: Duration = Duration::from_secs(30);
+
 pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) {
     let Some(tier) = broker.tier().cloned() else {
         return;
@@ -122,6 +125,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     let mut described: HashMap<TopicId, strata_tier::catalog::TopicDescriptor> = HashMap::new();
     let mut last_retention = Instant::now();
     let mut last_sweep = Instant::now();
+    // Per partition: the leader epoch in which this broker, as leader, last reloaded the
+    // manifest (the previous leader may have committed to it since we last read it), and
+    // when a follower last reloaded it (followers delete local segments the leader has
+    // offloaded, so they need a recent view).
+    let mut leading_since: HashMap<(TopicId, i32), i32> = HashMap::new();
+    let mut follower_reloaded: HashMap<(TopicId, i32), Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -129,10 +138,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
         }
         broker.attach_remotes().await;
         // Keep each tiered topic's descriptor in the bucket current (recovery reads it).
+        // (Written by the leader of partition 0, so one broker writes it.)
         for t in broker
             .topics()
             .into_iter()
             .filter(|t| t.config.remote_storage_enable)
+            .filter(|t| t.partition(0).is_some_and(|p| p.is_leader()))
         {
             let d = strata_tier::catalog::TopicDescriptor {
                 version: 1,
@@ -163,7 +174,48 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             .filter(|t| t.config.remote_storage_enable)
             .flat_map(|t| t.partitions.clone())
             .collect();
-        let ready: Vec<Arc<Partition>> = tiered
+        for p in &tiered {
+            let Some(r) = p.remote() else { continue };
+            let k = (p.topic_id, p.index);
+            if p.is_leader() {
+                follower_reloaded.remove(&k);
+                let epoch = p.leader_epoch();
+                if leading_since.get(&k) == Some(&epoch) && !r.is_fenced() {
+                    continue;
+                }
+                match r.reload().await {
+                    Ok(()) => {
+                        leading_since.insert(k, epoch);
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot reload the remote manifest after becoming leader; will retry")
+                    }
+                }
+            } else {
+                leading_since.remove(&k);
+                if follower_reloaded
+                    .get(&k)
+                    .is_some_and(|at| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
+                {
+                    continue;
+                }
+                follower_reloaded.insert(k, Instant::now());
+                if let Err(e) = r.reload().await {
+                    tracing::debug!(topic = %p.topic, partition = p.index, error = %e, "follower cannot reload the remote manifest");
+                }
+            }
+        }
+        // Only the leader offloads and applies remote retention; it does so once it has
+        // read the manifest as of its own epoch.
+        let leading: Vec<Arc<Partition>> = tiered
+            .iter()
+            .filter(|p| {
+                p.is_leader()
+                    && leading_since.get(&(p.topic_id, p.index)) == Some(&p.leader_epoch())
+            })
+            .cloned()
+            .collect();
+        let ready: Vec<Arc<Partition>> = leading
             .iter()
             .filter(|p| p.remote().is_some_and(|r| !r.is_fenced()))
             .filter(|p| {
@@ -203,7 +255,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
         }
         metrics::gauge!("strata_tier_partitions_in_backoff").set(backoff.len() as f64);
         let now_ms = broker.clock.now_ms();
-        for p in &tiered {
+        for p in &leading {
             let (bytes, secs) = lag(p, now_ms);
             let labels = [
                 ("topic", p.topic.to_string()),
@@ -217,7 +269,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
         }
         if last_retention.elapsed() >= broker.config.retention_check_interval {
             last_retention = Instant::now();
-            for p in &tiered {
+            for p in &leading {
                 let Some(r) = p.remote() else { continue };
                 if r.is_fenced() {
                     continue;
@@ -255,7 +307,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
         if last_sweep.elapsed() >= config.orphan_sweep_interval {
             last_sweep = Instant::now();
             sweep_staging(&tier, config.orphan_grace).await;
-            for p in &tiered {
+            for p in &leading {
                 if let Some(r) = p.remote()
                     && let Err(e) = r.cleanup_orphans(config.orphan_grace).await
                 {

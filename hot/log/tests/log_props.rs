@@ -277,7 +277,8 @@ fn run(ops: Vec<Op>, mode: IoMode) -> Result<(), TestCaseError> {
                     let cut = target < m.end();
                     l.truncate_to(target).unwrap();
                     // At the start everything goes, a batch straddling it too.
-                    m.batches.retain(|&(b, _, _)| b < target && target > m.start);
+                    m.batches
+                        .retain(|&(b, _, _)| b < target && target > m.start);
                     m.truncate_epochs(target);
                     if cut {
                         prop_assert_eq!(l.recovery_point(), target, "durable");

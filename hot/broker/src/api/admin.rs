@@ -76,7 +76,7 @@ pub(super) fn create_topics(
             r.name = t.name.clone();
             r.num_partitions = -1;
             r.replication_factor = -1;
-            let result: Result<(TopicId, i32, BTreeMap<String, String>), ApiError> = async {
+            let result: Result<(TopicId, i32, BTreeMap<String, String>, i16), ApiError> = async {
                 if dups.contains(&name) {
                     return Err(ApiError::new(ErrorCode::InvalidRequest, format!("topic '{name}' appears more than once in the request")));
                 }
@@ -84,31 +84,22 @@ pub(super) fn create_topics(
                 if t.configs.iter().any(|c| c.name.as_str() == RECOVER_CONFIG && c.value.as_deref() == Some("true")) {
                     return recover_topic(&broker, &name, req.validate_only).await;
                 }
-                let node = broker.node_id();
-                let partitions = if !t.assignments.is_empty() {
-                    if t.num_partitions != -1 || t.replication_factor != -1 {
-                        return Err(ApiError::new(ErrorCode::InvalidRequest, "give either assignments or num_partitions/replication_factor, not both"));
-                    }
-                    let mut idx: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
-                    idx.sort_unstable();
-                    if idx.iter().enumerate().any(|(i, p)| *p != i as i32) {
-                        return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, "partition indexes must be 0..n without gaps"));
-                    }
-                    if t.assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node) {
-                        return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, format!("this cluster has one broker (id {node}); each partition's replicas must be [{node}]")));
-                    }
-                    idx.len() as i32
-                } else {
-                    let rf = if t.replication_factor == -1 { 1 } else { t.replication_factor };
-                    if rf != 1 {
-                        return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor {rf} is larger than the number of brokers (1)")));
-                    }
-                    let n = if t.num_partitions == -1 { broker.config.default_partitions } else { t.num_partitions };
-                    if n < 1 {
-                        return Err(ApiError::new(ErrorCode::InvalidPartitions, format!("number of partitions must be at least 1, not {n}")));
-                    }
-                    n
-                };
+                if !t.assignments.is_empty() {
+                    // The controller spreads replicas and balances leaders itself.
+                    return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, "manual replica assignments are not supported: give num_partitions and replication_factor"));
+                }
+                let partitions = if t.num_partitions == -1 { broker.config.default_partitions } else { t.num_partitions };
+                if partitions < 1 {
+                    return Err(ApiError::new(ErrorCode::InvalidPartitions, format!("number of partitions must be at least 1, not {partitions}")));
+                }
+                let live = broker.cluster().brokers.values().filter(|b| !b.fenced).count() as i16;
+                let rf = t.replication_factor;
+                if rf == 0 || rf < -1 {
+                    return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor must be at least 1, not {rf}")));
+                }
+                if rf > live {
+                    return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor {rf} is larger than the number of live brokers ({live})")));
+                }
                 let mut configs = BTreeMap::new();
                 for c in &t.configs {
                     if let Some(v) = &c.value {
@@ -117,24 +108,23 @@ pub(super) fn create_topics(
                 }
                 TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
                 if req.validate_only {
-                    if broker.topic(&name).is_some() {
+                    if broker.cluster().topics.contains_key(&name) {
                         return Err(ApiError::new(ErrorCode::TopicAlreadyExists, format!("topic '{name}' already exists")));
                     }
-                    return Ok((TopicId::ZERO, partitions, configs));
+                    return Ok((TopicId::ZERO, partitions, configs, rf.max(1)));
                 }
-                let guard = broker.lock_metadata().await;
-                let created = broker.store.create_topic(&name, partitions, configs.clone()).await;
-                broker.apply_metadata(&guard)?;
-                let meta = created?;
-                tracing::info!(topic = %name, partitions, "created topic");
-                Ok((meta.id, partitions, configs))
+                let created = broker.controller().create_topic(&name, partitions, rf, configs.clone()).await?;
+                broker.refresh_and_apply().await?;
+                let rf = created.partitions.first().map_or(1, |p| p.replicas.len() as i16);
+                tracing::info!(topic = %name, partitions, replication_factor = rf, "created topic");
+                Ok((created.id, partitions, configs, rf))
             }
             .await;
             match result {
-                Ok((id, partitions, configs)) => {
+                Ok((id, partitions, configs, rf)) => {
                     r.topic_id = id.0;
                     r.num_partitions = partitions;
-                    r.replication_factor = 1;
+                    r.replication_factor = rf;
                     if ctx.version >= 5 {
                         r.configs = Some(config_entries(&configs));
                     }
@@ -161,7 +151,7 @@ async fn recover_topic(
     broker: &Arc<Broker>,
     name: &str,
     validate_only: bool,
-) -> Result<(TopicId, i32, BTreeMap<String, String>), ApiError> {
+) -> Result<(TopicId, i32, BTreeMap<String, String>, i16), ApiError> {
     let Some(tier) = broker.tier().cloned() else {
         return Err(ApiError::new(
             ErrorCode::InvalidConfig,
@@ -177,7 +167,7 @@ async fn recover_topic(
                 format!("the object store has no topic '{name}'"),
             )
         })?;
-    if broker.topic(name).is_some() {
+    if broker.cluster().topics.contains_key(name) {
         return Err(ApiError::new(
             ErrorCode::TopicAlreadyExists,
             format!("topic '{name}' already exists"),
@@ -200,24 +190,27 @@ async fn recover_topic(
         max_epoch = max_epoch.max(r.manifest_snapshot().max_epoch());
     }
     if validate_only {
-        return Ok((desc.topic_id, desc.partitions, desc.configs));
+        return Ok((desc.topic_id, desc.partitions, desc.configs, 1));
     }
-    let meta = crate::metadata::TopicMeta {
-        name: name.to_string(),
-        id: desc.topic_id,
-        partitions: desc.partitions,
-        configs: desc.configs.clone(),
-        leader_epoch: max_epoch + 1,
-        storage_cluster_id: Some(desc.cluster_id.clone()),
-    };
-    let guard = broker.lock_metadata().await;
-    let restored = broker.store.restore_topic(meta).await;
-    broker.apply_metadata(&guard)?;
-    drop(guard);
-    restored?;
-    broker.attach_remotes().await;
+    let restored = broker
+        .controller()
+        .restore_topic(strata_controller::NewTopicRequest {
+            id: desc.topic_id,
+            name: name.to_string(),
+            partitions: desc.partitions,
+            replication_factor: -1,
+            configs: desc.configs.clone(),
+            storage_cluster_id: Some(desc.cluster_id.clone()),
+            initial_leader_epoch: max_epoch + 1,
+        })
+        .await?;
+    broker.refresh_and_apply().await?;
     tracing::info!(topic = name, partitions = desc.partitions, from_cluster = %desc.cluster_id, "recovered topic from the object store");
-    Ok((desc.topic_id, desc.partitions, desc.configs))
+    let rf = restored
+        .partitions
+        .first()
+        .map_or(1, |p| p.replicas.len() as i16);
+    Ok((desc.topic_id, desc.partitions, desc.configs, rf))
 }
 
 pub(super) fn delete_topics(
@@ -259,11 +252,11 @@ pub(super) fn delete_topics(
                 Some(t) => {
                     r.name = Some(TopicName(s(t.name.to_string())));
                     r.topic_id = t.id.0;
-                    let guard = broker.lock_metadata().await;
-                    let deleted = broker.store.delete_topic(&t.name).await;
-                    let applied = broker.apply_metadata(&guard);
-                    drop(guard);
-                    match deleted.map_err(ApiError::from).and(applied) {
+                    let deleted = match broker.controller().delete_topic(&t.name).await {
+                        Ok(_) => broker.refresh_and_apply().await,
+                        Err(e) => Err(ApiError::from(e)),
+                    };
+                    match deleted {
                         Ok(_) => {
                             tracing::info!(topic = %t.name, "deleted topic");
                             broker.forget_remote_objects(&t);
@@ -299,32 +292,27 @@ pub(super) fn create_partitions(
                         format!("topic '{name}' does not exist"),
                     )
                 })?;
-                let have = current.partitions.len() as i32;
+                let have = current.partition_count;
                 if t.count <= have {
                     return Err(ApiError::new(
                         ErrorCode::InvalidPartitions,
                         format!("topic '{name}' has {have} partitions; the count can only grow"),
                     ));
                 }
-                if let Some(a) = &t.assignments {
-                    let node = broker.node_id();
-                    if a.len() as i32 != t.count - have
-                        || a.iter()
-                            .any(|x| x.broker_ids.len() != 1 || x.broker_ids[0].0 != node)
-                    {
-                        return Err(ApiError::new(
-                            ErrorCode::InvalidReplicaAssignment,
-                            format!("give one assignment [{node}] per new partition"),
-                        ));
-                    }
+                if t.assignments.is_some() {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidReplicaAssignment,
+                        "manual replica assignments are not supported",
+                    ));
                 }
                 if req.validate_only {
                     return Ok(());
                 }
-                let guard = broker.lock_metadata().await;
-                let r = broker.store.create_partitions(&name, t.count).await;
-                broker.apply_metadata(&guard)?;
-                r?;
+                broker
+                    .controller()
+                    .create_partitions(&name, t.count)
+                    .await?;
+                broker.refresh_and_apply().await?;
                 Ok(())
             }
             .await;
@@ -456,7 +444,6 @@ async fn set_topic_configs(
             format!("resource type {resource_type} is not supported"),
         ));
     }
-    let guard = broker.lock_metadata().await;
     let t = broker.topic(name).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownTopicOrPartition,
@@ -469,9 +456,9 @@ async fn set_topic_configs(
     if validate_only {
         return Ok(());
     }
-    let r = broker.store.set_configs(name, configs).await;
-    broker.apply_metadata(&guard)?;
-    r?;
+    broker.controller().set_configs(name, configs).await?;
+    broker.metadata.refresh().await?;
+    broker.reconcile().await?;
     tracing::info!(topic = name, "altered topic configs");
     Ok(())
 }

@@ -49,15 +49,24 @@ pub(super) fn describe_cluster(
     ctx: RequestContext,
     _req: DescribeClusterRequest,
 ) -> Pending {
-    let (host, port) = broker.advertised();
+    let md = broker.cluster();
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_id = StrBytes::from_string(broker.cluster_id());
-    resp.controller_id = BrokerId(broker.node_id());
-    let mut b = DescribeClusterBroker::default();
-    b.broker_id = BrokerId(broker.node_id());
-    b.host = StrBytes::from_string(host);
-    b.port = port as i32;
-    resp.brokers = vec![b];
+    resp.cluster_id = StrBytes::from_string(md.cluster_id.clone());
+    // Controller voters and brokers share node ids.
+    resp.controller_id = BrokerId(md.controller_leader.map_or(-1, |n| n as i32));
+    resp.brokers = md
+        .brokers
+        .values()
+        .filter(|r| !r.fenced)
+        .map(|r| {
+            let mut b = DescribeClusterBroker::default();
+            b.broker_id = BrokerId(r.id);
+            b.host = StrBytes::from_string(r.host.clone());
+            b.port = r.port as i32;
+            b.rack = r.rack.clone().map(StrBytes::from_string);
+            b
+        })
+        .collect();
     resp.cluster_authorized_operations = i32::MIN;
     ready(encode_response(&ctx, &resp))
 }

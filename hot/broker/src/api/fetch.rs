@@ -69,6 +69,13 @@ enum Plan {
 }
 
 async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> FetchOnce {
+    // A follower's fetch names its broker id (in ReplicaState from v15).
+    let replica = if ctx.version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower = (replica >= 0).then_some(replica);
     let mut resp = FetchResponse::default();
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
@@ -99,14 +106,26 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
             pd.last_stable_offset = -1;
             pd.log_start_offset = -1;
             pd.preferred_read_replica = BrokerId(-1);
-            let p = state.as_ref().and_then(|t| {
-                usize::try_from(fp.partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-            });
-            let (code, plan) = match p {
-                None => (unknown_code, Plan::Done),
-                Some(p) => {
+            let p = state.as_ref().and_then(|t| t.partition(fp.partition));
+            let (code, plan) = match (p, follower) {
+                (None, _) => {
+                    let known = state
+                        .as_ref()
+                        .is_some_and(|t| fp.partition >= 0 && fp.partition < t.partition_count);
+                    (
+                        if known {
+                            ErrorCode::NotLeaderOrFollower
+                        } else {
+                            unknown_code
+                        },
+                        Plan::Done,
+                    )
+                }
+                (Some(p), Some(replica)) => {
+                    watches.push(p.watch_log_end());
+                    check_follower(broker, p, replica, fp, &mut pd)
+                }
+                (Some(p), None) => {
                     watches.push(p.watch_high_watermark());
                     check_partition(p, fp.fetch_offset, fp.current_leader_epoch, &mut pd)
                 }
@@ -114,6 +133,10 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
             if code != ErrorCode::None {
                 has_error = true;
                 pd.error_code = code.code();
+            }
+            // A follower told where the logs part must hear it now, not after a wait.
+            if pd.diverging_epoch.epoch >= 0 {
+                has_error = true;
             }
             if let (Some(p), Plan::Local | Plan::Remote) = (p, &plan) {
                 if matches!(plan, Plan::Remote) {
@@ -156,8 +179,13 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 if limit == 0 && any_data {
                     continue;
                 }
-                let hwm = pd.high_watermark;
-                p.log.read(offset, limit.max(1), Some(hwm)).map(|r| r.data).map_err(|e| {
+                // Consumers read below the high-water mark; followers to the log end.
+                let upper = if follower.is_some() {
+                    None
+                } else {
+                    Some(pd.high_watermark)
+                };
+                p.log.read(offset, limit.max(1), upper).map(|r| r.data).map_err(|e| {
                     if e.error_code() != ErrorCode::OffsetOutOfRange {
                         tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "fetch read failed");
                     }
@@ -189,6 +217,59 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
     (resp, total, has_error, watches)
 }
 
+/// A follower's fetch: the replica state machine checks its epoch and position (and
+/// moves the ISR and the high-water mark); the data comes from the local log, up to its
+/// end.
+fn check_follower(
+    broker: &Broker,
+    p: &Arc<Partition>,
+    replica: i32,
+    fp: &kafka_protocol::messages::fetch_request::FetchPartition,
+    pd: &mut PartitionData,
+) -> (ErrorCode, Plan) {
+    use strata_replica::{FetchDecision, FollowerFetch};
+    let fetch = FollowerFetch {
+        replica,
+        current_leader_epoch: (fp.current_leader_epoch >= 0).then_some(fp.current_leader_epoch),
+        fetch_offset: fp.fetch_offset,
+        last_fetched_epoch: (fp.last_fetched_epoch >= 0).then_some(fp.last_fetched_epoch),
+    };
+    let (outcome, alters, result) = p.on_follower_fetch(&fetch);
+    if !alters.is_empty() {
+        broker.send_alter_partitions(p.clone(), alters);
+    }
+    if let Err(e) = result {
+        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower fetch bookkeeping failed");
+    }
+    // Followers start from the leader's local log (KIP-405: what is only in the object
+    // store is not replicated).
+    pd.log_start_offset = p.log.log_start_offset();
+    pd.last_stable_offset = p.high_watermark();
+    match outcome.decision {
+        FetchDecision::Read { high_watermark } => {
+            pd.high_watermark = high_watermark;
+            if fp.fetch_offset >= p.log.log_end_offset() {
+                return (ErrorCode::None, Plan::Done);
+            }
+            (ErrorCode::None, Plan::Local)
+        }
+        FetchDecision::DivergingEpoch {
+            epoch,
+            end_offset,
+            high_watermark,
+        } => {
+            pd.high_watermark = high_watermark;
+            pd.diverging_epoch.epoch = epoch;
+            pd.diverging_epoch.end_offset = end_offset;
+            (ErrorCode::None, Plan::Done)
+        }
+        other => {
+            pd.high_watermark = p.high_watermark();
+            (other.error_code(), Plan::Done)
+        }
+    }
+}
+
 /// Epoch and range checks; fills the partition's marks. Says where the data is.
 fn check_partition(
     p: &Partition,
@@ -196,6 +277,10 @@ fn check_partition(
     current_leader_epoch: i32,
     pd: &mut PartitionData,
 ) -> (ErrorCode, Plan) {
+    // Consumers read from the leader (fetching from followers, KIP-392, is not offered).
+    if !p.is_leader() {
+        return (ErrorCode::NotLeaderOrFollower, Plan::Done);
+    }
     let epoch = p.leader_epoch();
     if current_leader_epoch >= 0 && current_leader_epoch < epoch {
         return (ErrorCode::FencedLeaderEpoch, Plan::Done);

@@ -32,11 +32,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                 r.timestamp = -1;
                 r.offset = -1;
                 r.leader_epoch = -1;
-                let p = state.as_ref().and_then(|t| {
-                    usize::try_from(lp.partition_index)
-                        .ok()
-                        .and_then(|i| t.partitions.get(i))
-                });
+                let p = state.as_ref().and_then(|t| t.partition(lp.partition_index));
                 let result = match p {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(p) => lookup(&ctx, p, lp.timestamp, lp.current_leader_epoch).await,

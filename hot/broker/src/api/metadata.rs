@@ -1,4 +1,5 @@
-//! Metadata (with optional auto-creation of topics).
+//! Metadata: brokers, and every topic's partitions with leader, replicas and ISR, from
+//! the controller's metadata (with optional auto-creation of topics).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,100 +9,117 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use strata_proto::{ErrorCode, TopicId};
+use strata_controller::{ClusterMetadata, TopicRecord};
+use strata_proto::ErrorCode;
 
 use super::{Pending, RequestContext, encode_response};
-use crate::broker::{Broker, TopicState};
+use crate::broker::Broker;
 use crate::metadata::validate_topic_name;
 
 pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: MetadataRequest) -> Pending {
     Box::pin(async move {
-        let node = broker.node_id();
-        let (host, port) = broker.advertised();
-        let mut resp = MetadataResponse::default();
-        let mut b = MetadataResponseBroker::default();
-        b.node_id = BrokerId(node);
-        b.host = StrBytes::from_string(host);
-        b.port = port as i32;
-        resp.brokers = vec![b];
-        resp.cluster_id = Some(StrBytes::from_string(broker.cluster_id()));
-        resp.controller_id = BrokerId(node);
-        resp.cluster_authorized_operations = i32::MIN;
-
         // v0: an empty list means all topics; v1+: null means all, empty means none.
         let all = match &req.topics {
             None => true,
             Some(t) => t.is_empty() && ctx.version == 0,
         };
-        if all {
-            resp.topics = broker.topics().iter().map(|t| describe(node, t)).collect();
-            return encode_response(&ctx, &resp);
-        }
         // Before v4 auto-creation was implied by the broker setting alone.
         let may_create =
             broker.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
-        for rt in req.topics.unwrap_or_default() {
-            let by_id = rt.name.is_none() && !rt.topic_id.is_nil();
-            let found = match &rt.name {
-                Some(n) => broker.topic(n.0.as_str()),
-                None => broker.topic_by_id(TopicId(rt.topic_id)),
-            };
-            let topic = match (found, &rt.name) {
-                (Some(t), _) => describe(node, &t),
-                (None, Some(name)) => {
-                    let name = name.0.to_string();
-                    if let Err(e) = validate_topic_name(&name) {
-                        error_topic(Some(&name), rt.topic_id, e.error_code())
-                    } else if may_create {
-                        match auto_create(&broker, &name).await {
-                            Ok(t) => describe(node, &t),
-                            Err(code) => error_topic(Some(&name), rt.topic_id, code),
+        let mut topics = Vec::new();
+        if all {
+            let md = broker.cluster();
+            topics = md.topics.values().map(|t| describe(&md, t)).collect();
+        } else {
+            for rt in req.topics.unwrap_or_default() {
+                let md = broker.cluster();
+                let found = match &rt.name {
+                    Some(n) => md.topics.get(n.0.as_str()).cloned(),
+                    None => md.topic_by_id(strata_proto::TopicId(rt.topic_id)).cloned(),
+                };
+                let topic = match (found, &rt.name) {
+                    (Some(t), _) => describe(&md, &t),
+                    (None, Some(name)) => {
+                        let name = name.0.to_string();
+                        if let Err(e) = validate_topic_name(&name) {
+                            tracing::debug!(error = %e, "metadata for an invalid topic name");
+                            error_topic(Some(&name), rt.topic_id, ErrorCode::InvalidTopicException)
+                        } else if may_create {
+                            match auto_create(&broker, &name).await {
+                                Ok(md) => match md.topics.get(&name) {
+                                    Some(t) => describe(&md, t),
+                                    None => error_topic(
+                                        Some(&name),
+                                        rt.topic_id,
+                                        ErrorCode::LeaderNotAvailable,
+                                    ),
+                                },
+                                Err(code) => error_topic(Some(&name), rt.topic_id, code),
+                            }
+                        } else {
+                            error_topic(
+                                Some(&name),
+                                rt.topic_id,
+                                ErrorCode::UnknownTopicOrPartition,
+                            )
                         }
-                    } else {
-                        error_topic(Some(&name), rt.topic_id, ErrorCode::UnknownTopicOrPartition)
                     }
-                }
-                (None, None) => error_topic(
-                    None,
-                    rt.topic_id,
-                    if by_id {
-                        ErrorCode::UnknownTopicId
-                    } else {
-                        ErrorCode::InvalidRequest
-                    },
-                ),
-            };
-            resp.topics.push(topic);
+                    (None, None) => error_topic(
+                        None,
+                        rt.topic_id,
+                        if rt.topic_id.is_nil() {
+                            ErrorCode::InvalidRequest
+                        } else {
+                            ErrorCode::UnknownTopicId
+                        },
+                    ),
+                };
+                topics.push(topic);
+            }
         }
+        let md = broker.cluster();
+        let mut resp = MetadataResponse::default();
+        resp.brokers = md
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| {
+                let mut mb = MetadataResponseBroker::default();
+                mb.node_id = BrokerId(b.id);
+                mb.host = StrBytes::from_string(b.host.clone());
+                mb.port = b.port as i32;
+                mb.rack = b.rack.clone().map(StrBytes::from_string);
+                mb
+            })
+            .collect();
+        resp.cluster_id = Some(StrBytes::from_string(md.cluster_id.clone()));
+        // Controller voters and brokers share node ids.
+        resp.controller_id = BrokerId(md.controller_leader.map_or(-1, |n| n as i32));
+        resp.cluster_authorized_operations = i32::MIN;
+        resp.topics = topics;
         encode_response(&ctx, &resp)
     })
 }
 
-async fn auto_create(broker: &Broker, name: &str) -> Result<Arc<TopicState>, ErrorCode> {
-    let guard = broker.lock_metadata().await;
-    if let Some(t) = broker.topic(name) {
-        return Ok(t);
+async fn auto_create(broker: &Arc<Broker>, name: &str) -> Result<Arc<ClusterMetadata>, ErrorCode> {
+    if broker.cluster().topics.contains_key(name) {
+        return Ok(broker.cluster());
     }
-    let created = broker
-        .store
-        .create_topic(name, broker.config.default_partitions, BTreeMap::new())
-        .await;
-    let applied = broker.apply_metadata(&guard);
-    match (created, applied) {
-        (Ok(_), Ok(())) => {
-            tracing::info!(
-                topic = name,
-                partitions = broker.config.default_partitions,
-                "auto-created topic"
-            );
-            broker.topic(name).ok_or(ErrorCode::LeaderNotAvailable)
-        }
-        (Err(e), _) if e.error_code() == ErrorCode::TopicAlreadyExists => {
-            broker.topic(name).ok_or(ErrorCode::LeaderNotAvailable)
-        }
-        (Err(e), _) => Err(e.error_code()),
-        (_, Err(e)) => Err(e.code),
+    match broker
+        .controller()
+        .create_topic(name, broker.config.default_partitions, -1, BTreeMap::new())
+        .await
+    {
+        Ok(_) => tracing::info!(
+            topic = name,
+            partitions = broker.config.default_partitions,
+            "auto-created topic"
+        ),
+        Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
+        Err(e) => return Err(e.error_code()),
     }
+    broker.refresh_and_apply().await.map_err(|e| e.code)?;
+    Ok(broker.cluster())
 }
 
 fn error_topic(name: Option<&str>, id: uuid::Uuid, code: ErrorCode) -> MetadataResponseTopic {
@@ -113,9 +131,9 @@ fn error_topic(name: Option<&str>, id: uuid::Uuid, code: ErrorCode) -> MetadataR
     t
 }
 
-fn describe(node: i32, t: &TopicState) -> MetadataResponseTopic {
+fn describe(md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
-    out.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
+    out.name = Some(TopicName(StrBytes::from_string(t.name.clone())));
     out.topic_id = t.id.0;
     out.is_internal = false;
     out.topic_authorized_operations = i32::MIN;
@@ -124,11 +142,21 @@ fn describe(node: i32, t: &TopicState) -> MetadataResponseTopic {
         .iter()
         .map(|p| {
             let mut mp = MetadataResponsePartition::default();
-            mp.partition_index = p.index;
-            mp.leader_id = BrokerId(node);
-            mp.leader_epoch = p.leader_epoch();
-            mp.replica_nodes = vec![BrokerId(node)];
-            mp.isr_nodes = vec![BrokerId(node)];
+            mp.partition_index = p.partition;
+            mp.leader_id = BrokerId(p.leader);
+            mp.leader_epoch = p.leader_epoch;
+            mp.replica_nodes = p.replicas.iter().map(|r| BrokerId(*r)).collect();
+            mp.isr_nodes = p.isr.iter().map(|r| BrokerId(*r)).collect();
+            mp.offline_replicas = p
+                .replicas
+                .iter()
+                .filter(|r| !md.is_live(**r))
+                .map(|r| BrokerId(*r))
+                .collect();
+            if p.leader < 0 {
+                // No live in-sync replica: the partition is offline until one returns.
+                mp.error_code = ErrorCode::LeaderNotAvailable.code();
+            }
             mp
         })
         .collect();

@@ -8,6 +8,7 @@
 
 mod admin;
 mod cluster;
+mod epochs;
 mod fetch;
 mod list_offsets;
 mod metadata;
@@ -59,6 +60,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 fn supported(api: ApiKey) -> Option<(i16, i16)> {
@@ -188,6 +190,7 @@ pub fn dispatch(
         ApiKey::DescribeCluster => {
             cluster::describe_cluster(&b, ctx.clone(), decode(&mut frame, &ctx)?)
         }
+        ApiKey::OffsetForLeaderEpoch => epochs::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
         other => return Err(ProtocolError::UnsupportedApi { api: other }),
     })
 }
@@ -207,6 +210,7 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "create_partitions",
         ApiKey::IncrementalAlterConfigs => "incremental_alter_configs",
         ApiKey::DescribeCluster => "describe_cluster",
+        ApiKey::OffsetForLeaderEpoch => "offset_for_leader_epoch",
         _ => "other",
     }
 }

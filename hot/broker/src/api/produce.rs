@@ -1,7 +1,7 @@
 //! Produce.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::ops::Range;
 
@@ -16,6 +16,8 @@ use strata_proto::batch::{self, RecordBatch};
 
 use super::{Pending, RequestContext, encode_response, msg, ready};
 use crate::broker::Broker;
+use crate::partition::Partition;
+use strata_replica::AckStatus;
 
 /// Handles a produce request. `frame` is the request body the request was decoded from:
 /// once the decoded request (whose records are slices of `frame`) is dropped, `frame` is
@@ -29,6 +31,7 @@ pub(super) fn handle(
 ) -> Pending {
     let started = Instant::now();
     let acks = req.acks;
+    let timeout_ms = req.timeout_ms;
     let transactional = req.transactional_id.is_some();
     let base = frame.as_ptr() as usize;
     // (topic name as sent, topic id, resolved name, partition, records range in `frame`)
@@ -65,6 +68,9 @@ pub(super) fn handle(
     });
     let mut resp = ProduceResponse::default();
     let mut bytes_in = 0u64;
+    // acks=all partitions to wait for: (topic index, partition index, partition, offset
+    // after the batch).
+    let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
     for (topic_name, topic_id, name, parts) in plan {
         let mut out = TopicProduceResponse::default();
         out.name = topic_name;
@@ -88,10 +94,18 @@ pub(super) fn handle(
                 produce_partition(broker, name.as_deref(), index, records, acks)
             };
             match result {
-                Ok((base_offset, log_append_time, log_start)) => {
-                    r.base_offset = base_offset;
-                    r.log_append_time_ms = log_append_time;
-                    r.log_start_offset = log_start;
+                Ok(done) => {
+                    r.base_offset = done.base_offset;
+                    r.log_append_time_ms = done.log_append_time;
+                    r.log_start_offset = done.log_start;
+                    if let Some((p, offset)) = done.wait {
+                        waits.push((
+                            resp.responses.len(),
+                            out.partition_responses.len(),
+                            p,
+                            offset,
+                        ));
+                    }
                 }
                 Err((code, message)) => {
                     r.error_code = code.code();
@@ -113,31 +127,103 @@ pub(super) fn handle(
         resp.responses.push(out);
     }
     metrics::counter!("strata_produce_bytes_total").increment(bytes_in);
-    metrics::histogram!("strata_produce_seconds").record(started.elapsed().as_secs_f64());
     if acks == 0 {
         // acks=0: the client expects no answer at all.
         return ready(None);
     }
-    ready(encode_response(&ctx, &resp))
+    if waits.is_empty() {
+        metrics::histogram!("strata_produce_seconds").record(started.elapsed().as_secs_f64());
+        return ready(encode_response(&ctx, &resp));
+    }
+    // acks=all: the purgatory. The batches are appended (in request order, above); the
+    // answer waits until the high-water mark passes each of them, or the ISR shrinks
+    // below min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or leadership moves,
+    // or the request's timeout passes.
+    let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+    Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for (ti, pi, p, offset) in waits {
+            let code = wait_for_replicas(&p, offset, deadline).await;
+            if code != ErrorCode::None {
+                let r = &mut resp.responses[ti].partition_responses[pi];
+                r.error_code = code.code();
+                r.error_message = msg(format!("{code:?} while waiting for the in-sync replicas"));
+                metrics::counter!("strata_produce_errors_total", "error" => format!("{code:?}"))
+                    .increment(1);
+            }
+        }
+        metrics::histogram!("strata_produce_seconds").record(started.elapsed().as_secs_f64());
+        encode_response(&ctx, &resp)
+    })
 }
 
-/// Appends one partition's batch. Returns (base offset, log append time or -1, log start).
+/// Waits until every in-sync replica has `offset` (the high-water mark passed it).
+async fn wait_for_replicas(
+    p: &Partition,
+    offset: i64,
+    deadline: tokio::time::Instant,
+) -> ErrorCode {
+    let mut hwm = p.watch_high_watermark();
+    loop {
+        match p.ack_status(offset) {
+            AckStatus::Done => return ErrorCode::None,
+            AckStatus::NotEnoughReplicasAfterAppend => {
+                return ErrorCode::NotEnoughReplicasAfterAppend;
+            }
+            AckStatus::NotLeaderOrFollower => return ErrorCode::NotLeaderOrFollower,
+            AckStatus::Waiting => {}
+        }
+        // The ISR can shrink without the mark moving: look again now and then.
+        let tick = tokio::time::Instant::now() + Duration::from_millis(100);
+        match tokio::time::timeout_at(deadline.min(tick), hwm.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return ErrorCode::NotLeaderOrFollower,
+            Err(_) if tokio::time::Instant::now() >= deadline => return ErrorCode::RequestTimedOut,
+            Err(_) => {}
+        }
+    }
+}
+
+/// What an append left to report.
+struct Appended {
+    base_offset: i64,
+    log_append_time: i64,
+    log_start: i64,
+    /// acks=all: the partition and the offset the high-water mark must reach.
+    wait: Option<(Arc<Partition>, i64)>,
+}
+
+/// Appends one partition's batch as its leader.
 fn produce_partition(
     broker: &Broker,
     topic: Option<&str>,
     index: i32,
     records: Option<&mut [u8]>,
     acks: i16,
-) -> Result<(i64, i64, i64), (ErrorCode, String)> {
-    let unknown = || {
-        (
+) -> Result<Appended, (ErrorCode, String)> {
+    let name = topic.unwrap_or("?");
+    let md = broker.cluster();
+    let Some(t) = topic.and_then(|t| md.topics.get(t)) else {
+        return Err((
             ErrorCode::UnknownTopicOrPartition,
-            format!("{}-{index} is not hosted here", topic.unwrap_or("?")),
-        )
+            format!("topic '{name}' does not exist"),
+        ));
     };
-    let p = topic
-        .and_then(|t| broker.partition(t, index))
-        .ok_or_else(unknown)?;
+    if index < 0 || index as usize >= t.partitions.len() {
+        return Err((
+            ErrorCode::UnknownTopicOrPartition,
+            format!("{name} has no partition {index}"),
+        ));
+    }
+    let p = broker
+        .partition(name, index)
+        .filter(|p| p.is_leader())
+        .ok_or_else(|| {
+            (
+                ErrorCode::NotLeaderOrFollower,
+                format!("this broker does not lead {name}-{index}"),
+            )
+        })?;
     let records = records
         .filter(|r| !r.is_empty())
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
@@ -181,18 +267,23 @@ fn produce_partition(
         ));
     }
     let appended = records.len() as u64;
-    let info = p.append(records).map_err(|e| {
+    let (info, alters) = p.append(records).map_err(|e| {
         if e.is_retriable() {
             tracing::warn!(topic = %p.topic, partition = index, error = %e, "append failed");
         }
         (e.error_code(), e.to_string())
     })?;
+    if !alters.is_empty() {
+        broker.send_alter_partitions(p.clone(), alters);
+    }
     if p.tiered() && !info.duplicate {
         broker.note_tiered_append(appended);
     }
-    Ok((
-        info.first_offset,
-        info.log_append_time.unwrap_or(-1),
-        p.log_start_offset(),
-    ))
+    let wait = (acks == -1).then(|| (p.clone(), info.last_offset + 1));
+    Ok(Appended {
+        base_offset: info.first_offset,
+        log_append_time: info.log_append_time.unwrap_or(-1),
+        log_start: p.log_start_offset(),
+        wait,
+    })
 }

@@ -1,0 +1,287 @@
+//! The broker's replication duties: applying metadata as it changes, heartbeating to the
+//! controller, leader ticks (ISR shrink), and the replica fetchers that copy leaders' logs
+//! to followers over the Kafka protocol (Fetch with a replica id and the last fetched
+//! epoch, KIP-320: the leader answers with the diverging epoch, and the follower
+//! truncates to where the logs part before it appends, KIP-101/279).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use strata_proto::ErrorCode;
+use strata_replica::Role;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::kafka_client::KafkaConnection;
+use crate::partition::Partition;
+
+/// Fetch version followers use: v12 carries last_fetched_epoch and diverging_epoch with
+/// topic names.
+const REPLICA_FETCH_VERSION: i16 = 12;
+
+/// Starts every replication duty; they stop with `shutdown`.
+pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
+    tokio::spawn(broker.metadata.clone().run(shutdown.clone()));
+    tokio::spawn(apply_metadata_changes(broker.clone(), shutdown.clone()));
+    tokio::spawn(heartbeats(broker.clone(), shutdown.clone()));
+    tokio::spawn(leader_ticks(broker.clone(), shutdown.clone()));
+    tokio::spawn(fetcher_manager(broker.clone(), shutdown.clone()));
+}
+
+async fn apply_metadata_changes(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut rx = broker.metadata.subscribe();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = rx.changed() => if r.is_err() { return },
+        }
+        if let Err(e) = broker.reconcile().await {
+            tracing::warn!(error = %e, "cannot apply metadata");
+        }
+    }
+}
+
+/// Heartbeats keep this broker unfenced (the controller fences it after 9 s of silence
+/// and moves its leaderships). A rejected heartbeat (stale epoch: the controller forgot
+/// or fenced us) registers again.
+async fn heartbeats(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(broker.config.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match broker
+            .controller()
+            .heartbeat(broker.node_id(), broker.broker_epoch())
+            .await
+        {
+            Ok(reply) if reply.fenced => {
+                tracing::warn!("the controller fenced this broker; registering again");
+                let _ = broker.register().await;
+            }
+            Ok(_) => {}
+            Err(strata_controller::ControllerError::Rejected(r)) => {
+                tracing::warn!(rejection = %r, "heartbeat refused; registering again");
+                let _ = broker.register().await;
+            }
+            Err(e) => tracing::debug!(error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+/// Leader duties on a timer: the ISR shrinks after replica.lag.time.max.ms.
+async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let mut under = 0;
+        for p in broker.partitions() {
+            if !p.is_leader() {
+                continue;
+            }
+            if p.is_under_replicated() {
+                under += 1;
+            }
+            match p.tick() {
+                Ok(reqs) if !reqs.is_empty() => broker.send_alter_partitions(p.clone(), reqs),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "leader tick failed")
+                }
+            }
+        }
+        metrics::gauge!("strata_under_replicated_partitions").set(under as f64);
+        let md = broker.cluster();
+        metrics::gauge!("strata_offline_partitions").set(md.offline_partitions().len() as f64);
+        metrics::gauge!("strata_controller_is_leader").set(
+            if md.controller_leader == Some(broker.node_id() as u64) {
+                1.0
+            } else {
+                0.0
+            },
+        );
+    }
+}
+
+fn following(broker: &Broker) -> HashMap<i32, Vec<Arc<Partition>>> {
+    let mut by_leader: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
+    for p in broker.partitions() {
+        if let Role::Follower { leader } = p.role() {
+            by_leader.entry(leader).or_default().push(p);
+        }
+    }
+    by_leader
+}
+
+/// One fetcher task per leader broker this broker follows partitions of.
+async fn fetcher_manager(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut fetchers: HashMap<i32, CancellationToken> = HashMap::new();
+    let mut rx = broker.metadata.subscribe();
+    loop {
+        let wanted: Vec<i32> = following(&broker).into_keys().collect();
+        fetchers.retain(|leader, token| {
+            let keep = wanted.contains(leader);
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
+        for leader in wanted {
+            fetchers.entry(leader).or_insert_with(|| {
+                let token = shutdown.child_token();
+                tokio::spawn(fetcher(broker.clone(), leader, token.clone()));
+                token
+            });
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = rx.changed() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// Copies the logs of the partitions `leader` leads to their replicas here.
+async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
+    let mut conn: Option<KafkaConnection> = None;
+    let client_id = format!("strata-replica-fetcher-{}", broker.node_id());
+    loop {
+        if token.is_cancelled() {
+            return;
+        }
+        let parts = following(&broker).remove(&leader).unwrap_or_default();
+        if parts.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let Some(addr) = broker
+            .cluster()
+            .brokers
+            .get(&leader)
+            .map(|b| format!("{}:{}", b.host, b.port))
+        else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        if conn.as_ref().is_none_or(|c| c.addr() != addr) {
+            match KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3)).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(leader, error = %e, "cannot reach the leader");
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let req = fetch_request(broker.node_id(), &parts);
+        let r: Result<FetchResponse, _> = tokio::select! {
+            _ = token.cancelled() => return,
+            r = c.call(ApiKey::Fetch, REPLICA_FETCH_VERSION, &req, Duration::from_secs(10)) => r,
+        };
+        match r {
+            Ok(resp) => handle_fetch_response(&broker, leader, &parts, resp),
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "replica fetch failed");
+                conn = None;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+fn fetch_request(node: i32, parts: &[Arc<Partition>]) -> FetchRequest {
+    let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
+    for p in parts {
+        let (offset, epoch) = p.fetch_position();
+        let mut fp = FetchPartition::default();
+        fp.partition = p.index;
+        fp.current_leader_epoch = p.leader_epoch();
+        fp.fetch_offset = offset;
+        fp.last_fetched_epoch = epoch.unwrap_or(-1);
+        fp.log_start_offset = p.log.log_start_offset();
+        fp.partition_max_bytes = 1 << 20;
+        topics.entry(p.topic.clone()).or_default().push(fp);
+    }
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(node);
+    req.max_wait_ms = 500;
+    req.min_bytes = 1;
+    req.max_bytes = 16 << 20;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut t = FetchTopic::default();
+            t.topic = TopicName(StrBytes::from_string(name.to_string()));
+            t.partitions = partitions;
+            t
+        })
+        .collect();
+    req
+}
+
+fn handle_fetch_response(
+    broker: &Broker,
+    leader: i32,
+    parts: &[Arc<Partition>],
+    resp: FetchResponse,
+) {
+    if resp.error_code != 0 {
+        tracing::debug!(leader, error = resp.error_code, "replica fetch refused");
+        return;
+    }
+    for t in resp.responses {
+        for pd in t.partitions {
+            let Some(p) = parts
+                .iter()
+                .find(|p| *p.topic == *t.topic.0.as_str() && p.index == pd.partition_index)
+            else {
+                continue;
+            };
+            // Leadership may have moved while the fetch was in flight.
+            if p.role() != (Role::Follower { leader }) {
+                continue;
+            }
+            let result = match ErrorCode::from_code(pd.error_code) {
+                Some(ErrorCode::None) => {
+                    if pd.diverging_epoch.epoch >= 0 {
+                        p.on_diverging_epoch(
+                            pd.diverging_epoch.epoch,
+                            pd.diverging_epoch.end_offset,
+                        )
+                    } else {
+                        let mut records =
+                            pd.records.as_ref().map(|r| r.to_vec()).unwrap_or_default();
+                        p.append_replicated(&mut records, pd.high_watermark)
+                    }
+                }
+                Some(ErrorCode::OffsetOutOfRange) => {
+                    p.on_fetch_out_of_range(pd.log_start_offset, pd.high_watermark)
+                }
+                // Leadership changed: the metadata will say where to fetch from.
+                other => {
+                    tracing::debug!(topic = %p.topic, partition = p.index, ?other, code = pd.error_code, "replica fetch error");
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot apply fetched data");
+            }
+        }
+    }
+    let _ = broker;
+}
