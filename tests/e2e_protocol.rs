@@ -6,63 +6,19 @@
 
 mod common;
 
+use common::wire::{connect, frame, produce_req, read_frame, response};
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ProduceResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::{Compression, ErrorCode};
-
-fn connect(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
-fn frame<R: Encodable + HeaderVersion>(
-    api: ApiKey,
-    version: i16,
-    correlation: i32,
-    req: &R,
-) -> Vec<u8> {
-    let mut h = RequestHeader::default();
-    h.request_api_key = api as i16;
-    h.request_api_version = version;
-    h.correlation_id = correlation;
-    h.client_id = Some(StrBytes::from_static_str("e2e-protocol"));
-    let mut body = BytesMut::new();
-    h.encode(&mut body, R::header_version(version)).unwrap();
-    req.encode(&mut body, version).unwrap();
-    let mut out = Vec::with_capacity(body.len() + 4);
-    out.put_i32(body.len() as i32);
-    out.extend_from_slice(&body);
-    out
-}
-
-/// Reads one response frame; `None` if the broker closed the connection.
-fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    if s.read_exact(&mut len).is_err() {
-        return None;
-    }
-    let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf).ok()?;
-    Some(Bytes::from(buf))
-}
-
-fn response<R: Decodable>(mut b: Bytes, header_version: i16, version: i16) -> (i32, R) {
-    let h = ResponseHeader::decode(&mut b, header_version).unwrap();
-    let r = R::decode(&mut b, version).unwrap();
-    assert_eq!(b.remaining(), 0, "the whole response was consumed");
-    (h.correlation_id, r)
-}
 
 fn closed(s: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
@@ -83,20 +39,6 @@ fn still_serving(addr: &str) {
         response(read_frame(&mut s).expect("metadata answer"), 1, 12);
     assert_eq!(c, 99);
     assert_eq!(r.brokers.len(), 1);
-}
-
-fn produce_req(topic: &str, records: Bytes) -> ProduceRequest {
-    let mut p = PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(records);
-    let mut t = TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data = vec![p];
-    let mut r = ProduceRequest::default();
-    r.acks = 1;
-    r.timeout_ms = 5000;
-    r.topic_data = vec![t];
-    r
 }
 
 fn produce_error(addr: &str, topic: &str, records: Bytes) -> (ErrorCode, Option<String>) {

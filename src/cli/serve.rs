@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
     pub retention_check_interval: Option<String>,
+    /// A broker that has not heartbeated to the controller this long is fenced and its
+    /// partitions get new leaders (Kafka's broker.session.timeout.ms); brokers heartbeat
+    /// six times per timeout. Give every voter the same value [default: 3s]
+    #[arg(long, env = "STRATA_BROKER_SESSION_TIMEOUT")]
+    pub broker_session_timeout: Option<String>,
 }
 
 /// The same settings in a TOML file.
@@ -113,6 +118,7 @@ struct FileSettings {
     retention_check_interval: Option<String>,
     log_io: Option<String>,
     log_tail_cache: Option<String>,
+    broker_session_timeout: Option<String>,
 }
 
 /// An object store location.
@@ -154,6 +160,7 @@ pub struct ServeConfig {
     pub retention_check_interval: std::time::Duration,
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
+    pub broker_session_timeout: std::time::Duration,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -331,6 +338,18 @@ impl ServeConfig {
             })?,
             None => std::time::Duration::from_secs(30),
         };
+        let broker_session_timeout =
+            match args.broker_session_timeout.or(file.broker_session_timeout) {
+                Some(v) => humantime::parse_duration(&v).with_context(|| {
+                    format!("--broker-session-timeout '{v}': expected a duration such as 3s or 9s")
+                })?,
+                None => std::time::Duration::from_secs(3),
+            };
+        if broker_session_timeout < std::time::Duration::from_millis(600) {
+            bail!(
+                "--broker-session-timeout {broker_session_timeout:?} is too short: at least 600ms (brokers heartbeat six times per timeout)"
+            );
+        }
         let log_io = match args.log_io.or(file.log_io).as_deref() {
             None | Some("direct") => strata_log::IoMode::Direct,
             Some("buffered") => strata_log::IoMode::Buffered,
@@ -384,6 +403,7 @@ impl ServeConfig {
             retention_check_interval,
             log_io,
             log_tail_cache,
+            broker_session_timeout,
         })
     }
 
@@ -398,6 +418,7 @@ impl ServeConfig {
             retention_check_interval: self.retention_check_interval,
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
+            heartbeat_interval: self.broker_session_timeout / 6,
             ..BrokerConfig::default()
         }
     }
@@ -453,6 +474,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .map(|v| (v.id as u64, v.addr.clone()))
                 .collect(),
             data_dir: config.data_dir.join("controller"),
+            session_timeout: config.broker_session_timeout,
             ..ControllerConfig::default()
         };
         let options = StartOptions {

@@ -94,8 +94,18 @@ pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 }
 
 pub fn create_topic(bootstrap: &str, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    create_topic_rf(bootstrap, name, partitions, 1, configs)
+}
+
+pub fn create_topic_rf(
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    rf: i32,
+    configs: &[(&str, &str)],
+) {
     let admin = admin(bootstrap);
-    let mut t = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let mut t = NewTopic::new(name, partitions, TopicReplication::Fixed(rf));
     for (k, v) in configs {
         t = t.set(k, v);
     }

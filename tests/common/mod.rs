@@ -1,7 +1,9 @@
 //! Helpers for end-to-end tests: the real `strata` binary on free loopback ports.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod cluster;
 pub mod kafka;
+pub mod wire;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

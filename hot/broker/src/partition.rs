@@ -256,8 +256,14 @@ impl Partition {
                     metrics::counter!("strata_isr_changes_total").increment(1);
                 }
                 Command::Truncate(offset) => {
-                    if offset < self.log.log_end_offset() {
-                        tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
+                    // At the log end too: the epoch cache may hold an epoch this replica
+                    // started as leader and appended nothing in, which the leader lacks;
+                    // kept, every fetch would name it and diverge again.
+                    let leo = self.log.log_end_offset();
+                    if offset <= leo {
+                        if offset < leo {
+                            tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
+                        }
                         self.log.truncate_to(offset)?;
                         self.leo.send_replace(self.log.log_end_offset());
                     }

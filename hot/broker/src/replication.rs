@@ -192,7 +192,16 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             r = c.call(ApiKey::Fetch, REPLICA_FETCH_VERSION, &req, Duration::from_secs(10)) => r,
         };
         match r {
-            Ok(resp) => handle_fetch_response(&broker, leader, &parts, resp),
+            Ok(resp) => {
+                // Every partition refused (leadership is moving): wait for the metadata
+                // instead of asking again at once (Kafka's replica.fetch.backoff.ms).
+                if !handle_fetch_response(&broker, leader, &parts, resp) {
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                }
+            }
             Err(e) => {
                 tracing::debug!(leader, error = %e, "replica fetch failed");
                 conn = None;
@@ -239,11 +248,12 @@ fn handle_fetch_response(
     leader: i32,
     parts: &[Arc<Partition>],
     resp: FetchResponse,
-) {
+) -> bool {
     if resp.error_code != 0 {
         tracing::debug!(leader, error = resp.error_code, "replica fetch refused");
-        return;
+        return false;
     }
+    let mut any_served = false;
     for t in resp.responses {
         for pd in t.partitions {
             let Some(p) = parts
@@ -258,7 +268,9 @@ fn handle_fetch_response(
             }
             let result = match ErrorCode::from_code(pd.error_code) {
                 Some(ErrorCode::None) => {
+                    any_served = true;
                     if pd.diverging_epoch.epoch >= 0 {
+                        tracing::debug!(topic = %p.topic, partition = p.index, epoch = pd.diverging_epoch.epoch, end_offset = pd.diverging_epoch.end_offset, "the leader says our logs diverge");
                         p.on_diverging_epoch(
                             pd.diverging_epoch.epoch,
                             pd.diverging_epoch.end_offset,
@@ -270,6 +282,8 @@ fn handle_fetch_response(
                     }
                 }
                 Some(ErrorCode::OffsetOutOfRange) => {
+                    any_served = true;
+                    tracing::debug!(topic = %p.topic, partition = p.index, leader_log_start = pd.log_start_offset, "replica fetch out of range");
                     p.on_fetch_out_of_range(pd.log_start_offset, pd.high_watermark)
                 }
                 // Leadership changed: the metadata will say where to fetch from.
@@ -284,4 +298,5 @@ fn handle_fetch_response(
         }
     }
     let _ = broker;
+    any_served
 }

@@ -245,6 +245,9 @@ fn check_follower(
     // store is not replicated).
     pd.log_start_offset = p.log.log_start_offset();
     pd.last_stable_offset = p.high_watermark();
+    if !matches!(outcome.decision, FetchDecision::Read { .. }) {
+        tracing::debug!(topic = %p.topic, partition = p.index, replica, ?fetch, decision = ?outcome.decision, "follower fetch not served");
+    }
     match outcome.decision {
         FetchDecision::Read { high_watermark } => {
             pd.high_watermark = high_watermark;

@@ -254,15 +254,17 @@ fn produce_partition(
             ),
         ));
     }
-    // One replica: the ISR is this broker alone.
     broker.check_disk_cap(&p).map_err(|e| (e.code, e.message))?;
-    let config = p.config();
-    if acks == -1 && config.min_insync_replicas > 1 {
+    // acks=all is refused before the append when the ISR is below min.insync.replicas
+    // (Kafka: NOT_ENOUGH_REPLICAS), so nothing is written that would live on too few
+    // disks.
+    if acks == -1 && !p.acks_all_allowed() {
         return Err((
             ErrorCode::NotEnoughReplicas,
             format!(
-                "min.insync.replicas is {} but the partition has 1 in-sync replica",
-                config.min_insync_replicas
+                "min.insync.replicas is {} but the in-sync replicas are {:?}",
+                p.config().min_insync_replicas,
+                p.isr()
             ),
         ));
     }
