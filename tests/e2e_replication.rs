@@ -192,6 +192,14 @@ fn one_record(v: &'static str) -> Bytes {
     batch(&[NewRecord::value(v, 1)], Compression::None, None)
 }
 
+/// A counter or gauge (without labels) from a broker's Prometheus endpoint; 0 if absent.
+fn metric(b: &common::Broker, name: &str) -> f64 {
+    b.http_get("/metrics")
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 #[test]
 fn min_insync_replicas_refuses_acks_all_with_two_brokers_down() {
     // One controller voter (broker 1) so the quorum survives stopping brokers 2 and 3.
@@ -236,6 +244,29 @@ fn min_insync_replicas_refuses_acks_all_with_two_brokers_down() {
         }
     };
     wait(&c, "the ISR to shrink to broker 1", &only_1);
+
+    // What an operator sees: `strata topic describe` marks the partition, and broker 1
+    // (the leader that shrank the ISR) exports it.
+    let out = common::cli(&b1, &["topic", "describe", topic]);
+    let desc = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{desc}");
+    let row = desc
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&p.to_string()))
+        .unwrap_or_else(|| panic!("partition {p} in:\n{desc}"));
+    assert!(
+        row.contains("UNDER-REPLICATED") && row.split_whitespace().nth(3) == Some("1"),
+        "{desc}"
+    );
+    let t0 = Instant::now();
+    while metric(&c.brokers[0], "strata_under_replicated_partitions") < 1.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "under-replicated gauge"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(metric(&c.brokers[0], "strata_isr_shrinks_total") >= 1.0);
 
     assert_eq!(
         common::wire::produce(
@@ -291,6 +322,7 @@ fn min_insync_replicas_refuses_acks_all_with_two_brokers_down() {
     wait(&c, "broker 2 to rejoin the ISR", &|parts| {
         parts[p as usize].2.contains(&2) && parts[p as usize].2.contains(&1)
     });
+    assert!(metric(&c.brokers[0], "strata_isr_expands_total") >= 1.0);
     assert_eq!(
         common::wire::produce(
             &b1,

@@ -7,7 +7,7 @@
 //! number of bytes straight to a directory so the figures can be read against the disk.
 //! Each prints a human summary and one machine-readable line: `RESULT {json}`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -137,6 +137,11 @@ pub struct ProduceArgs {
     /// not a ratio.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// Leave records sent in the first part of the run out of the latency figures (the
+    /// client's start-up: connections, metadata, and for an idempotent producer its
+    /// producer id, which librdkafka first asks for on a 500 ms timer).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
     /// After producing, also write the same number of bytes to this directory (write,
     /// then fsync) and report the disk's rate alongside.
     #[arg(long)]
@@ -198,6 +203,14 @@ pub struct Latency {
     pub max_ms: f64,
 }
 
+/// The longest gap between two acknowledgements of one partition (a killed leader's
+/// partitions: the time until they accept writes again, as a client sees it).
+#[derive(Debug, Clone, Serialize)]
+pub struct AckGap {
+    pub max_ms: f64,
+    pub partition: i32,
+}
+
 /// What one run measured. Rates use MB = 10^6 bytes and GB = 10^9 bytes; bytes are record
 /// keys plus values (what clients send, not the batch framing).
 #[derive(Debug, Clone, Serialize)]
@@ -211,6 +224,8 @@ pub struct Report {
     pub records_per_s: f64,
     /// Produce only: send to delivery callback.
     pub latency: Option<Latency>,
+    /// Produce only: the longest time one partition went without an acknowledgement.
+    pub ack_gap: Option<AckGap>,
     pub errors: u64,
     /// None without --broker-pid.
     pub broker_cpu_seconds: Option<f64>,
@@ -256,6 +271,12 @@ impl Report {
             s += &format!(
                 "  delivery latency: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms\n",
                 l.p50_ms, l.p99_ms, l.p999_ms, l.max_ms
+            );
+        }
+        if let Some(g) = &self.ack_gap {
+            s += &format!(
+                "  longest wait between acknowledgements of one partition: {:.0} ms (partition {})\n",
+                g.max_ms, g.partition
             );
         }
         if self.mode != "disk" {
@@ -462,6 +483,19 @@ struct Deliveries {
     delivered_bytes: AtomicU64,
     errors: AtomicU64,
     first_error: Mutex<Option<String>>,
+    /// Per partition, the last acknowledgement (µs since `start`), and the longest gap
+    /// between two acknowledgements of one partition: with a broker killed mid-run, how
+    /// long its partitions took to accept writes again (election + metadata refresh).
+    acks_by_partition: Mutex<AckGaps>,
+    /// Records sent before this (µs since `start`) are not in `latency_us`.
+    warmup_us: u64,
+}
+
+#[derive(Default)]
+struct AckGaps {
+    last_us: HashMap<i32, u64>,
+    max_gap_us: u64,
+    max_gap_partition: i32,
 }
 
 impl ClientContext for Deliveries {
@@ -482,8 +516,19 @@ impl ProducerContext for Deliveries {
             Ok(m) => {
                 let now = self.start.elapsed().as_micros() as u64;
                 let latency = now.saturating_sub(sent_us as u64).max(1);
-                if let Ok(mut h) = self.latency_us.lock() {
+                if sent_us as u64 >= self.warmup_us
+                    && let Ok(mut h) = self.latency_us.lock()
+                {
                     h.saturating_record(latency);
+                }
+                if let Ok(mut g) = self.acks_by_partition.lock() {
+                    let last = g.last_us.insert(m.partition(), now);
+                    if let Some(last) = last
+                        && now.saturating_sub(last) > g.max_gap_us
+                    {
+                        g.max_gap_us = now - last;
+                        g.max_gap_partition = m.partition();
+                    }
                 }
                 let n = m.payload_len() + m.key().map_or(0, <[u8]>::len);
                 self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -549,6 +594,8 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         delivered_bytes: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         first_error: Mutex::new(None),
+        acks_by_partition: Mutex::new(AckGaps::default()),
+        warmup_us: a.warmup.as_micros() as u64,
     };
     let producer: BaseProducer<Deliveries> = config
         .create_with_context(ctx)
@@ -640,11 +687,20 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     if let Err(e) = flushed {
         eprintln!("warning: flush: {e}");
     }
-    let latency = ctx.latency_us.lock().ok().map(|h| Latency {
-        p50_ms: h.value_at_quantile(0.5) as f64 / 1e3,
-        p99_ms: h.value_at_quantile(0.99) as f64 / 1e3,
-        p999_ms: h.value_at_quantile(0.999) as f64 / 1e3,
-        max_ms: h.max() as f64 / 1e3,
+    let latency = ctx
+        .latency_us
+        .lock()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .map(|h| Latency {
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1e3,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1e3,
+            p999_ms: h.value_at_quantile(0.999) as f64 / 1e3,
+            max_ms: h.max() as f64 / 1e3,
+        });
+    let ack_gap = ctx.acks_by_partition.lock().ok().map(|g| AckGap {
+        max_ms: g.max_gap_us as f64 / 1e3,
+        partition: g.max_gap_partition,
     });
     let disk_mb_per_s = match &a.disk_dir {
         Some(dir) => Some(disk_write(dir, bytes, 1 << 20)?.1),
@@ -663,6 +719,10 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         a.rate.map_or("max".into(), |r| format!("{r}")),
     );
     settings.insert("linger_ms".into(), a.linger_ms.to_string());
+    settings.insert(
+        "warmup".into(),
+        humantime::format_duration(a.warmup).to_string(),
+    );
     settings.insert("batch_size".into(), a.batch_size.to_string());
     settings.insert("compression".into(), a.compression.as_str().into());
     Ok(Report {
@@ -674,6 +734,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         mb_per_s: mb_per_s(bytes, secs),
         records_per_s: delivered as f64 / secs,
         latency,
+        ack_gap,
         errors,
         broker_cpu_seconds: cpu_s,
         broker_cpu_s_per_gb: cpu_per_gb,
@@ -776,6 +837,7 @@ fn consume(a: &ConsumeArgs) -> anyhow::Result<Report> {
         mb_per_s: mb_per_s(bytes, secs),
         records_per_s: records as f64 / secs,
         latency: None,
+        ack_gap: None,
         errors: 0,
         broker_cpu_seconds: cpu_s,
         broker_cpu_s_per_gb: cpu_per_gb,
@@ -829,6 +891,7 @@ fn disk(a: &DiskArgs) -> anyhow::Result<Report> {
         mb_per_s: rate,
         records_per_s: 0.0,
         latency: None,
+        ack_gap: None,
         errors: 0,
         broker_cpu_seconds: None,
         broker_cpu_s_per_gb: None,

@@ -41,8 +41,11 @@ impl Default for RaftTuning {
     fn default() -> Self {
         RaftTuning {
             heartbeat_interval: Duration::from_millis(100),
-            election_timeout_min: Duration::from_millis(1000),
-            election_timeout_max: Duration::from_millis(2000),
+            // A dead leader is replaced in ~1-2 s (a candidate's first try may be
+            // refused while the others' leader lease runs); heartbeats every 100 ms
+            // leave six missed before anyone campaigns, enough on a loaded machine.
+            election_timeout_min: Duration::from_millis(600),
+            election_timeout_max: Duration::from_millis(1200),
             snapshot_after_entries: 1000,
             keep_after_snapshot: 1000,
             segment_bytes: crate::store::log::DEFAULT_SEGMENT_BYTES,

@@ -57,9 +57,17 @@ impl Duties {
         &self.settings
     }
 
-    /// This node just became the leader: every broker's session starts now.
+    /// This node just became the leader. It cannot know when brokers last heartbeated
+    /// (heartbeats are not replicated), so every broker gets half a session from now:
+    /// live brokers heartbeat six times per session and find the new leader well
+    /// within that, while a broker that died with the old leader (the common case: a
+    /// killed node took its voter down too) is fenced half a session sooner than a
+    /// full fresh session would allow (KRaft grants a full one).
     pub fn became_leader(&mut self, now: Instant, meta: &ClusterMetadata) {
-        self.last_seen = meta.brokers.keys().map(|b| (*b, now)).collect();
+        let start = now
+            .checked_sub(self.settings.session_timeout / 2)
+            .unwrap_or(now);
+        self.last_seen = meta.brokers.keys().map(|b| (*b, start)).collect();
         self.imbalanced_since.clear();
     }
 
@@ -192,15 +200,16 @@ mod tests {
         let mut d = Duties::new(settings());
         let t0 = Instant::now();
         d.became_leader(t0, &m);
-        assert!(d.tick(t0 + Duration::from_secs(8), &m).is_empty());
+        // Half a session after the takeover.
+        assert!(d.tick(t0 + Duration::from_secs(4), &m).is_empty());
         for b in [1, 2] {
             let e = m.broker(b).unwrap().epoch;
             assert_eq!(
-                d.heartbeat(t0 + Duration::from_secs(8), &m, b, e),
+                d.heartbeat(t0 + Duration::from_secs(4), &m, b, e),
                 Ok(HeartbeatAction::None)
             );
         }
-        let cmds = d.tick(t0 + Duration::from_secs(9), &m);
+        let cmds = d.tick(t0 + Duration::from_millis(4_500), &m);
         assert_eq!(
             cmds,
             vec![Command::FenceBroker {
@@ -209,8 +218,10 @@ mod tests {
             }]
         );
         m.apply(&cmds[0], 10).unwrap();
-        // Fenced brokers are not fenced again.
+        // Fenced brokers are not fenced again; a full session after a heartbeat, the
+        // others are.
         assert!(d.tick(t0 + Duration::from_secs(10), &m).is_empty());
+        assert_eq!(d.tick(t0 + Duration::from_secs(13), &m).len(), 2);
         // A heartbeat from the fenced broker unfences it; a stale epoch is refused.
         assert!(matches!(
             d.heartbeat(t0 + Duration::from_secs(11), &m, 3, 2),
@@ -227,14 +238,15 @@ mod tests {
     }
 
     #[test]
-    fn a_new_leader_gives_every_broker_a_fresh_session() {
+    fn a_new_leader_gives_every_broker_half_a_session() {
         let m = cluster();
         let mut d = Duties::new(settings());
         let t0 = Instant::now();
         d.became_leader(t0, &m);
         assert_eq!(d.tick(t0 + Duration::from_secs(30), &m).len(), 3);
         d.became_leader(t0 + Duration::from_secs(30), &m);
-        assert!(d.tick(t0 + Duration::from_secs(31), &m).is_empty());
+        assert!(d.tick(t0 + Duration::from_secs(34), &m).is_empty());
+        assert_eq!(d.tick(t0 + Duration::from_millis(34_500), &m).len(), 3);
     }
 
     #[test]

@@ -241,22 +241,39 @@ fn describe(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
         parts.len()
     );
     println!(
-        "  {:>9}  {:>6}  {:<12}  {:<12}  error",
-        "partition", "leader", "replicas", "isr"
+        "  {:>9}  {:>6}  {:<12}  {:<12}  {:<16}  error",
+        "partition", "leader", "replicas", "isr", "state"
     );
     let mut parts: Vec<_> = parts.iter().collect();
     parts.sort_by_key(|p| p.id());
+    let (mut under, mut offline) = (0, 0);
     for p in parts {
         let err = p
             .error()
             .map(|e| RDKafkaErrorCode::from(e).to_string())
             .unwrap_or_else(|| "-".into());
+        // Kafka's --under-replicated-partitions / --unavailable-partitions views.
+        let state = if p.leader() < 0 {
+            offline += 1;
+            "OFFLINE"
+        } else if p.isr().len() < p.replicas().len() {
+            under += 1;
+            "UNDER-REPLICATED"
+        } else {
+            "in-sync"
+        };
         println!(
-            "  {:>9}  {:>6}  {:<12}  {:<12}  {err}",
+            "  {:>9}  {:>6}  {:<12}  {:<12}  {state:<16}  {err}",
             p.id(),
             p.leader(),
             ids(p.replicas()),
             ids(p.isr())
+        );
+    }
+    if under + offline > 0 {
+        println!(
+            "  {under} under-replicated and {offline} offline partition(s): a replica is down or behind; \
+             it rejoins the ISR once it has caught up"
         );
     }
     let entries = describe_configs(c, &client, name)?;

@@ -35,6 +35,8 @@ pub struct Partition {
     config: RwLock<TopicConfig>,
     /// The remote tier, once attached (topics with remote.storage.enable=true).
     remote: RwLock<Option<Arc<RemotePartition>>>,
+    /// The ISR last applied, to tell shrinks from expands in the metrics.
+    last_isr: Mutex<Vec<i32>>,
 }
 
 impl Partition {
@@ -83,6 +85,7 @@ impl Partition {
                 replica: Mutex::new(replica),
                 config: RwLock::new(config),
                 remote: RwLock::new(None),
+                last_isr: Mutex::new(Vec::new()),
             },
             report,
         ))
@@ -122,11 +125,18 @@ impl Partition {
         self.replica().acks_all_allowed(min)
     }
 
-    /// Where an acks=all request needing `offset` stands.
-    pub fn ack_status(&self, offset: Offset) -> strata_replica::AckStatus {
+    /// Where an acks=all request needing `offset`, appended in leader epoch `epoch`,
+    /// stands. Another epoch means leadership moved meanwhile: this log may have been
+    /// truncated and refilled (lost and won back between two looks), so the offset no
+    /// longer says the batch is there; the producer retries (Kafka fails parked
+    /// produces in makeFollower).
+    pub fn ack_status(&self, offset: Offset, epoch: i32) -> strata_replica::AckStatus {
         let min = self.config().min_insync_replicas.max(1) as usize;
-        self.replica()
-            .check_enough_replicas_reach_offset(offset, min)
+        let r = self.replica();
+        if r.leader_epoch() != epoch {
+            return strata_replica::AckStatus::NotLeaderOrFollower;
+        }
+        r.check_enough_replicas_reach_offset(offset, min)
     }
 
     /// The remote tier, if attached.
@@ -225,6 +235,14 @@ impl Partition {
                 r.become_follower(now, state, &self.log)
             }
         };
+        // The leader counts every ISR change it sees, its own AlterPartitions (below)
+        // and the controller's (a fenced broker leaves the ISR).
+        let mut last = self.last_isr.lock().unwrap_or_else(|e| e.into_inner());
+        if state.leader == node_id && !last.is_empty() {
+            count_isr_change(&last, &state.isr);
+        }
+        *last = state.isr.clone();
+        drop(last);
         self.execute(cmds)
     }
 
@@ -253,7 +271,9 @@ impl Partition {
                     partition_epoch,
                 } => {
                     tracing::info!(topic = %self.topic, partition = self.index, ?isr, partition_epoch, "ISR changed");
-                    metrics::counter!("strata_isr_changes_total").increment(1);
+                    let mut last = self.last_isr.lock().unwrap_or_else(|e| e.into_inner());
+                    count_isr_change(&last, &isr);
+                    *last = isr;
                 }
                 Command::Truncate(offset) => {
                     // At the log end too: the epoch cache may hold an epoch this replica
@@ -279,11 +299,12 @@ impl Partition {
         Ok(out)
     }
 
-    /// Appends as leader (the caller checked leadership and acks).
+    /// Appends as leader (the caller checked leadership and acks). Returns the leader
+    /// epoch the batch was appended in: an acks=all wait holds only while it lasts.
     pub fn append(
         &self,
         records: &mut [u8],
-    ) -> Result<(AppendInfo, Vec<AlterPartitionRequest>), LogError> {
+    ) -> Result<(AppendInfo, Vec<AlterPartitionRequest>, i32), LogError> {
         let epoch = self.leader_epoch();
         let info = self.log.append(records, epoch)?;
         let leo = self.log.log_end_offset();
@@ -297,7 +318,7 @@ impl Partition {
         });
         let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
         let alters = self.execute(cmds)?;
-        Ok((info, alters))
+        Ok((info, alters, epoch))
     }
 
     /// Appends batches fetched from the leader (follower).
@@ -387,6 +408,16 @@ impl Partition {
         writeln!(f, "{}", self.high_watermark())?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)
+    }
+}
+
+/// Kafka's IsrExpandsPerSec / IsrShrinksPerSec, as counters.
+fn count_isr_change(old: &[i32], new: &[i32]) {
+    if new.iter().any(|r| !old.contains(r)) {
+        metrics::counter!("strata_isr_expands_total").increment(1);
+    }
+    if old.iter().any(|r| !new.contains(r)) {
+        metrics::counter!("strata_isr_shrinks_total").increment(1);
     }
 }
 

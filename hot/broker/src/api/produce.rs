@@ -70,7 +70,7 @@ pub(super) fn handle(
     let mut bytes_in = 0u64;
     // acks=all partitions to wait for: (topic index, partition index, partition, offset
     // after the batch).
-    let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    let mut waits: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
     for (topic_name, topic_id, name, parts) in plan {
         let mut out = TopicProduceResponse::default();
         out.name = topic_name;
@@ -98,12 +98,13 @@ pub(super) fn handle(
                     r.base_offset = done.base_offset;
                     r.log_append_time_ms = done.log_append_time;
                     r.log_start_offset = done.log_start;
-                    if let Some((p, offset)) = done.wait {
+                    if let Some((p, offset, epoch)) = done.wait {
                         waits.push((
                             resp.responses.len(),
                             out.partition_responses.len(),
                             p,
                             offset,
+                            epoch,
                         ));
                     }
                 }
@@ -142,8 +143,8 @@ pub(super) fn handle(
     let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
     Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
-        for (ti, pi, p, offset) in waits {
-            let code = wait_for_replicas(&p, offset, deadline).await;
+        for (ti, pi, p, offset, epoch) in waits {
+            let code = wait_for_replicas(&p, offset, epoch, deadline).await;
             if code != ErrorCode::None {
                 let r = &mut resp.responses[ti].partition_responses[pi];
                 r.error_code = code.code();
@@ -157,15 +158,17 @@ pub(super) fn handle(
     })
 }
 
-/// Waits until every in-sync replica has `offset` (the high-water mark passed it).
+/// Waits until every in-sync replica has `offset` (the high-water mark passed it) while
+/// leader epoch `epoch`, the one the batch was appended in, lasts.
 async fn wait_for_replicas(
     p: &Partition,
     offset: i64,
+    epoch: i32,
     deadline: tokio::time::Instant,
 ) -> ErrorCode {
     let mut hwm = p.watch_high_watermark();
     loop {
-        match p.ack_status(offset) {
+        match p.ack_status(offset, epoch) {
             AckStatus::Done => return ErrorCode::None,
             AckStatus::NotEnoughReplicasAfterAppend => {
                 return ErrorCode::NotEnoughReplicasAfterAppend;
@@ -190,7 +193,7 @@ struct Appended {
     log_append_time: i64,
     log_start: i64,
     /// acks=all: the partition and the offset the high-water mark must reach.
-    wait: Option<(Arc<Partition>, i64)>,
+    wait: Option<(Arc<Partition>, i64, i32)>,
 }
 
 /// Appends one partition's batch as its leader.
@@ -269,7 +272,7 @@ fn produce_partition(
         ));
     }
     let appended = records.len() as u64;
-    let (info, alters) = p.append(records).map_err(|e| {
+    let (info, alters, epoch) = p.append(records).map_err(|e| {
         if e.is_retriable() {
             tracing::warn!(topic = %p.topic, partition = index, error = %e, "append failed");
         }
@@ -281,7 +284,7 @@ fn produce_partition(
     if p.tiered() && !info.duplicate {
         broker.note_tiered_append(appended);
     }
-    let wait = (acks == -1).then(|| (p.clone(), info.last_offset + 1));
+    let wait = (acks == -1).then(|| (p.clone(), info.last_offset + 1, epoch));
     Ok(Appended {
         base_offset: info.first_offset,
         log_append_time: info.log_append_time.unwrap_or(-1),
