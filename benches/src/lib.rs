@@ -628,8 +628,11 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         if let Some(rate) = a.rate {
             let due = Duration::from_secs_f64(sent as f64 / rate);
             if now < due {
-                // Serve delivery callbacks while waiting for the next send.
-                producer.poll((due - now).min(Duration::from_millis(50)));
+                // Serve delivery callbacks, then sleep until the next send is due. Not
+                // poll(timeout): it returns at once when no event is ready, and the
+                // loop would spin, taking a core from the brokers on a small machine.
+                producer.poll(Duration::ZERO);
+                std::thread::sleep((due - now).min(Duration::from_millis(5)));
                 continue;
             }
         }
