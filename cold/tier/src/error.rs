@@ -21,6 +21,9 @@ pub enum TierError {
     Corrupt { key: String, reason: String },
     #[error("local segment file: {0}")]
     Io(#[from] std::io::Error),
+    /// Re-cutting a local segment for upload failed.
+    #[error("local log: {0}")]
+    Log(#[from] strata_log::LogError),
 }
 
 impl TierError {
@@ -28,7 +31,7 @@ impl TierError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             // A client retries these: the store may come back, the cache may refill.
-            TierError::Store(_) | TierError::Cache(_) | TierError::Io(_) => {
+            TierError::Store(_) | TierError::Cache(_) | TierError::Io(_) | TierError::Log(_) => {
                 ErrorCode::KafkaStorageError
             }
             TierError::NotRemote { .. } => ErrorCode::OffsetOutOfRange,
@@ -42,6 +45,7 @@ impl TierError {
             TierError::Store(e) => e.is_retriable(),
             TierError::Cache(e) => e.is_retriable(),
             TierError::Io(_) => true,
+            TierError::Log(e) => e.is_retriable(),
             _ => false,
         }
     }

@@ -22,5 +22,5 @@ pub use error::TierError;
 pub use layout::PartitionKey;
 pub use manifest::{Delta, Manifest, ManifestError, ManifestOp, RemoteSegment};
 pub use remote::{RemotePartition, RemoteRead};
-pub use service::{Tier, TierConfig};
+pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segment};
 pub use source::StoreSource;

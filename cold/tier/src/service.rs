@@ -145,6 +145,34 @@ impl Tier {
         leader_epoch: i32,
     ) -> Result<usize, TierError> {
         let mut done = 0;
+        // After a leader change the local segments may be cut elsewhere than the
+        // previous leader's (each replica rolls on its own): one then straddles the
+        // remote end. Its part above the end goes up as a segment of its own.
+        if let Some((seg, from)) = straddling_segment(log, remote, hwm) {
+            let _permit = self
+                .uploads
+                .acquire()
+                .await
+                .expect("the upload semaphore is never closed");
+            let dir = recut_dir(log.dir(), from);
+            let result = match recut(log, &seg, from, &dir) {
+                Ok((cut_log, cut)) => {
+                    self.rate.acquire(cut.size_bytes).await;
+                    let snapshot = producer_snapshot_path(log.dir(), seg.next_offset);
+                    tracing::info!(dir = %log.dir().display(), from, to = seg.next_offset, "offloading the part of a local segment above the remote end");
+                    let r = remote
+                        .offload(&cut, snapshot.as_deref(), leader_epoch)
+                        .await
+                        .map(|_| ());
+                    drop(cut_log);
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            let _ = std::fs::remove_dir_all(&dir);
+            result?;
+            done += 1;
+        }
         for seg in offload_candidates(log, remote, hwm) {
             let _permit = self
                 .uploads
@@ -185,6 +213,75 @@ pub fn offload_candidates(log: &Log, remote: &RemotePartition, hwm: Offset) -> V
         out.push(s);
     }
     out
+}
+
+/// The sealed local segment below `hwm` that starts below the remote end and ends
+/// past it, with the remote end.
+pub fn straddling_segment(
+    log: &Log,
+    remote: &RemotePartition,
+    hwm: Offset,
+) -> Option<(SegmentInfo, Offset)> {
+    let end = remote.end_offset()?;
+    log.segments()
+        .into_iter()
+        .take_while(|s| s.sealed && s.next_offset <= hwm)
+        .find(|s| s.base_offset < end && end < s.next_offset)
+        .map(|s| (s, end))
+}
+
+/// Where a re-cut segment is built: beside the partition directory (a name no topic
+/// directory can have), never inside it, where recovery would see it.
+fn recut_dir(partition_dir: &Path, from: Offset) -> PathBuf {
+    let name = partition_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    partition_dir
+        .parent()
+        .unwrap_or(partition_dir)
+        .join(format!(".recut.{name}.{from}"))
+}
+
+/// Copies the batches of `seg` from offset `from` on into a new one-segment log in
+/// `dir` and seals it. `from` is the remote end, a batch boundary in every in-sync
+/// replica's log (they hold the same batches below the high-water mark); if it is not
+/// one here the append fails and nothing is uploaded. The returned log owns the files.
+pub fn recut(
+    log: &Log,
+    seg: &SegmentInfo,
+    from: Offset,
+    dir: &Path,
+) -> Result<(Log, SegmentInfo), TierError> {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut config = log.config();
+    config.segment_bytes = u64::MAX / 2;
+    config.segment_ms = i64::MAX / 2;
+    let (out, _) = Log::open(dir, config, Arc::new(strata_log::SystemClock))?;
+    out.truncate_fully_and_start_at(from)?;
+    let mut at = from;
+    while at < seg.next_offset {
+        let r = log.read(at, 8 << 20, Some(seg.next_offset))?;
+        if r.data.is_empty() || r.next_offset <= at {
+            return Err(TierError::Corrupt {
+                key: seg.log_path.display().to_string(),
+                reason: format!("no batch at offset {at} below {}", seg.next_offset),
+            });
+        }
+        let mut batches = r.data.to_vec();
+        out.append_replicated(&mut batches)?;
+        at = r.next_offset;
+    }
+    out.force_roll()?;
+    let cut = out
+        .segments()
+        .into_iter()
+        .find(|s| s.sealed && s.base_offset == from)
+        .ok_or_else(|| TierError::Corrupt {
+            key: dir.display().to_string(),
+            reason: "the re-cut segment is missing".into(),
+        })?;
+    Ok((out, cut))
 }
 
 /// The producer-state snapshot the log wrote when the segment ending at `next_offset`

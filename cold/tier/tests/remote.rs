@@ -226,3 +226,104 @@ async fn long_histories_load_from_snapshots_and_retention_moves_the_start() {
             .all(|s| s.max_timestamp >= cutoff_ts)
     );
 }
+
+#[tokio::test]
+async fn a_new_leader_cut_elsewhere_offloads_past_the_segment_straddling_the_remote_end() {
+    // The old leader offloads its first two segments.
+    let dir = tempfile::tempdir().unwrap();
+    let (old, _) = build_log(&dir.path().join("old"), 1000);
+    let store = ObjectBackend::memory().into_dyn();
+    let a = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let sealed: Vec<_> = old.segments().into_iter().filter(|s| s.sealed).collect();
+    a.offload(&sealed[0], None, 3).await.unwrap();
+    a.offload(&sealed[1], None, 3).await.unwrap();
+    let end = sealed[1].next_offset;
+
+    // The new leader holds the same batches (replicated) in segments cut elsewhere.
+    let config = LogConfig {
+        segment_bytes: 100 * 1024,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    };
+    let (new, _) = Log::open(
+        &dir.path().join("new"),
+        config,
+        Arc::new(ManualClock::new(1_000_000)),
+    )
+    .unwrap();
+    let mut offset = 0;
+    while offset < old.log_end_offset() {
+        let r = old.read(offset, 1, None).unwrap();
+        new.append_replicated(&mut r.data.to_vec()).unwrap();
+        offset = r.next_offset;
+    }
+    let b = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let hwm = new.log_end_offset();
+    let (straddling, from) = strata_tier::straddling_segment(&new, &b, hwm)
+        .expect("the new leader's segments are cut elsewhere");
+    assert_eq!(from, end);
+    assert!(straddling.base_offset < end && end < straddling.next_offset);
+    // Without the re-cut nothing could go up.
+    assert!(strata_tier::offload_candidates(&new, &b, hwm).is_empty());
+
+    let tier = strata_tier::Tier::new(
+        store.clone(),
+        cache(&store).await,
+        strata_tier::TierConfig::default(),
+    );
+    let n = tier.offload_ready(&new, &b, hwm, 4).await.unwrap();
+    let last_sealed = new.segments().into_iter().rfind(|s| s.sealed).unwrap();
+    let bounds: Vec<_> = new
+        .segments()
+        .iter()
+        .map(|s| (s.base_offset, s.next_offset, s.sealed))
+        .collect();
+    assert!(
+        n >= 2,
+        "the re-cut part and the segments after it ({n}; end {end}; new {bounds:?}; remote end {:?})",
+        b.end_offset()
+    );
+    assert_eq!(b.end_offset(), Some(last_sealed.next_offset));
+    // The straddling local segment counts as offloaded: local retention may drop it.
+    assert!(b.is_offloaded(straddling.base_offset, straddling.next_offset));
+    // Nothing is left beside the partition directory.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".recut"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Every batch reads back remotely as the old leader wrote it (remote reads stop at
+    // remote segment ends, which now differ from the old leader's: compare batches).
+    let batches_of = |data: &[u8]| -> Vec<Vec<u8>> {
+        strata_proto::batch::batches(data)
+            .map(|b| b.unwrap().as_bytes().to_vec())
+            .collect()
+    };
+    let (mut remote_batches, mut local_batches) = (Vec::new(), Vec::new());
+    let mut offset = 0;
+    while offset < last_sealed.next_offset {
+        let r = b.read(offset, 30_000, ReaderId(1)).await.unwrap();
+        remote_batches.extend(batches_of(&r.data));
+        offset = r.next_offset;
+    }
+    let mut offset = 0;
+    while offset < last_sealed.next_offset {
+        let r = old
+            .read(offset, 30_000, Some(last_sealed.next_offset))
+            .unwrap();
+        local_batches.extend(batches_of(&r.data));
+        offset = r.next_offset;
+    }
+    assert_eq!(remote_batches.len(), local_batches.len());
+    assert!(remote_batches == local_batches, "remote batches differ");
+    // A reloaded manifest agrees.
+    let reloaded = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(reloaded.end_offset(), Some(last_sealed.next_offset));
+}
