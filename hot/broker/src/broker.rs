@@ -63,6 +63,8 @@ pub struct Broker {
     pub(crate) tier: Option<Arc<Tier>>,
     /// Local bytes of tiered partitions, refreshed by housekeeping (for the disk cap).
     tiered_local_bytes: AtomicU64,
+    /// The coordinators of the consumer groups whose offsets partitions this broker leads.
+    pub(crate) groups: crate::groups::Groups,
 }
 
 impl Broker {
@@ -96,6 +98,7 @@ impl Broker {
             broker_epoch: AtomicI64::new(-1),
             tier,
             tiered_local_bytes: AtomicU64::new(0),
+            groups: crate::groups::Groups::default(),
         });
         broker.register().await?;
         broker.remove_stray_directories();

@@ -41,6 +41,10 @@ pub struct BrokerConfig {
     pub controller_timeout: Duration,
     /// How often this broker heartbeats to the controller (its session is 9 s).
     pub heartbeat_interval: Duration,
+    /// Partitions of `__consumer_offsets` when a broker first creates it (Kafka's
+    /// offsets.topic.num.partitions is 50; fewer suit small clusters, and the count is
+    /// fixed once the topic exists, since a group's partition depends on it).
+    pub offsets_topic_partitions: i32,
 }
 
 impl Default for BrokerConfig {
@@ -62,6 +66,7 @@ impl Default for BrokerConfig {
             log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
             controller_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_millis(1500),
+            offsets_topic_partitions: 16,
         }
     }
 }

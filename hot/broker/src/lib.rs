@@ -12,6 +12,7 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod groups;
 pub mod kafka_client;
 pub mod metadata;
 pub mod partition;

@@ -50,6 +50,7 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
     crate::replication::start(&broker, &shutdown);
     let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
+    let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
     let mut next_connection: u64 = 0;
     loop {
@@ -81,6 +82,7 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     connections.shutdown().await;
     let _ = housekeeping.await;
     let _ = offloader.await;
+    let _ = groups.await;
 }
 
 async fn connection(
@@ -141,7 +143,7 @@ async fn connection(
                     return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request truncated"));
                 }
             }
-            match api::dispatch(&broker, id, frame.freeze()) {
+            match api::dispatch(&broker, id, peer, frame.freeze()) {
                 Ok(pending) => {
                     if tx.send(pending).await.is_err() {
                         return Ok(());

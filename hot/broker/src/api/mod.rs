@@ -10,6 +10,7 @@ mod admin;
 mod cluster;
 mod epochs;
 mod fetch;
+mod group;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -22,6 +23,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::broker::Broker;
+pub(crate) use produce::wait_for_replicas;
 
 /// What a request produced: a future yielding the encoded response frame (length
 /// prefix included), or `None` when no response is due (acks=0 produce).
@@ -61,6 +63,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
 ];
 
 fn supported(api: ApiKey) -> Option<(i16, i16)> {
@@ -79,6 +88,8 @@ pub struct RequestContext {
     pub client_id: Option<String>,
     /// Identifies the connection (remote reads use it to spot sequential readers).
     pub connection_id: u64,
+    /// The client's address (group members' client_host).
+    pub peer: std::net::SocketAddr,
 }
 
 /// Encodes a response frame: size, header, body.
@@ -118,6 +129,7 @@ fn decode<T: Decodable>(body: &mut Bytes, ctx: &RequestContext) -> Result<T, Pro
 pub fn dispatch(
     broker: &Arc<Broker>,
     connection_id: u64,
+    peer: std::net::SocketAddr,
     mut frame: Bytes,
 ) -> Result<Pending, ProtocolError> {
     if frame.len() < 8 {
@@ -138,6 +150,7 @@ pub fn dispatch(
         correlation_id: header.correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
         connection_id,
+        peer,
     };
     // The header's strings are slices of the frame: drop them, so a produce request's
     // frame can become uniquely owned (and its batches appended in place).
@@ -191,6 +204,15 @@ pub fn dispatch(
             cluster::describe_cluster(&b, ctx.clone(), decode(&mut frame, &ctx)?)
         }
         ApiKey::OffsetForLeaderEpoch => epochs::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::FindCoordinator => {
+            group::find_coordinator(b, ctx.clone(), decode(&mut frame, &ctx)?)
+        }
+        ApiKey::JoinGroup => group::join_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::SyncGroup => group::sync_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::Heartbeat => group::heartbeat(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::LeaveGroup => group::leave_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::OffsetCommit => group::offset_commit(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::OffsetFetch => group::offset_fetch(b, ctx.clone(), decode(&mut frame, &ctx)?),
         other => return Err(ProtocolError::UnsupportedApi { api: other }),
     })
 }
@@ -211,6 +233,13 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::IncrementalAlterConfigs => "incremental_alter_configs",
         ApiKey::DescribeCluster => "describe_cluster",
         ApiKey::OffsetForLeaderEpoch => "offset_for_leader_epoch",
+        ApiKey::FindCoordinator => "find_coordinator",
+        ApiKey::JoinGroup => "join_group",
+        ApiKey::SyncGroup => "sync_group",
+        ApiKey::Heartbeat => "heartbeat",
+        ApiKey::LeaveGroup => "leave_group",
+        ApiKey::OffsetCommit => "offset_commit",
+        ApiKey::OffsetFetch => "offset_fetch",
         _ => "other",
     }
 }

@@ -160,7 +160,7 @@ pub(super) fn handle(
 
 /// Waits until every in-sync replica has `offset` (the high-water mark passed it) while
 /// leader epoch `epoch`, the one the batch was appended in, lasts.
-async fn wait_for_replicas(
+pub(crate) async fn wait_for_replicas(
     p: &Partition,
     offset: i64,
     epoch: i32,

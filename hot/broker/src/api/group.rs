@@ -1,0 +1,597 @@
+//! Consumer groups: FindCoordinator, and (through [`crate::groups`]) the group
+//! membership and offset APIs.
+//!
+//! A group's coordinator is the leader of its partition of `__consumer_offsets`
+//! (Kafka's `abs(groupId.hashCode) % partitions`); committed offsets are records in that
+//! partition, replicated like any data.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use strata_proto::ErrorCode;
+
+use super::{Pending, RequestContext, encode_response, msg};
+use crate::broker::Broker;
+use crate::error::ApiError;
+
+/// Where a group's coordinator is: the broker leading its offsets partition.
+async fn locate(broker: &Arc<Broker>, key: &str) -> Result<(i32, String, i32), ApiError> {
+    let partition = broker.offsets_partition_for(key).await?;
+    let md = broker.cluster();
+    let leader = md
+        .topic(crate::groups::OFFSETS_TOPIC)
+        .and_then(|t| t.partition(partition))
+        .map_or(-1, |p| p.leader);
+    let Some(b) = md.broker(leader).filter(|b| !b.fenced) else {
+        return Err(ApiError::new(
+            ErrorCode::CoordinatorNotAvailable,
+            format!("partition {partition} of the offsets topic has no leader yet; retry"),
+        ));
+    };
+    Ok((leader, b.host.clone(), i32::from(b.port)))
+}
+
+pub(super) fn find_coordinator(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: FindCoordinatorRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = FindCoordinatorResponse::default();
+        // key_type 0 is a group; 1 (transactions) is not offered.
+        let keys: Vec<String> = if ctx.version >= 4 {
+            req.coordinator_keys.iter().map(|k| k.to_string()).collect()
+        } else {
+            vec![req.key.to_string()]
+        };
+        let mut answers = Vec::new();
+        for key in keys {
+            let mut c = Coordinator::default();
+            c.key = StrBytes::from_string(key.clone());
+            c.node_id = BrokerId(-1);
+            c.host = StrBytes::from_static_str("");
+            c.port = -1;
+            let result = if req.key_type != 0 {
+                Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "only group coordinators (key type 0) are offered; transactions are not supported",
+                ))
+            } else if key.is_empty() {
+                Err(ApiError::new(ErrorCode::InvalidRequest, "empty group id"))
+            } else {
+                locate(&broker, &key).await
+            };
+            match result {
+                Ok((node, host, port)) => {
+                    c.node_id = BrokerId(node);
+                    c.host = StrBytes::from_string(host);
+                    c.port = port;
+                }
+                Err(e) => {
+                    c.error_code = e.code.code();
+                    c.error_message = msg(e.message);
+                }
+            }
+            answers.push(c);
+        }
+        if ctx.version >= 4 {
+            resp.coordinators = answers;
+        } else if let Some(c) = answers.pop() {
+            resp.error_code = c.error_code;
+            resp.error_message = if ctx.version >= 1 {
+                c.error_message
+            } else {
+                None
+            };
+            resp.node_id = c.node_id;
+            resp.host = c.host;
+            resp.port = c.port;
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+};
+use strata_group::{CommittedOffset, Completion};
+
+fn opt(s: &Option<StrBytes>) -> Option<String> {
+    s.as_ref().map(|s| s.to_string())
+}
+
+/// Waits for a parked JoinGroup or SyncGroup, at most `limit`.
+async fn parked(
+    rx: tokio::sync::oneshot::Receiver<Completion>,
+    limit: std::time::Duration,
+) -> Result<Completion, ApiError> {
+    match tokio::time::timeout(limit, rx).await {
+        Ok(Ok(c)) => Ok(c),
+        // The shard went away: leadership of the offsets partition moved.
+        Ok(Err(_)) => Err(ApiError::new(
+            ErrorCode::NotCoordinator,
+            "the coordinator moved; find it again",
+        )),
+        Err(_) => Err(ApiError::new(
+            ErrorCode::RebalanceInProgress,
+            "the rebalance did not finish in time; rejoin",
+        )),
+    }
+}
+
+pub(super) fn join_group(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: JoinGroupRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let join = strata_group::JoinGroup {
+            group_id: group.clone(),
+            member_id: req.member_id.to_string(),
+            group_instance_id: opt(&req.group_instance_id),
+            protocol_type: req.protocol_type.to_string(),
+            protocols: req
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect(),
+            session_timeout_ms: req.session_timeout_ms,
+            // v0 has no rebalance timeout: it is the session timeout.
+            rebalance_timeout_ms: if ctx.version >= 1 {
+                req.rebalance_timeout_ms
+            } else {
+                req.session_timeout_ms
+            },
+            client_id: ctx.client_id.clone().unwrap_or_default(),
+            client_host: ctx.peer.ip().to_string(),
+            require_known_member_id: ctx.version >= 4,
+        };
+        let limit =
+            std::time::Duration::from_millis(join.rebalance_timeout_ms.max(0) as u64 + 5_000);
+        let result = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let ticket = broker.groups.ticket();
+            let now = broker.clock.now_ms();
+            let waiting = broker.groups.with_shard(&broker, p, |s| {
+                let (answer, done) = s.coordinator.join(now, ticket, join);
+                let rx = answer.is_none().then(|| s.wait(ticket));
+                s.deliver(done);
+                (answer, rx)
+            })?;
+            match waiting {
+                (Some(r), _) => Ok(r),
+                (None, Some(rx)) => match parked(rx, limit).await? {
+                    Completion::Join(_, r) => Ok(r),
+                    Completion::Sync(..) => Err(ApiError::new(
+                        ErrorCode::UnknownServerError,
+                        "mixed-up answer",
+                    )),
+                },
+                (None, None) => Err(ApiError::new(ErrorCode::UnknownServerError, "no answer")),
+            }
+        }
+        .await;
+        let mut resp = JoinGroupResponse::default();
+        match result {
+            Ok(r) => {
+                resp.error_code = r.error.code();
+                resp.generation_id = r.generation_id;
+                resp.protocol_type = r.protocol_type.map(StrBytes::from_string);
+                resp.protocol_name =
+                    Some(StrBytes::from_string(r.protocol_name.unwrap_or_default()));
+                resp.leader = StrBytes::from_string(r.leader);
+                resp.member_id = StrBytes::from_string(r.member_id);
+                resp.members = r
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let mut x = JoinGroupResponseMember::default();
+                        x.member_id = StrBytes::from_string(m.member_id);
+                        x.group_instance_id = m.group_instance_id.map(StrBytes::from_string);
+                        x.metadata = m.metadata;
+                        x
+                    })
+                    .collect();
+            }
+            Err(e) => {
+                resp.error_code = e.code.code();
+                resp.generation_id = -1;
+                resp.member_id = req.member_id.clone();
+                resp.protocol_name = Some(StrBytes::from_static_str(""));
+            }
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn sync_group(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: SyncGroupRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let sync = strata_group::SyncGroup {
+            group_id: group.clone(),
+            generation_id: req.generation_id,
+            member_id: req.member_id.to_string(),
+            group_instance_id: opt(&req.group_instance_id),
+            protocol_type: opt(&req.protocol_type),
+            protocol_name: opt(&req.protocol_name),
+            assignments: req
+                .assignments
+                .iter()
+                .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+                .collect(),
+        };
+        let result = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let ticket = broker.groups.ticket();
+            let now = broker.clock.now_ms();
+            let waiting = broker.groups.with_shard(&broker, p, |s| {
+                let (answer, done) = s.coordinator.sync(now, ticket, sync);
+                let rx = answer.is_none().then(|| s.wait(ticket));
+                s.deliver(done);
+                (answer, rx)
+            })?;
+            match waiting {
+                (Some(r), _) => Ok(r),
+                (None, Some(rx)) => match parked(rx, std::time::Duration::from_secs(330)).await? {
+                    Completion::Sync(_, r) => Ok(r),
+                    Completion::Join(..) => Err(ApiError::new(
+                        ErrorCode::UnknownServerError,
+                        "mixed-up answer",
+                    )),
+                },
+                (None, None) => Err(ApiError::new(ErrorCode::UnknownServerError, "no answer")),
+            }
+        }
+        .await;
+        let mut resp = SyncGroupResponse::default();
+        match result {
+            Ok(r) => {
+                resp.error_code = r.error.code();
+                resp.protocol_type = r.protocol_type.map(StrBytes::from_string);
+                resp.protocol_name = r.protocol_name.map(StrBytes::from_string);
+                resp.assignment = r.assignment;
+            }
+            Err(e) => resp.error_code = e.code.code(),
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn heartbeat(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: HeartbeatRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let code = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let now = broker.clock.now_ms();
+            broker.groups.with_shard(&broker, p, |s| {
+                s.coordinator.heartbeat(
+                    now,
+                    &group,
+                    req.generation_id,
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|s| s.as_str()),
+                )
+            })
+        }
+        .await
+        .unwrap_or_else(|e| e.code);
+        let mut resp = HeartbeatResponse::default();
+        resp.error_code = code.code();
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn leave_group(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: LeaveGroupRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        // v0-2 name one member; v3+ a batch (KIP-345).
+        let members: Vec<(String, Option<String>)> = if ctx.version >= 3 {
+            req.members
+                .iter()
+                .map(|m| (m.member_id.to_string(), opt(&m.group_instance_id)))
+                .collect()
+        } else {
+            vec![(req.member_id.to_string(), None)]
+        };
+        let result = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let now = broker.clock.now_ms();
+            broker.groups.with_shard(&broker, p, |s| {
+                let (code, per_member, done) = s.coordinator.leave(now, &group, members.clone());
+                s.deliver(done);
+                (code, per_member)
+            })
+        }
+        .await;
+        let mut resp = LeaveGroupResponse::default();
+        match result {
+            Ok((code, per_member)) => {
+                resp.error_code = code.code();
+                if ctx.version >= 3 {
+                    resp.members = per_member
+                        .into_iter()
+                        .zip(members.iter())
+                        .map(|((member, code), (_, instance))| {
+                            let mut m = MemberResponse::default();
+                            m.member_id = StrBytes::from_string(member);
+                            m.group_instance_id = instance.clone().map(StrBytes::from_string);
+                            m.error_code = code.code();
+                            m
+                        })
+                        .collect();
+                } else if let Some((_, c)) = per_member.first()
+                    && code == ErrorCode::None
+                {
+                    resp.error_code = c.code();
+                }
+            }
+            Err(e) => resp.error_code = e.code.code(),
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn offset_commit(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: OffsetCommitRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let now = broker.clock.now_ms();
+        let result: Result<(), ApiError> = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let code = broker.groups.with_shard(&broker, p, |s| {
+                s.coordinator.validate_commit(
+                    now,
+                    &group,
+                    req.generation_id_or_member_epoch,
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|s| s.as_str()),
+                )
+            })?;
+            if code != ErrorCode::None {
+                return Err(ApiError::new(code, "commit refused"));
+            }
+            let mut records = Vec::new();
+            for t in &req.topics {
+                for pr in &t.partitions {
+                    let c = CommittedOffset {
+                        offset: pr.committed_offset,
+                        leader_epoch: pr.committed_leader_epoch,
+                        metadata: opt(&pr.committed_metadata),
+                        commit_timestamp_ms: now,
+                    };
+                    let (k, v) = strata_group::offset_commit_record(
+                        &group,
+                        t.name.0.as_str(),
+                        pr.partition_index,
+                        &c,
+                    );
+                    records.push((k, Some(v)));
+                }
+            }
+            if !records.is_empty() {
+                broker.append_offsets_records(p, records).await?;
+            }
+            broker.groups.with_shard(&broker, p, |s| {
+                for t in &req.topics {
+                    for pr in &t.partitions {
+                        s.coordinator.commit(
+                            &group,
+                            t.name.0.as_str(),
+                            pr.partition_index,
+                            CommittedOffset {
+                                offset: pr.committed_offset,
+                                leader_epoch: pr.committed_leader_epoch,
+                                metadata: opt(&pr.committed_metadata),
+                                commit_timestamp_ms: now,
+                            },
+                        );
+                    }
+                }
+            })?;
+            Ok(())
+        }
+        .await;
+        let code = match &result {
+            Ok(()) => ErrorCode::None,
+            Err(e) => e.code,
+        };
+        if let Err(e) = &result {
+            tracing::debug!(group = %group, error = %e.message, "offset commit failed");
+        }
+        let mut resp = OffsetCommitResponse::default();
+        resp.topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                let mut rt = OffsetCommitResponseTopic::default();
+                rt.name = t.name.clone();
+                rt.topic_id = t.topic_id;
+                rt.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|pr| {
+                        let mut rp = OffsetCommitResponsePartition::default();
+                        rp.partition_index = pr.partition_index;
+                        rp.error_code = code.code();
+                        rp
+                    })
+                    .collect();
+                rt
+            })
+            .collect();
+        encode_response(&ctx, &resp)
+    })
+}
+
+/// One group's committed offsets for OffsetFetch: `(topic, [(partition, offset)])`,
+/// all the group has when `topics` is `None`.
+type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+async fn fetch_offsets(
+    broker: &Arc<Broker>,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Fetched, ApiError> {
+    let p = broker.offsets_partition_for(group).await?;
+    broker.groups.with_shard(broker, p, |s| match topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(t, parts)| {
+                let offsets = parts
+                    .into_iter()
+                    .map(|i| (i, s.coordinator.committed(group, &t, i)))
+                    .collect();
+                (t, offsets)
+            })
+            .collect(),
+        None => {
+            let mut by_topic: std::collections::BTreeMap<
+                String,
+                Vec<(i32, Option<CommittedOffset>)>,
+            > = std::collections::BTreeMap::new();
+            for (t, i, c) in s.coordinator.offsets(group) {
+                by_topic.entry(t).or_default().push((i, Some(c)));
+            }
+            by_topic.into_iter().collect()
+        }
+    })
+}
+
+pub(super) fn offset_fetch(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: OffsetFetchRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = OffsetFetchResponse::default();
+        if ctx.version >= 8 {
+            for g in &req.groups {
+                let group = g.group_id.0.to_string();
+                let topics = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                let mut rg = OffsetFetchResponseGroup::default();
+                rg.group_id = g.group_id.clone();
+                match fetch_offsets(&broker, &group, topics).await {
+                    Ok(fetched) => {
+                        rg.topics = fetched
+                            .into_iter()
+                            .map(|(t, parts)| {
+                                let mut rt = OffsetFetchResponseTopics::default();
+                                rt.name =
+                                    kafka_protocol::messages::TopicName(StrBytes::from_string(t));
+                                rt.partitions = parts
+                                    .into_iter()
+                                    .map(|(i, c)| {
+                                        let mut rp = OffsetFetchResponsePartitions::default();
+                                        rp.partition_index = i;
+                                        rp.committed_offset = c.as_ref().map_or(-1, |c| c.offset);
+                                        rp.committed_leader_epoch =
+                                            c.as_ref().map_or(-1, |c| c.leader_epoch);
+                                        rp.metadata = Some(StrBytes::from_string(
+                                            c.and_then(|c| c.metadata).unwrap_or_default(),
+                                        ));
+                                        rp
+                                    })
+                                    .collect();
+                                rt
+                            })
+                            .collect();
+                    }
+                    Err(e) => rg.error_code = e.code.code(),
+                }
+                resp.groups.push(rg);
+            }
+            return encode_response(&ctx, &resp);
+        }
+        let group = req.group_id.0.to_string();
+        let topics = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        match fetch_offsets(&broker, &group, topics).await {
+            Ok(fetched) => {
+                resp.topics = fetched
+                    .into_iter()
+                    .map(|(t, parts)| {
+                        let mut rt = OffsetFetchResponseTopic::default();
+                        rt.name = kafka_protocol::messages::TopicName(StrBytes::from_string(t));
+                        rt.partitions = parts
+                            .into_iter()
+                            .map(|(i, c)| {
+                                let mut rp = OffsetFetchResponsePartition::default();
+                                rp.partition_index = i;
+                                rp.committed_offset = c.as_ref().map_or(-1, |c| c.offset);
+                                rp.committed_leader_epoch =
+                                    c.as_ref().map_or(-1, |c| c.leader_epoch);
+                                rp.metadata = Some(StrBytes::from_string(
+                                    c.and_then(|c| c.metadata).unwrap_or_default(),
+                                ));
+                                rp
+                            })
+                            .collect();
+                        rt
+                    })
+                    .collect();
+            }
+            Err(e) => {
+                // v2+ carry a top-level error; v0-1 per partition.
+                resp.error_code = e.code.code();
+                if let Some(ts) = &req.topics {
+                    resp.topics = ts
+                        .iter()
+                        .map(|t| {
+                            let mut rt = OffsetFetchResponseTopic::default();
+                            rt.name = t.name.clone();
+                            rt.partitions = t
+                                .partition_indexes
+                                .iter()
+                                .map(|&i| {
+                                    let mut rp = OffsetFetchResponsePartition::default();
+                                    rp.partition_index = i;
+                                    rp.committed_offset = -1;
+                                    rp.error_code = e.code.code();
+                                    rp
+                                })
+                                .collect();
+                            rt
+                        })
+                        .collect();
+                }
+            }
+        }
+        encode_response(&ctx, &resp)
+    })
+}
