@@ -247,3 +247,325 @@ fn committed_offsets_survive_a_restart_and_groups_are_independent() {
     // "fraud" has its own position: an unknown group's committed offsets are none.
     assert!(committed("nobody").values().all(|&o| o < 0));
 }
+
+/// Counts the rebalances a consumer goes through.
+#[derive(Default, Clone)]
+struct Rebalances(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rdkafka::ClientContext for Rebalances {}
+
+impl rdkafka::consumer::ConsumerContext for Rebalances {
+    fn post_rebalance(
+        &self,
+        _: &rdkafka::consumer::BaseConsumer<Self>,
+        r: &rdkafka::consumer::Rebalance<'_>,
+    ) {
+        if matches!(r, rdkafka::consumer::Rebalance::Assign(_)) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+fn static_member(bootstrap: &str, instance: &str, ctx: Rebalances) -> BaseConsumer<Rebalances> {
+    let c: BaseConsumer<Rebalances> = client_config(
+        bootstrap,
+        &[
+            ("group.id", "static"),
+            ("group.instance.id", instance),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("session.timeout.ms", "10000"),
+            ("heartbeat.interval.ms", "500"),
+        ],
+    )
+    .create_with_context(ctx)
+    .expect("consumer");
+    c.subscribe(&[TOPIC]).expect("subscribe");
+    c
+}
+
+fn assigned_ctx(c: &BaseConsumer<Rebalances>) -> BTreeSet<i32> {
+    c.assignment()
+        .unwrap()
+        .elements()
+        .iter()
+        .map(|e| e.partition())
+        .collect()
+}
+
+#[test]
+fn a_static_member_restarting_within_its_session_keeps_its_partitions_without_a_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.kafka.clone();
+    create_topic(&b, TOPIC, PARTITIONS, &[]);
+    produce(&b, 0, 60);
+
+    let (ra, rb) = (Rebalances::default(), Rebalances::default());
+    let a = static_member(&b, "a", ra.clone());
+    let c = static_member(&b, "b", rb.clone());
+    let t0 = Instant::now();
+    let (pa, pb) = loop {
+        let _ = a.poll(Duration::from_millis(50));
+        let _ = c.poll(Duration::from_millis(50));
+        let (pa, pb) = (assigned_ctx(&a), assigned_ctx(&c));
+        if !pa.is_empty() && !pb.is_empty() && pa.len() + pb.len() == PARTITIONS as usize {
+            break (pa, pb);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "assignment: {pa:?} {pb:?}"
+        );
+    };
+    // Let the group settle, then note B's rebalances.
+    for _ in 0..20 {
+        let _ = a.poll(Duration::from_millis(50));
+        let _ = c.poll(Duration::from_millis(50));
+    }
+    let before = rb.0.load(std::sync::atomic::Ordering::SeqCst);
+
+    // "a" restarts: a new process with the same group.instance.id, within the session.
+    drop(a);
+    let a2 = static_member(&b, "a", Rebalances::default());
+    let t0 = Instant::now();
+    while assigned_ctx(&a2).is_empty() {
+        let _ = a2.poll(Duration::from_millis(50));
+        let _ = c.poll(Duration::from_millis(50));
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the restarted member got nothing"
+        );
+    }
+    for _ in 0..40 {
+        let _ = a2.poll(Duration::from_millis(50));
+        let _ = c.poll(Duration::from_millis(50));
+    }
+    assert_eq!(
+        assigned_ctx(&a2),
+        pa,
+        "the restarted member keeps its partitions"
+    );
+    assert_eq!(
+        assigned_ctx(&c),
+        pb,
+        "the other member keeps its partitions"
+    );
+    assert_eq!(
+        rb.0.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "the other member went through no rebalance"
+    );
+}
+
+mod wire_requests {
+    use super::*;
+    use common::wire::{connect, frame, read_frame, response};
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+    use std::io::Write;
+    use strata_proto::ErrorCode;
+
+    fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
+        s: &mut std::net::TcpStream,
+        api: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> Resp {
+        s.write_all(&frame(api, version, 1, req)).unwrap();
+        let b = read_frame(s).expect("an answer");
+        response::<Resp>(b, api.response_header_version(version), version).1
+    }
+
+    /// Retries while the coordinator is loading or being created.
+    fn retrying<T>(mut f: impl FnMut() -> (i16, T)) -> (i16, T) {
+        let t0 = Instant::now();
+        loop {
+            let (code, r) = f();
+            let busy = [
+                ErrorCode::CoordinatorLoadInProgress,
+                ErrorCode::CoordinatorNotAvailable,
+                ErrorCode::NotCoordinator,
+            ]
+            .iter()
+            .any(|c| c.code() == code);
+            if !busy || t0.elapsed() > Duration::from_secs(30) {
+                return (code, r);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn join(group: &str, member: &str, protocols: Vec<(&str, &[u8])>) -> JoinGroupRequest {
+        let mut j = JoinGroupRequest::default();
+        j.group_id = GroupId(StrBytes::from_string(group.into()));
+        j.session_timeout_ms = 10_000;
+        j.rebalance_timeout_ms = 10_000;
+        j.member_id = StrBytes::from_string(member.into());
+        j.protocol_type = StrBytes::from_static_str("consumer");
+        j.protocols = protocols
+            .into_iter()
+            .map(|(n, m)| {
+                let mut p = JoinGroupRequestProtocol::default();
+                p.name = StrBytes::from_string(n.into());
+                p.metadata = bytes::Bytes::copy_from_slice(m);
+                p
+            })
+            .collect();
+        j
+    }
+
+    fn commit(group: &str, generation: i32, member: &str) -> OffsetCommitRequest {
+        let mut c = OffsetCommitRequest::default();
+        c.group_id = GroupId(StrBytes::from_string(group.into()));
+        c.generation_id_or_member_epoch = generation;
+        c.member_id = StrBytes::from_string(member.into());
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = TopicName(StrBytes::from_static_str(TOPIC));
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = 5;
+        p.committed_leader_epoch = -1;
+        t.partitions = vec![p];
+        c.topics = vec![t];
+        c
+    }
+
+    fn commit_code(r: &OffsetCommitResponse) -> i16 {
+        r.topics[0].partitions[0].error_code
+    }
+
+    #[test]
+    fn bad_group_requests_get_kafkas_error_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::start(dir.path(), &[]);
+        let b = broker.kafka.clone();
+        create_topic(&b, TOPIC, PARTITIONS, &[]);
+        let mut s = connect(&b);
+
+        // KIP-394: the first join gets MEMBER_ID_REQUIRED and an id to rejoin with.
+        let (code, first) = retrying(|| {
+            let r: JoinGroupResponse = call(
+                &mut s,
+                ApiKey::JoinGroup,
+                5,
+                &join("g", "", vec![("range", b"m")]),
+            );
+            (r.error_code, r)
+        });
+        assert_eq!(code, ErrorCode::MemberIdRequired.code());
+        let member = first.member_id.to_string();
+        assert!(!member.is_empty());
+        let r: JoinGroupResponse = call(
+            &mut s,
+            ApiKey::JoinGroup,
+            5,
+            &join("g", &member, vec![("range", b"m")]),
+        );
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.leader.as_str(), member, "the only member leads");
+        let generation = r.generation_id;
+        let mut sync = SyncGroupRequest::default();
+        sync.group_id = GroupId(StrBytes::from_static_str("g"));
+        sync.generation_id = generation;
+        sync.member_id = StrBytes::from_string(member.clone());
+        let mut a = SyncGroupRequestAssignment::default();
+        a.member_id = StrBytes::from_string(member.clone());
+        a.assignment = bytes::Bytes::from_static(b"assignment");
+        sync.assignments = vec![a];
+        let r: SyncGroupResponse = call(&mut s, ApiKey::SyncGroup, 3, &sync);
+        assert_eq!(r.error_code, 0);
+        assert_eq!(
+            &r.assignment[..],
+            b"assignment",
+            "the leader's assignment is relayed"
+        );
+
+        // Commits from a member the group does not know, or for another generation.
+        let r: OffsetCommitResponse = call(
+            &mut s,
+            ApiKey::OffsetCommit,
+            8,
+            &commit("g", generation, "nobody"),
+        );
+        assert_eq!(commit_code(&r), ErrorCode::UnknownMemberId.code());
+        let r: OffsetCommitResponse = call(
+            &mut s,
+            ApiKey::OffsetCommit,
+            8,
+            &commit("g", generation + 7, &member),
+        );
+        assert_eq!(commit_code(&r), ErrorCode::IllegalGeneration.code());
+        // A standalone commit (generation -1) while the group has members.
+        let r: OffsetCommitResponse = call(&mut s, ApiKey::OffsetCommit, 8, &commit("g", -1, ""));
+        assert_eq!(commit_code(&r), ErrorCode::UnknownMemberId.code());
+        let r: OffsetCommitResponse = call(
+            &mut s,
+            ApiKey::OffsetCommit,
+            8,
+            &commit("g", generation, &member),
+        );
+        assert_eq!(commit_code(&r), 0);
+
+        let mut hb = HeartbeatRequest::default();
+        hb.group_id = GroupId(StrBytes::from_static_str("g"));
+        hb.generation_id = generation + 1;
+        hb.member_id = StrBytes::from_string(member.clone());
+        let r: HeartbeatResponse = call(&mut s, ApiKey::Heartbeat, 3, &hb);
+        assert_eq!(r.error_code, ErrorCode::IllegalGeneration.code());
+
+        // Malformed group protocols: none at all, or another protocol type than the group's.
+        let r: JoinGroupResponse = call(&mut s, ApiKey::JoinGroup, 5, &join("h", "", vec![]));
+        assert_eq!(r.error_code, ErrorCode::InconsistentGroupProtocol.code());
+        let mut other = join("g", &member, vec![("range", b"m")]);
+        other.protocol_type = StrBytes::from_static_str("connect");
+        let r: JoinGroupResponse = call(&mut s, ApiKey::JoinGroup, 5, &other);
+        assert_eq!(r.error_code, ErrorCode::InconsistentGroupProtocol.code());
+        // A session timeout out of range.
+        let mut short = join("k", "", vec![("range", b"m")]);
+        short.session_timeout_ms = 10;
+        let r: JoinGroupResponse = call(&mut s, ApiKey::JoinGroup, 5, &short);
+        assert_eq!(r.error_code, ErrorCode::InvalidSessionTimeout.code());
+
+        // The committed offset is there; the admin APIs see the group.
+        let mut f = OffsetFetchRequest::default();
+        f.group_id = GroupId(StrBytes::from_static_str("g"));
+        let mut t =
+            kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default();
+        t.name = TopicName(StrBytes::from_static_str(TOPIC));
+        t.partition_indexes = vec![0, 1];
+        f.topics = Some(vec![t]);
+        let r: OffsetFetchResponse = call(&mut s, ApiKey::OffsetFetch, 7, &f);
+        let offsets: Vec<i64> = r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.committed_offset)
+            .collect();
+        assert_eq!(offsets, vec![5, -1]);
+        let r: ListGroupsResponse =
+            call(&mut s, ApiKey::ListGroups, 4, &ListGroupsRequest::default());
+        assert!(
+            r.groups
+                .iter()
+                .any(|g| g.group_id.as_str() == "g" && g.group_state.as_str() == "Stable")
+        );
+        let mut d = DescribeGroupsRequest::default();
+        d.groups = vec![
+            GroupId(StrBytes::from_static_str("g")),
+            GroupId(StrBytes::from_static_str("none")),
+        ];
+        let r: DescribeGroupsResponse = call(&mut s, ApiKey::DescribeGroups, 5, &d);
+        assert_eq!(r.groups[0].members.len(), 1);
+        assert_eq!(&r.groups[0].members[0].member_assignment[..], b"assignment");
+        assert_eq!(r.groups[1].group_state.as_str(), "Dead");
+        // A group with members cannot be deleted.
+        let mut del = DeleteGroupsRequest::default();
+        del.groups_names = vec![GroupId(StrBytes::from_static_str("g"))];
+        let r: DeleteGroupsResponse = call(&mut s, ApiKey::DeleteGroups, 2, &del);
+        assert_eq!(r.results[0].error_code, ErrorCode::NonEmptyGroup.code());
+    }
+}

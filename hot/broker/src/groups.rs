@@ -101,6 +101,16 @@ impl Groups {
         }
     }
 
+    /// Every group this broker coordinates: (id, protocol type, state).
+    pub(crate) fn list(&self) -> Vec<(String, String, &'static str)> {
+        self.shards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|s| s.coordinator.list_groups())
+            .collect()
+    }
+
     fn loaded(&self) -> Vec<(i32, i32)> {
         self.shards
             .lock()

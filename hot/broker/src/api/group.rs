@@ -595,3 +595,203 @@ pub(super) fn offset_fetch(
         encode_response(&ctx, &resp)
     })
 }
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+};
+
+/// ListGroups: the groups this broker coordinates (clients ask every broker).
+pub(super) fn list_groups(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: ListGroupsRequest,
+) -> Pending {
+    let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
+    let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
+    let mut resp = ListGroupsResponse::default();
+    for (group, protocol_type, state) in broker.groups.list() {
+        if !states.is_empty() && !states.contains(&state.to_lowercase()) {
+            continue;
+        }
+        if !types.is_empty() && !types.contains(&"classic".to_string()) {
+            continue;
+        }
+        let mut g = ListedGroup::default();
+        g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group));
+        g.protocol_type = StrBytes::from_string(protocol_type);
+        g.group_state = StrBytes::from_static_str(state);
+        g.group_type = StrBytes::from_static_str("classic");
+        resp.groups.push(g);
+    }
+    super::ready(encode_response(&ctx, &resp))
+}
+
+pub(super) fn describe_groups(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: DescribeGroupsRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = DescribeGroupsResponse::default();
+        for id in &req.groups {
+            let group = id.0.to_string();
+            let mut d = DescribedGroup::default();
+            d.group_id = id.clone();
+            d.authorized_operations = i32::MIN;
+            let result = async {
+                let p = broker.offsets_partition_for(&group).await?;
+                broker
+                    .groups
+                    .with_shard(&broker, p, |s| s.coordinator.describe(&group))
+            }
+            .await;
+            match result {
+                Ok(Some(g)) => {
+                    d.group_state = StrBytes::from_static_str(g.state);
+                    d.protocol_type = StrBytes::from_string(g.protocol_type);
+                    d.protocol_data = StrBytes::from_string(g.protocol);
+                    d.members = g
+                        .members
+                        .into_iter()
+                        .map(|m| {
+                            let mut x = DescribedGroupMember::default();
+                            x.member_id = StrBytes::from_string(m.member_id);
+                            x.group_instance_id = m.group_instance_id.map(StrBytes::from_string);
+                            x.client_id = StrBytes::from_string(m.client_id);
+                            x.client_host = StrBytes::from_string(m.client_host);
+                            x.member_metadata = m.metadata;
+                            x.member_assignment = m.assignment;
+                            x
+                        })
+                        .collect();
+                }
+                // Kafka describes an unknown group as Dead, without an error.
+                Ok(None) => d.group_state = StrBytes::from_static_str("Dead"),
+                Err(e) => {
+                    d.error_code = e.code.code();
+                    d.error_message = msg(e.message);
+                }
+            }
+            resp.groups.push(d);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn delete_groups(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: DeleteGroupsRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = DeleteGroupsResponse::default();
+        for id in &req.groups_names {
+            let group = id.0.to_string();
+            let result: Result<(), ApiError> = async {
+                let p = broker.offsets_partition_for(&group).await?;
+                // What the tombstones must cover, if the group can be deleted.
+                let (code, offsets) = broker.groups.with_shard(&broker, p, |s| {
+                    match s.coordinator.describe(&group) {
+                        None => (ErrorCode::GroupIdNotFound, Vec::new()),
+                        Some(g) if g.state != "Empty" && g.state != "Dead" => {
+                            (ErrorCode::NonEmptyGroup, Vec::new())
+                        }
+                        Some(_) => (ErrorCode::None, s.coordinator.offsets(&group)),
+                    }
+                })?;
+                if code != ErrorCode::None {
+                    return Err(ApiError::new(code, "cannot delete"));
+                }
+                let mut records: Vec<_> = offsets
+                    .iter()
+                    .map(|(t, i, _)| (strata_group::offset_tombstone(&group, t, *i), None))
+                    .collect();
+                records.push((strata_group::group_tombstone(&group), None));
+                broker.append_offsets_records(p, records).await?;
+                let results = broker.groups.with_shard(&broker, p, |s| {
+                    s.coordinator.delete_groups(std::slice::from_ref(&group))
+                })?;
+                match results.first().map(|r| r.1) {
+                    Some(ErrorCode::None) | None => Ok(()),
+                    Some(code) => Err(ApiError::new(code, "cannot delete")),
+                }
+            }
+            .await;
+            let mut r = DeletableGroupResult::default();
+            r.group_id = id.clone();
+            r.error_code = result.err().map_or(0, |e| e.code.code());
+            resp.results.push(r);
+        }
+        encode_response(&ctx, &resp)
+    })
+}
+
+pub(super) fn offset_delete(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: OffsetDeleteRequest,
+) -> Pending {
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let wanted: Vec<(String, i32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.name.0.to_string(), p.partition_index))
+            })
+            .collect();
+        let result = async {
+            let p = broker.offsets_partition_for(&group).await?;
+            let (code, per) = broker.groups.with_shard(&broker, p, |s| {
+                s.coordinator.delete_offsets(&group, &wanted)
+            })?;
+            let deleted: Vec<_> = per
+                .iter()
+                .filter(|(_, _, c)| *c == ErrorCode::None)
+                .map(|(t, i, _)| (strata_group::offset_tombstone(&group, t, *i), None))
+                .collect();
+            if !deleted.is_empty() {
+                broker.append_offsets_records(p, deleted).await?;
+            }
+            Ok::<_, ApiError>((code, per))
+        }
+        .await;
+        let mut resp = OffsetDeleteResponse::default();
+        match result {
+            Ok((code, per)) => {
+                resp.error_code = code.code();
+                for t in &req.topics {
+                    let mut rt = OffsetDeleteResponseTopic::default();
+                    rt.name = t.name.clone();
+                    rt.partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let mut rp = OffsetDeleteResponsePartition::default();
+                            rp.partition_index = p.partition_index;
+                            rp.error_code = per
+                                .iter()
+                                .find(|(n, i, _)| {
+                                    n.as_str() == t.name.0.as_str() && *i == p.partition_index
+                                })
+                                .map_or(0, |(_, _, c)| c.code());
+                            rp
+                        })
+                        .collect();
+                    resp.topics.push(rt);
+                }
+            }
+            Err(e) => resp.error_code = e.code.code(),
+        }
+        encode_response(&ctx, &resp)
+    })
+}

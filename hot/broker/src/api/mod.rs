@@ -70,6 +70,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 4),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 fn supported(api: ApiKey) -> Option<(i16, i16)> {
@@ -213,6 +217,10 @@ pub fn dispatch(
         ApiKey::LeaveGroup => group::leave_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::OffsetCommit => group::offset_commit(b, ctx.clone(), decode(&mut frame, &ctx)?),
         ApiKey::OffsetFetch => group::offset_fetch(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::ListGroups => group::list_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::DescribeGroups => group::describe_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::DeleteGroups => group::delete_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
+        ApiKey::OffsetDelete => group::offset_delete(b, ctx.clone(), decode(&mut frame, &ctx)?),
         other => return Err(ProtocolError::UnsupportedApi { api: other }),
     })
 }
@@ -240,6 +248,10 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::LeaveGroup => "leave_group",
         ApiKey::OffsetCommit => "offset_commit",
         ApiKey::OffsetFetch => "offset_fetch",
+        ApiKey::ListGroups => "list_groups",
+        ApiKey::DescribeGroups => "describe_groups",
+        ApiKey::DeleteGroups => "delete_groups",
+        ApiKey::OffsetDelete => "offset_delete",
         _ => "other",
     }
 }
