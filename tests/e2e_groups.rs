@@ -569,3 +569,118 @@ mod wire_requests {
         assert_eq!(r.results[0].error_code, ErrorCode::NonEmptyGroup.code());
     }
 }
+
+/// A counter or gauge from the broker's Prometheus endpoint whose line starts with
+/// `prefix` (name and labels); `None` if absent.
+fn metric_line(b: &Broker, prefix: &str) -> Option<f64> {
+    b.http_get("/metrics")
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--retention-check-interval", "1s"]);
+    let b = broker.kafka.clone();
+    // Tiny segments and a one-minute retention: records stamped an hour ago go as
+    // soon as retention runs (all but the active segment).
+    create_topic(
+        &b,
+        "old",
+        1,
+        &[("segment.bytes", "200"), ("retention.ms", "60000")],
+    );
+    create_topic(&b, TOPIC, 1, &[]);
+    let (p, _) = producer(&b, &[("acks", "all"), ("linger.ms", "0")]);
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    for i in 0..40 {
+        let v = format!("old-{i}");
+        p.send(
+            rdkafka::producer::BaseRecord::<(), str>::to("old")
+                .payload(&v)
+                .timestamp(hour_ago + i),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+        // One batch each, so the tiny segments roll between them.
+        flush(&p);
+    }
+    for i in 0..30 {
+        send(&p, TOPIC, None, format!("live-{i}").as_bytes());
+    }
+    flush(&p);
+
+    // The group committed offset 0 of "old" and 10 of TOPIC (standalone commits).
+    let g: BaseConsumer =
+        client_config(&b, &[("group.id", "slow"), ("enable.auto.commit", "false")])
+            .create()
+            .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("old", 0, Offset::Offset(0))
+        .unwrap();
+    tpl.add_partition_offset(TOPIC, 0, Offset::Offset(10))
+        .unwrap();
+    g.commit(&tpl, CommitMode::Sync).unwrap();
+    drop(g);
+
+    // Lag of 20 on TOPIC; "old" is out of retention once its first segments go.
+    let t0 = Instant::now();
+    loop {
+        let lag = metric_line(
+            &broker,
+            "strata_group_lag_records{group=\"slow\",topic=\"events\",partition=\"0\"}",
+        );
+        let gone = metric_line(&broker, "strata_group_out_of_retention_partitions");
+        if lag == Some(20.0) && gone == Some(1.0) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "lag {lag:?}, out of retention {gone:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let headroom = metric_line(
+        &broker,
+        "strata_group_retention_headroom_seconds{group=\"slow\",topic=\"events\",partition=\"0\"}",
+    )
+    .unwrap();
+    assert!(
+        headroom > 600_000.0 && headroom <= 604_800.0,
+        "a stopped group on a 7-day topic has about 7 days left: {headroom}"
+    );
+
+    // Resuming, the group's consumer is told OFFSET_OUT_OF_RANGE for "old" and its
+    // auto.offset.reset (earliest) applies: it reads from the new log start.
+    let c: BaseConsumer = client_config(
+        &b,
+        &[
+            ("group.id", "slow"),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    )
+    .create()
+    .unwrap();
+    c.subscribe(&["old"]).unwrap();
+    let t0 = Instant::now();
+    let first = loop {
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            break m.expect("a record, not an error").offset();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no record after the reset"
+        );
+    };
+    assert!(
+        first > 0,
+        "resumed at the log start ({first}), past the deleted records"
+    );
+}

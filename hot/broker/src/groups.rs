@@ -56,6 +56,46 @@ impl Shard {
 pub struct Groups {
     shards: Mutex<HashMap<i32, Shard>>,
     tickets: AtomicU64,
+    /// Per (group, topic, partition): recent (time, lag age) samples, for the trend
+    /// behind the time to the retention edge.
+    lag_history: Mutex<HashMap<GroupPartition, std::collections::VecDeque<(i64, i64)>>>,
+}
+
+/// (group, topic, partition).
+type GroupPartition = (String, String, i32);
+
+/// One partition's lag for one group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lag {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    pub log_start: i64,
+    pub log_end: i64,
+    /// Records between the committed offset and the high-water mark.
+    pub records: i64,
+    /// How old the oldest unconsumed record is (ms); 0 when caught up, `None` when its
+    /// record is not on local disk.
+    pub age_ms: Option<i64>,
+    /// How long until the group's position falls out of retention at the current
+    /// trend of its lag's age (ms); `None` for never (flat or shrinking lag, or
+    /// unbounded retention).
+    pub headroom_ms: Option<i64>,
+    /// The committed offset is below the log start: the records it pointed at are gone.
+    pub out_of_retention: bool,
+}
+
+/// The window over which the lag's age trend is measured.
+const TREND_WINDOW_MS: i64 = 5 * 60 * 1000;
+
+/// Time until the position falls out of retention: the age grows at `rate` (ms of age
+/// per ms, 1.0 for a stopped group) from `age` towards `retention_ms`.
+pub fn retention_headroom(age_ms: i64, retention_ms: i64, rate: f64) -> Option<i64> {
+    if retention_ms < 0 || rate <= 0.0 {
+        return None;
+    }
+    Some((((retention_ms - age_ms).max(0)) as f64 / rate) as i64)
 }
 
 impl std::fmt::Debug for Groups {
@@ -109,6 +149,83 @@ impl Groups {
             .values()
             .flat_map(|s| s.coordinator.list_groups())
             .collect()
+    }
+
+    /// The lag of every group this broker coordinates, on the partitions with a
+    /// replica here (the figures a lag dashboard and `/metrics` show).
+    pub(crate) fn lags(&self, broker: &Broker) -> Vec<Lag> {
+        let now = broker.clock.now_ms();
+        let committed: Vec<(String, String, i32, i64)> = {
+            let shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
+            shards
+                .values()
+                .flat_map(|s| {
+                    s.coordinator
+                        .list_groups()
+                        .into_iter()
+                        .flat_map(|(g, _, _)| {
+                            s.coordinator
+                                .offsets(&g)
+                                .into_iter()
+                                .map(move |(t, p, c)| (g.clone(), t, p, c.offset))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let mut history = self.lag_history.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for (group, topic, index, offset) in committed {
+            let Some(p) = broker.partition(&topic, index) else {
+                continue;
+            };
+            let retention_ms = p.config().retention_ms;
+            let (start, end) = (p.log_start_offset(), p.high_watermark());
+            let records = (end - offset).max(0);
+            let age_ms = if records == 0 {
+                Some(0)
+            } else {
+                record_timestamp(&p, offset.max(start)).map(|ts| (now - ts).max(0))
+            };
+            let key = (group.clone(), topic.clone(), index);
+            let samples = history.entry(key).or_default();
+            if let Some(age) = age_ms {
+                samples.push_back((now, age));
+            }
+            while samples
+                .front()
+                .is_some_and(|(t, _)| now - t > TREND_WINDOW_MS)
+            {
+                samples.pop_front();
+            }
+            let rate = match (samples.front(), samples.back()) {
+                (Some(&(t0, a0)), Some(&(t1, a1))) if t1 - t0 >= 10_000 => {
+                    (a1 - a0) as f64 / (t1 - t0) as f64
+                }
+                // Too little history: a position that has not moved ages at 1 ms/ms.
+                _ => {
+                    if records > 0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                }
+            };
+            let headroom_ms = age_ms.and_then(|a| retention_headroom(a, retention_ms, rate));
+            out.push(Lag {
+                group,
+                topic,
+                partition: index,
+                committed: offset,
+                log_start: start,
+                log_end: end,
+                records,
+                age_ms,
+                headroom_ms,
+                out_of_retention: offset < start,
+            });
+        }
+        out
     }
 
     fn loaded(&self) -> Vec<(i32, i32)> {
@@ -223,6 +340,52 @@ impl Broker {
     }
 }
 
+/// The timestamp of the record at `offset`, if it is on local disk.
+fn record_timestamp(p: &Partition, offset: i64) -> Option<i64> {
+    let r = p.log.read(offset, 1, None).ok()?;
+    let b = strata_proto::batch::batches(&r.data).next()?.ok()?;
+    let records = b.records().ok()?;
+    records
+        .iter()
+        .filter_map(Result::ok)
+        .find(|rec| rec.offset >= offset)
+        .map(|rec| rec.timestamp)
+}
+
+/// Exports the lag figures and warns about groups whose position aged out.
+fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupPartition>) {
+    let lags = broker.groups.lags(broker);
+    let mut out_of_retention = 0;
+    for l in &lags {
+        let labels = [
+            ("group", l.group.clone()),
+            ("topic", l.topic.clone()),
+            ("partition", l.partition.to_string()),
+        ];
+        metrics::gauge!("strata_group_lag_records", &labels).set(l.records as f64);
+        if let Some(age) = l.age_ms {
+            metrics::gauge!("strata_group_lag_seconds", &labels).set(age as f64 / 1e3);
+        }
+        // +Inf for "never".
+        metrics::gauge!("strata_group_retention_headroom_seconds", &labels)
+            .set(l.headroom_ms.map_or(f64::INFINITY, |h| h as f64 / 1e3));
+        let key = (l.group.clone(), l.topic.clone(), l.partition);
+        if l.out_of_retention {
+            out_of_retention += 1;
+            if warned.insert(key) {
+                tracing::warn!(
+                    group = %l.group, topic = %l.topic, partition = l.partition,
+                    committed = l.committed, log_start = l.log_start,
+                    "the group's committed offset is below the log start: those records are gone; the consumer's auto.offset.reset decides where it resumes"
+                );
+            }
+        } else {
+            warned.remove(&key);
+        }
+    }
+    metrics::gauge!("strata_group_out_of_retention_partitions").set(out_of_retention as f64);
+}
+
 /// Reads an offsets partition's log into a new coordinator.
 fn load(p: &Partition) -> Result<GroupCoordinator, ApiError> {
     let mut coordinator = GroupCoordinator::new(group_config());
@@ -256,10 +419,23 @@ fn load(p: &Partition) -> Result<GroupCoordinator, ApiError> {
 /// them (session and rebalance timeouts).
 pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(Duration::from_millis(100));
+    let mut last_lag = broker.clock.now_ms();
+    let mut warned = std::collections::HashSet::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = interval.tick() => {}
+        }
+        if broker.clock.now_ms() - last_lag >= 5_000 {
+            last_lag = broker.clock.now_ms();
+            let b = broker.clone();
+            let mut w = std::mem::take(&mut warned);
+            warned = tokio::task::spawn_blocking(move || {
+                export_lag(&b, &mut w);
+                w
+            })
+            .await
+            .unwrap_or_default();
         }
         let led: HashMap<i32, i32> = broker
             .topic(OFFSETS_TOPIC)
@@ -334,5 +510,25 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             let done = s.coordinator.tick(now);
             s.deliver(done);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retention_headroom;
+
+    #[test]
+    fn headroom_follows_the_lag_age_trend() {
+        let day = 86_400_000;
+        // A stopped group: its oldest unconsumed record ages in real time.
+        assert_eq!(retention_headroom(day, 7 * day, 1.0), Some(6 * day));
+        // Falling behind at half speed: twice as long.
+        assert_eq!(retention_headroom(day, 7 * day, 0.5), Some(12 * day));
+        // Flat or shrinking lag, or unbounded retention: never.
+        assert_eq!(retention_headroom(day, 7 * day, 0.0), None);
+        assert_eq!(retention_headroom(day, 7 * day, -0.3), None);
+        assert_eq!(retention_headroom(day, -1, 1.0), None);
+        // Already past the edge.
+        assert_eq!(retention_headroom(8 * day, 7 * day, 1.0), Some(0));
     }
 }
