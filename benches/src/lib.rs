@@ -45,6 +45,25 @@ pub enum Command {
     Consume(ConsumeArgs),
     /// Write bytes sequentially to a directory and fsync: the disk's own rate.
     Disk(DiskArgs),
+    /// Commit consumer-group offsets as fast as possible (or at --rate) from several
+    /// clients and report commits per second and commit latency.
+    Commits(CommitArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommitArgs {
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// Concurrent committers, each its own group (`{group}-{i}`) committing one
+    /// partition's offset per request (as consumers using assign() do).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub clients: u64,
+    /// Group id prefix.
+    #[arg(long, default_value = "bench")]
+    pub group: String,
+    /// How long to commit for.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
 }
 
 /// Flags of the modes that talk to a broker.
@@ -301,6 +320,7 @@ pub fn run(command: Command) -> anyhow::Result<Report> {
         Command::Produce(a) => produce(&a)?,
         Command::Consume(a) => consume(&a)?,
         Command::Disk(a) => disk(&a)?,
+        Command::Commits(a) => commits(&a)?,
     };
     let mut out = std::io::stdout().lock();
     write!(out, "{}", report.human())?;
@@ -742,6 +762,113 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         broker_cpu_seconds: cpu_s,
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s,
+        settings,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Commits
+
+fn commits(a: &CommitArgs) -> anyhow::Result<Report> {
+    let b = &a.broker;
+    let probe: BaseConsumer<Quiet> = base_config(b)
+        .set("group.id", format!("{}-probe", a.group))
+        .create_with_context(Quiet::default())
+        .context("cannot create a client")?;
+    let parts = partitions(probe.client(), b)?;
+    drop(probe);
+    let latency = Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?);
+    let done = AtomicU64::new(0);
+    let errors = AtomicU64::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let t0 = Instant::now();
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let mut handles = Vec::new();
+        for i in 0..a.clients {
+            let (latency, done, errors, first_error) = (&latency, &done, &errors, &first_error);
+            let c: BaseConsumer<Quiet> = base_config(b)
+                .set("group.id", format!("{}-{i}", a.group))
+                .set("enable.auto.commit", "false")
+                .create_with_context(Quiet::default())
+                .context("cannot create a committer")?;
+            let topic = b.topic.clone();
+            let duration = a.duration;
+            handles.push(scope.spawn(move || {
+                let mut offset = 0i64;
+                let mut local =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+                while t0.elapsed() < duration {
+                    offset += 1;
+                    let mut tpl = TopicPartitionList::new();
+                    let p = (offset % i64::from(parts)) as i32;
+                    if tpl
+                        .add_partition_offset(&topic, p, Offset::Offset(offset))
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let started = Instant::now();
+                    match c.commit(&tpl, rdkafka::consumer::CommitMode::Sync) {
+                        Ok(()) => {
+                            local.saturating_record(started.elapsed().as_micros() as u64);
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            if let Ok(mut g) = first_error.lock() {
+                                g.get_or_insert_with(|| e.to_string());
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
+                }
+                if let Ok(mut h) = latency.lock() {
+                    let _ = h.add(&local);
+                }
+            }));
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+        Ok(())
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    let n = done.load(Ordering::Relaxed);
+    if n == 0 {
+        let e = first_error
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .unwrap_or_default();
+        bail!("no commit succeeded: {e}");
+    }
+    let latency = latency
+        .lock()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .map(|h| Latency {
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1e3,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1e3,
+            p999_ms: h.value_at_quantile(0.999) as f64 / 1e3,
+            max_ms: h.max() as f64 / 1e3,
+        });
+    let mut settings = BTreeMap::new();
+    settings.insert("clients".into(), a.clients.to_string());
+    settings.insert("partitions".into(), parts.to_string());
+    Ok(Report {
+        mode: "commits".into(),
+        topic: Some(b.topic.clone()),
+        records: n,
+        bytes: 0,
+        seconds: secs,
+        mb_per_s: 0.0,
+        records_per_s: n as f64 / secs,
+        latency,
+        ack_gap: None,
+        errors: errors.load(Ordering::Relaxed),
+        broker_cpu_seconds: None,
+        broker_cpu_s_per_gb: None,
+        disk_mb_per_s: None,
         settings,
     })
 }

@@ -2,6 +2,7 @@
 
 mod client;
 mod consume;
+mod group;
 mod log;
 mod produce;
 pub mod serve;
@@ -31,6 +32,8 @@ pub enum Command {
     Produce(produce::ProduceArgs),
     /// Print a topic's records, one per line (assigns partitions itself; no consumer group).
     Consume(consume::ConsumeArgs),
+    /// List consumer groups, describe their offsets and lag, or reset their offsets.
+    Group(group::GroupArgs),
     /// Tiered storage status of a Strata broker (from its HTTP address).
     Tier(tier::TierArgs),
 }
@@ -43,5 +46,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Tier(args) => tier::run(args),
+        Command::Group(args) => group::run(args),
     }
 }

@@ -56,6 +56,9 @@ impl Shard {
 pub struct Groups {
     shards: Mutex<HashMap<i32, Shard>>,
     tickets: AtomicU64,
+    /// Per offsets partition: commits waiting for the next append, and whether an
+    /// append is in flight.
+    appends: Mutex<HashMap<i32, (Vec<QueuedAppend>, bool)>>,
     /// Per (group, topic, partition): recent (time, lag age) samples, for the trend
     /// behind the time to the retention edge.
     lag_history: Mutex<HashMap<GroupPartition, std::collections::VecDeque<(i64, i64)>>>,
@@ -63,6 +66,12 @@ pub struct Groups {
 
 /// (group, topic, partition).
 type GroupPartition = (String, String, i32);
+
+/// One commit's records and where its result goes.
+type QueuedAppend = (
+    Vec<(Bytes, Option<Bytes>)>,
+    oneshot::Sender<Result<(), (ErrorCode, String)>>,
+);
 
 /// One partition's lag for one group.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,9 +132,16 @@ impl Groups {
         match shards.get_mut(&partition) {
             Some(s) => Ok(f(s)),
             None => {
+                // Leading it, or named its leader by the metadata (becoming leader,
+                // or loading): the client should wait, not look elsewhere.
                 let leads = broker
                     .partition(OFFSETS_TOPIC, partition)
-                    .is_some_and(|p| p.is_leader());
+                    .is_some_and(|p| p.is_leader())
+                    || broker
+                        .cluster()
+                        .topic(OFFSETS_TOPIC)
+                        .and_then(|t| t.partition(partition))
+                        .is_some_and(|p| p.leader == broker.node_id());
                 Err(if leads {
                     ApiError::new(
                         ErrorCode::CoordinatorLoadInProgress,
@@ -290,8 +306,65 @@ impl Broker {
     }
 
     /// Appends records to offsets partition `partition` as its leader and waits until
-    /// every in-sync replica has them.
+    /// every in-sync replica has them. Group commit: while one append of a partition is
+    /// in flight, the records of other commits queue, and the next append takes them
+    /// all in one batch (one write, one wait for the replicas) instead of one each.
     pub(crate) async fn append_offsets_records(
+        self: &Arc<Self>,
+        partition: i32,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    ) -> Result<(), ApiError> {
+        let (tx, rx) = oneshot::channel();
+        let lead = {
+            let mut q = self
+                .groups
+                .appends
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let (queued, busy) = q.entry(partition).or_default();
+            queued.push((records, tx));
+            !std::mem::replace(busy, true)
+        };
+        if lead {
+            // Its own task: a request dropped mid-append (its client went away) must not
+            // strand the commits queued behind it.
+            let broker = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    let batch: Vec<_> = {
+                        let mut q = broker
+                            .groups
+                            .appends
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner());
+                        let (queued, busy) = q.entry(partition).or_default();
+                        if queued.is_empty() {
+                            *busy = false;
+                            break;
+                        }
+                        std::mem::take(queued)
+                    };
+                    let (records, waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                    let result = broker
+                        .append_offsets_batch(partition, records.into_iter().flatten().collect())
+                        .await
+                        .map_err(|e| (e.code, e.message));
+                    for w in waiters {
+                        let _ = w.send(result.clone());
+                    }
+                }
+            });
+        }
+        match rx.await {
+            Ok(r) => r.map_err(|(code, message)| ApiError::new(code, message)),
+            Err(_) => Err(ApiError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                "the commit was abandoned; retry",
+            )),
+        }
+    }
+
+    async fn append_offsets_batch(
         &self,
         partition: i32,
         records: Vec<(Bytes, Option<Bytes>)>,
