@@ -684,3 +684,57 @@ fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
         "resumed at the log start ({first}), past the deleted records"
     );
 }
+
+#[test]
+fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
+    use common::cluster::Cluster;
+    let mut c = Cluster::start(3, 3, &[]);
+    let b = c.bootstrap();
+    common::kafka::create_topic_rf(&b, TOPIC, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    produce(&b, 0, 300);
+    let g = consumer(&b, "survivor", &[]);
+    let mut got = Vec::new();
+    poll_until(&[&g], &mut got, "all 300 records", |_, n| n >= 300);
+    commit(&g);
+    drop(g);
+
+    // Which broker coordinates the group: the leader of its __consumer_offsets partition.
+    let index = strata_group::partition_for("survivor", {
+        let parts = common::cluster::metadata(&b, "__consumer_offsets").expect("offsets topic");
+        parts.len() as i32
+    });
+    let coordinator =
+        common::cluster::metadata(&b, "__consumer_offsets").unwrap()[index as usize].0;
+    c.broker(coordinator).kill9();
+
+    // The group resumes on the new coordinator exactly after its commit.
+    let b2: String = c
+        .nodes
+        .iter()
+        .filter(|n| n.id != coordinator)
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    produce(&b2, 300, 30);
+    let g = consumer(&b2, "survivor", &[]);
+    let mut after = Vec::new();
+    poll_until(&[&g], &mut after, "the 30 new records", |_, n| n >= 30);
+    for _ in 0..5 {
+        if let Some(m) = g.poll(Duration::from_millis(200)) {
+            let m = m.unwrap();
+            after.push((
+                0,
+                m.partition(),
+                m.offset(),
+                String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
+            ));
+        }
+    }
+    let mut values: Vec<usize> = after.iter().map(|x| x.3[1..].parse().unwrap()).collect();
+    values.sort();
+    assert_eq!(
+        values,
+        (300..330).collect::<Vec<_>>(),
+        "resumed exactly after the commit"
+    );
+}
