@@ -738,3 +738,72 @@ fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
         "resumed exactly after the commit"
     );
 }
+
+#[test]
+fn the_offsets_log_is_bounded_by_checkpoints_and_reloads_the_latest_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), &["--offsets-checkpoint-records", "1000"]);
+    let b = broker.kafka.clone();
+    create_topic(&b, TOPIC, PARTITIONS, &[]);
+    let c: BaseConsumer =
+        client_config(&b, &[("group.id", "ckpt"), ("enable.auto.commit", "false")])
+            .create()
+            .unwrap();
+    // 5000 commits of 6 partitions each: far more records than live offsets (6).
+    for i in 1..=5_000i64 {
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset(TOPIC, p, Offset::Offset(i * 10 + i64::from(p)))
+                .unwrap();
+        }
+        c.commit(&tpl, CommitMode::Sync).expect("commit");
+    }
+    drop(c);
+    let index = strata_group::partition_for("ckpt", 16);
+    let probe: BaseConsumer = client_config(&b, &[("group.id", "probe")])
+        .create()
+        .unwrap();
+    let t0 = Instant::now();
+    let (low, high) = loop {
+        let (low, high) = probe
+            .fetch_watermarks("__consumer_offsets", index, Duration::from_secs(10))
+            .unwrap();
+        // Bounded: the live offsets (6) and what followed, within the threshold.
+        if low > 0 && high - low <= 1_000 + 2 * 6 {
+            break (low, high);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the offsets log is not bounded: [{low}, {high})"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        high >= 30_000,
+        "every commit was logged ({high}), then superseded ({low})"
+    );
+    drop(probe);
+
+    // A restart reloads from the checkpoint: the latest commit of every partition.
+    broker.stop();
+    broker.restart();
+    let b = broker.kafka.clone();
+    let c: BaseConsumer = client_config(&b, &[("group.id", "ckpt")]).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition(TOPIC, p);
+    }
+    let committed: Vec<i64> = c
+        .committed_offsets(tpl, Duration::from_secs(20))
+        .unwrap()
+        .elements()
+        .iter()
+        .map(|e| e.offset().to_raw().unwrap())
+        .collect();
+    assert_eq!(
+        committed,
+        (0..PARTITIONS)
+            .map(|p| 50_000 + i64::from(p))
+            .collect::<Vec<_>>()
+    );
+}

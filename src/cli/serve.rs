@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// Partitions of auto-created topics and of CreateTopics without a count [default: 1]
     #[arg(long, env = "STRATA_DEFAULT_PARTITIONS")]
     pub default_partitions: Option<i32>,
+    /// Checkpoint a `__consumer_offsets` partition (rewrite the live committed offsets
+    /// and drop the log below them) once it holds this many records more than its live
+    /// offsets [default: 100000]
+    #[arg(long, env = "STRATA_OFFSETS_CHECKPOINT_RECORDS")]
+    pub offsets_checkpoint_records: Option<i64>,
     /// Memory for cached object-store chunks, e.g. 512MiB [default: 512MiB]
     #[arg(long, env = "STRATA_CACHE_MEMORY")]
     pub cache_memory: Option<String>,
@@ -108,6 +113,7 @@ struct FileSettings {
     object_store: Option<String>,
     auto_create_topics: Option<bool>,
     default_partitions: Option<i32>,
+    offsets_checkpoint_records: Option<i64>,
     cache_memory: Option<String>,
     cache_disk: Option<String>,
     remote_chunk: Option<String>,
@@ -148,6 +154,7 @@ pub struct ServeConfig {
     pub object_store: ObjectStoreUrl,
     pub auto_create_topics: bool,
     pub default_partitions: i32,
+    pub offsets_checkpoint_records: i64,
     /// The URL as given (or the default), for opening the store.
     pub object_store_url: String,
     pub cache_memory: u64,
@@ -375,6 +382,13 @@ impl ServeConfig {
         if default_partitions < 1 {
             bail!("--default-partitions {default_partitions} must be at least 1");
         }
+        let offsets_checkpoint_records = args
+            .offsets_checkpoint_records
+            .or(file.offsets_checkpoint_records)
+            .unwrap_or(100_000);
+        if offsets_checkpoint_records < 100 {
+            bail!("--offsets-checkpoint-records {offsets_checkpoint_records} must be at least 100");
+        }
         Ok(ServeConfig {
             data_dir,
             node_id,
@@ -392,6 +406,7 @@ impl ServeConfig {
                 .or(file.auto_create_topics)
                 .unwrap_or(false),
             default_partitions,
+            offsets_checkpoint_records,
             object_store_url,
             cache_memory,
             cache_disk,
@@ -415,6 +430,7 @@ impl ServeConfig {
             advertised_addr: self.advertised_kafka_addr.clone(),
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
+            offsets_checkpoint_records: self.offsets_checkpoint_records,
             retention_check_interval: self.retention_check_interval,
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,

@@ -45,6 +45,9 @@ pub struct BrokerConfig {
     /// offsets.topic.num.partitions is 50; fewer suit small clusters, and the count is
     /// fixed once the topic exists, since a group's partition depends on it).
     pub offsets_topic_partitions: i32,
+    /// Checkpoint an offsets partition once it holds this many records beyond twice its
+    /// live committed offsets (see `Broker::request_offsets_checkpoint`).
+    pub offsets_checkpoint_records: i64,
 }
 
 impl Default for BrokerConfig {
@@ -67,6 +70,7 @@ impl Default for BrokerConfig {
             controller_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_millis(1500),
             offsets_topic_partitions: 16,
+            offsets_checkpoint_records: 100_000,
         }
     }
 }

@@ -58,7 +58,9 @@ pub struct Groups {
     tickets: AtomicU64,
     /// Per offsets partition: commits waiting for the next append, and whether an
     /// append is in flight.
-    appends: Mutex<HashMap<i32, (Vec<QueuedAppend>, bool)>>,
+    appends: Mutex<HashMap<i32, (Vec<Item>, bool)>>,
+    /// When each offsets partition was last checkpointed (ms).
+    checkpointed: Mutex<HashMap<i32, i64>>,
     /// Per (group, topic, partition): recent (time, lag age) samples, for the trend
     /// behind the time to the retention edge.
     lag_history: Mutex<HashMap<GroupPartition, std::collections::VecDeque<(i64, i64)>>>,
@@ -67,11 +69,25 @@ pub struct Groups {
 /// (group, topic, partition).
 type GroupPartition = (String, String, i32);
 
-/// One commit's records and where its result goes.
-type QueuedAppend = (
+/// What to do to the shard once a commit's records are durable.
+pub(crate) type Apply = Box<dyn FnOnce(&mut Shard) + Send>;
+
+/// One commit's records, its shard update, and where its result goes.
+type QueuedRecords = (
     Vec<(Bytes, Option<Bytes>)>,
+    Option<Apply>,
     oneshot::Sender<Result<(), (ErrorCode, String)>>,
 );
+
+/// Work queued for an offsets partition's appender.
+enum Item {
+    Records {
+        records: Vec<(Bytes, Option<Bytes>)>,
+        apply: Option<Apply>,
+        tx: oneshot::Sender<Result<(), (ErrorCode, String)>>,
+    },
+    Checkpoint,
+}
 
 /// One partition's lag for one group.
 #[derive(Clone, Debug, PartialEq)]
@@ -306,55 +322,19 @@ impl Broker {
     }
 
     /// Appends records to offsets partition `partition` as its leader and waits until
-    /// every in-sync replica has them. Group commit: while one append of a partition is
-    /// in flight, the records of other commits queue, and the next append takes them
-    /// all in one batch (one write, one wait for the replicas) instead of one each.
+    /// every in-sync replica has them, then runs `apply` on the partition's shard.
+    /// Group commit: while one append of a partition is in flight, the records of other
+    /// commits queue, and the next append takes them all in one batch (one write, one
+    /// wait for the replicas). The shard sees commits in log order, which is what makes
+    /// a checkpoint ([`Broker::request_offsets_checkpoint`]) complete.
     pub(crate) async fn append_offsets_records(
         self: &Arc<Self>,
         partition: i32,
         records: Vec<(Bytes, Option<Bytes>)>,
+        apply: Option<Apply>,
     ) -> Result<(), ApiError> {
         let (tx, rx) = oneshot::channel();
-        let lead = {
-            let mut q = self
-                .groups
-                .appends
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let (queued, busy) = q.entry(partition).or_default();
-            queued.push((records, tx));
-            !std::mem::replace(busy, true)
-        };
-        if lead {
-            // Its own task: a request dropped mid-append (its client went away) must not
-            // strand the commits queued behind it.
-            let broker = self.clone();
-            tokio::spawn(async move {
-                loop {
-                    let batch: Vec<_> = {
-                        let mut q = broker
-                            .groups
-                            .appends
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner());
-                        let (queued, busy) = q.entry(partition).or_default();
-                        if queued.is_empty() {
-                            *busy = false;
-                            break;
-                        }
-                        std::mem::take(queued)
-                    };
-                    let (records, waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-                    let result = broker
-                        .append_offsets_batch(partition, records.into_iter().flatten().collect())
-                        .await
-                        .map_err(|e| (e.code, e.message));
-                    for w in waiters {
-                        let _ = w.send(result.clone());
-                    }
-                }
-            });
-        }
+        self.enqueue_offsets(partition, Item::Records { records, apply, tx });
         match rx.await {
             Ok(r) => r.map_err(|(code, message)| ApiError::new(code, message)),
             Err(_) => Err(ApiError::new(
@@ -364,11 +344,147 @@ impl Broker {
         }
     }
 
+    /// Queues a checkpoint of offsets partition `partition`: every live committed
+    /// offset is written again, and the log start moves up to the first of them, so the
+    /// partition holds the live state plus what came after (the bound log compaction
+    /// gives Kafka's `__consumer_offsets`).
+    pub(crate) fn request_offsets_checkpoint(self: &Arc<Self>, partition: i32) {
+        self.enqueue_offsets(partition, Item::Checkpoint);
+    }
+
+    fn enqueue_offsets(self: &Arc<Self>, partition: i32, item: Item) {
+        let lead = {
+            let mut q = self
+                .groups
+                .appends
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let (queued, busy) = q.entry(partition).or_default();
+            queued.push(item);
+            !std::mem::replace(busy, true)
+        };
+        if lead {
+            // Its own task: a request dropped mid-append (its client went away) must not
+            // strand the commits queued behind it.
+            let broker = self.clone();
+            tokio::spawn(async move { broker.flush_offsets(partition).await });
+        }
+    }
+
+    async fn flush_offsets(self: Arc<Self>, partition: i32) {
+        loop {
+            let items: Vec<Item> = {
+                let mut q = self
+                    .groups
+                    .appends
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let (queued, busy) = q.entry(partition).or_default();
+                if queued.is_empty() {
+                    *busy = false;
+                    return;
+                }
+                std::mem::take(queued)
+            };
+            let mut run = Vec::new();
+            for item in items {
+                match item {
+                    Item::Records { records, apply, tx } => run.push((records, apply, tx)),
+                    Item::Checkpoint => {
+                        self.flush_run(partition, std::mem::take(&mut run)).await;
+                        if let Err(e) = self.checkpoint_offsets(partition).await {
+                            tracing::warn!(partition, error = %e.message, "offsets checkpoint failed; the next one retries");
+                        }
+                    }
+                }
+            }
+            self.flush_run(partition, run).await;
+        }
+    }
+
+    /// Appends a run of commits as one batch, applies them to the shard in order, and
+    /// answers them.
+    async fn flush_run(&self, partition: i32, run: Vec<QueuedRecords>) {
+        if run.is_empty() {
+            return;
+        }
+        let mut records = Vec::new();
+        let mut applies = Vec::new();
+        let mut waiters = Vec::new();
+        for (r, a, tx) in run {
+            records.extend(r);
+            applies.extend(a);
+            waiters.push(tx);
+        }
+        let result = self
+            .append_offsets_batch(partition, records)
+            .await
+            .map(|_| ())
+            .map_err(|e| (e.code, e.message));
+        if result.is_ok() {
+            // Durable either way; a shard gone meanwhile is reloaded from the log.
+            let _ = self.groups.with_shard(self, partition, |s| {
+                for a in applies {
+                    a(s);
+                }
+            });
+        }
+        for w in waiters {
+            let _ = w.send(result.clone());
+        }
+    }
+
+    /// Writes every live committed offset of the partition's groups again and moves the
+    /// log start to the first of them (see [`Broker::request_offsets_checkpoint`]).
+    async fn checkpoint_offsets(&self, partition: i32) -> Result<(), ApiError> {
+        let live: Vec<(Bytes, Option<Bytes>)> = self.groups.with_shard(self, partition, |s| {
+            s.coordinator
+                .list_groups()
+                .into_iter()
+                .flat_map(|(g, _, _)| {
+                    s.coordinator
+                        .offsets(&g)
+                        .into_iter()
+                        .map(move |(t, i, c)| {
+                            let (k, v) = strata_group::offset_commit_record(&g, &t, i, &c);
+                            (k, Some(v))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })?;
+        let p = self
+            .partition(OFFSETS_TOPIC, partition)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotCoordinator, "not the coordinator"))?;
+        let mut first = p.log.log_end_offset();
+        let mut chunks = live.chunks(2_000);
+        if let Some(chunk) = chunks.next() {
+            first = self.append_offsets_batch(partition, chunk.to_vec()).await?;
+        }
+        for chunk in chunks {
+            self.append_offsets_batch(partition, chunk.to_vec()).await?;
+        }
+        // Everything below `first` is superseded by what follows it (and replicated:
+        // the appends above waited for the in-sync replicas).
+        let to = first.min(p.high_watermark());
+        let start = p.log.advance_log_start(to)?;
+        tracing::info!(
+            partition,
+            live = live.len(),
+            log_start = start,
+            "checkpointed committed offsets"
+        );
+        metrics::counter!("strata_offsets_checkpoints_total").increment(1);
+        Ok(())
+    }
+
+    /// Appends one batch as leader and waits for the in-sync replicas; returns its first
+    /// offset.
     async fn append_offsets_batch(
         &self,
         partition: i32,
         records: Vec<(Bytes, Option<Bytes>)>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<i64, ApiError> {
         let p = self
             .partition(OFFSETS_TOPIC, partition)
             .filter(|p| p.is_leader())
@@ -399,7 +515,7 @@ impl Broker {
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         match crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await {
-            ErrorCode::None => Ok(()),
+            ErrorCode::None => Ok(info.first_offset),
             ErrorCode::NotLeaderOrFollower => Err(ApiError::new(
                 ErrorCode::NotCoordinator,
                 "leadership of the group's offsets moved",
@@ -493,6 +609,7 @@ fn load(p: &Partition) -> Result<GroupCoordinator, ApiError> {
 pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(Duration::from_millis(100));
     let mut last_lag = broker.clock.now_ms();
+    let mut last_checkpoint_check = last_lag;
     let mut warned = std::collections::HashSet::new();
     loop {
         tokio::select! {
@@ -574,14 +691,47 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             }
         }
         let now = broker.clock.now_ms();
-        let mut shards = broker
-            .groups
-            .shards
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for s in shards.values_mut() {
-            let done = s.coordinator.tick(now);
-            s.deliver(done);
+        let mut due = Vec::new();
+        let check = now - last_checkpoint_check >= 5_000;
+        if check {
+            last_checkpoint_check = now;
+        }
+        {
+            let mut shards = broker
+                .groups
+                .shards
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for (&index, s) in shards.iter_mut() {
+                let done = s.coordinator.tick(now);
+                s.deliver(done);
+                // Bound the partition to its live offsets plus what came after them.
+                if check && let Some(p) = broker.partition(OFFSETS_TOPIC, index) {
+                    let held = p.log.log_end_offset() - p.log.log_start_offset();
+                    let live: usize = s
+                        .coordinator
+                        .list_groups()
+                        .iter()
+                        .map(|(g, _, _)| s.coordinator.offsets(g).len())
+                        .sum();
+                    if held > 2 * live as i64 + broker.config.offsets_checkpoint_records {
+                        due.push(index);
+                    }
+                }
+            }
+        }
+        for index in due {
+            let mut last = broker
+                .groups
+                .checkpointed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let at = last.entry(index).or_insert(0);
+            if now - *at >= 10_000 {
+                *at = now;
+                drop(last);
+                broker.request_offsets_checkpoint(index);
+            }
         }
     }
 }

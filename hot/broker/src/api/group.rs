@@ -380,6 +380,7 @@ pub(super) fn offset_commit(
                 return Err(ApiError::new(code, "commit refused"));
             }
             let mut records = Vec::new();
+            let mut commits = Vec::new();
             for t in &req.topics {
                 for pr in &t.partitions {
                     let c = CommittedOffset {
@@ -395,28 +396,20 @@ pub(super) fn offset_commit(
                         &c,
                     );
                     records.push((k, Some(v)));
+                    commits.push((t.name.0.to_string(), pr.partition_index, c));
                 }
             }
             if !records.is_empty() {
-                broker.append_offsets_records(p, records).await?;
-            }
-            broker.groups.with_shard(&broker, p, |s| {
-                for t in &req.topics {
-                    for pr in &t.partitions {
-                        s.coordinator.commit(
-                            &group,
-                            t.name.0.as_str(),
-                            pr.partition_index,
-                            CommittedOffset {
-                                offset: pr.committed_offset,
-                                leader_epoch: pr.committed_leader_epoch,
-                                metadata: opt(&pr.committed_metadata),
-                                commit_timestamp_ms: now,
-                            },
-                        );
+                let g = group.clone();
+                let apply: crate::groups::Apply = Box::new(move |s| {
+                    for (topic, index, c) in commits {
+                        s.coordinator.commit(&g, &topic, index, c);
                     }
-                }
-            })?;
+                });
+                broker
+                    .append_offsets_records(p, records, Some(apply))
+                    .await?;
+            }
             Ok(())
         }
         .await;
@@ -714,14 +707,11 @@ pub(super) fn delete_groups(
                     .map(|(t, i, _)| (strata_group::offset_tombstone(&group, t, *i), None))
                     .collect();
                 records.push((strata_group::group_tombstone(&group), None));
-                broker.append_offsets_records(p, records).await?;
-                let results = broker.groups.with_shard(&broker, p, |s| {
-                    s.coordinator.delete_groups(std::slice::from_ref(&group))
-                })?;
-                match results.first().map(|r| r.1) {
-                    Some(ErrorCode::None) | None => Ok(()),
-                    Some(code) => Err(ApiError::new(code, "cannot delete")),
-                }
+                let g = group.clone();
+                let apply: crate::groups::Apply = Box::new(move |s| {
+                    let _ = s.coordinator.delete_groups(std::slice::from_ref(&g));
+                });
+                broker.append_offsets_records(p, records, Some(apply)).await
             }
             .await;
             let mut r = DeletableGroupResult::default();
@@ -760,7 +750,7 @@ pub(super) fn offset_delete(
                 .map(|(t, i, _)| (strata_group::offset_tombstone(&group, t, *i), None))
                 .collect();
             if !deleted.is_empty() {
-                broker.append_offsets_records(p, deleted).await?;
+                broker.append_offsets_records(p, deleted, None).await?;
             }
             Ok::<_, ApiError>((code, per))
         }
