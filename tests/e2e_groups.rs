@@ -646,6 +646,15 @@ fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+    let bytes = metric_line(
+        &broker,
+        "strata_group_lag_bytes{group=\"slow\",topic=\"events\",partition=\"0\"}",
+    )
+    .unwrap();
+    assert!(
+        (20.0 * 7.0..20.0 * 200.0).contains(&bytes),
+        "20 records of 7 bytes plus framing: {bytes}"
+    );
     let headroom = metric_line(
         &broker,
         "strata_group_retention_headroom_seconds{group=\"slow\",topic=\"events\",partition=\"0\"}",

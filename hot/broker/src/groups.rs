@@ -100,6 +100,9 @@ pub struct Lag {
     pub log_end: i64,
     /// Records between the committed offset and the high-water mark.
     pub records: i64,
+    /// Bytes those records take in the log, estimated from the partition's local
+    /// average record size.
+    pub bytes: i64,
     /// How old the oldest unconsumed record is (ms); 0 when caught up, `None` when its
     /// record is not on local disk.
     pub age_ms: Option<i64>,
@@ -244,6 +247,8 @@ impl Groups {
                 }
             };
             let headroom_ms = age_ms.and_then(|a| retention_headroom(a, retention_ms, rate));
+            let local = (p.log.log_end_offset() - p.log.log_start_offset()).max(1);
+            let bytes = (records as f64 * p.log.size_bytes() as f64 / local as f64) as i64;
             out.push(Lag {
                 group,
                 topic,
@@ -252,6 +257,7 @@ impl Groups {
                 log_start: start,
                 log_end: end,
                 records,
+                bytes,
                 age_ms,
                 headroom_ms,
                 out_of_retention: offset < start,
@@ -552,6 +558,7 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
             ("partition", l.partition.to_string()),
         ];
         metrics::gauge!("strata_group_lag_records", &labels).set(l.records as f64);
+        metrics::gauge!("strata_group_lag_bytes", &labels).set(l.bytes as f64);
         if let Some(age) = l.age_ms {
             metrics::gauge!("strata_group_lag_seconds", &labels).set(age as f64 / 1e3);
         }
