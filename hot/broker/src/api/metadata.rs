@@ -135,7 +135,8 @@ fn describe(md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(t.name.clone())));
     out.topic_id = t.id.0;
-    out.is_internal = false;
+    // As Kafka marks it: clients leave internal topics out of regex subscriptions.
+    out.is_internal = t.name == crate::groups::OFFSETS_TOPIC;
     out.topic_authorized_operations = i32::MIN;
     out.partitions = t
         .partitions
