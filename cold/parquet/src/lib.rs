@@ -1,7 +1,8 @@
 //! Kafka record batches -> Arrow -> Parquet, for warehouse loaders (DESIGN.md, "Parquet
-//! rows"). No IO: the input is bytes already in memory (a segment, or batches borrowed from
-//! several), the output is a Parquet file written into a `Vec<u8>` (or any `Write` the
-//! caller hands in) plus a [`Summary`] the offloader puts in its manifest.
+//! rows"). The converter does no IO: the input is bytes already in memory (a segment, or
+//! batches borrowed from several), the output is a Parquet file written into a `Vec<u8>`
+//! (or any `Write` the caller hands in) plus a [`Summary`] the offloader puts in its
+//! manifest. [`sink`] is the one IO layer, on top.
 //!
 //! # Rows
 //!
@@ -33,6 +34,12 @@
 //! value format and schema, and the Strata version. The Arrow schema is embedded as well,
 //! so Arrow readers get the UTC time zone and the exact types back.
 //!
+//! # Writing to the object store
+//!
+//! [`sink::ParquetSink`] is the IO layer on top: it converts a sealed segment, PUTs the
+//! file under a Hive-style key and keeps a per-partition `_manifest.json` so that each
+//! offset range is written exactly once (see [`sink`]).
+//!
 //! # Memory
 //!
 //! Records are turned into Arrow arrays a chunk at a time (at most [`CHUNK_ROWS`] rows or
@@ -52,6 +59,7 @@ mod error;
 mod json;
 mod options;
 mod schema;
+pub mod sink;
 pub mod txn;
 mod value_schema;
 
@@ -64,6 +72,9 @@ pub use options::{
     ValueFormat,
 };
 pub use schema::{columns, file_schema, metadata_keys, writer_properties};
+pub use sink::{
+    Manifest, ManifestEntry, ParquetLayout, ParquetSink, SinkError, TopicFile, WrittenFile,
+};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};
 pub use value_schema::{SchemaError, ValueSchema};
 

@@ -1,0 +1,632 @@
+//! Writes converted segments to the object store, exactly once per offset range: the piece
+//! the offloader calls after a segment is sealed (DESIGN.md, "Data flows", Offload).
+//!
+//! # Layout
+//!
+//! ```text
+//! {prefix}/parquet/topic={topic}/partition={p}/date={YYYY-MM-DD}/{first:020}-{last:020}.parquet
+//! {prefix}/parquet/topic={topic}/partition={p}/_manifest.json
+//! ```
+//!
+//! `prefix` is everything before `parquet/` in DESIGN.md's layout (`{prefix}/{cluster_id}`);
+//! an empty prefix puts `parquet/` at the store's root. The date is the UTC day of the
+//! file's first row's timestamp; offsets are zero-padded so that names sort in offset
+//! order. `first` and `last` are the segment's offset range, control and aborted records
+//! included, so the files of a partition cover its log without gaps (see [`crate`]).
+//! Hive-style `key=value` directories let engines prune on topic, partition and date.
+//!
+//! # Atomicity
+//!
+//! A file is written in one PUT of the whole body. On S3 (and memory) a PUT is atomic: a
+//! reader sees the old object, the new one, or none, never a part. On the local-directory
+//! backend object_store's `LocalFileSystem` writes the body to a temporary file next to
+//! the target (`{key}#{n}`, which its listings skip), fsyncs it (the backend enables
+//! fsync) and renames it over the key, so a local reader never sees a partial file either.
+//!
+//! # Exactly once
+//!
+//! Each partition has a progress manifest, `_manifest.json` ([`Manifest`]): the files in
+//! offset order and `next_offset`, the first offset not yet converted. [`ParquetSink::
+//! write_segment`] reads it first: a segment wholly below `next_offset` is skipped (already
+//! done: a retry, or a crash after the manifest update); a segment that does not start at
+//! `next_offset` is refused with [`SinkError::NotContiguous`] (a gap or a partial overlap).
+//! Otherwise the file is PUT under its deterministic key and then the manifest is updated.
+//! A crash between the two leaves a file the manifest does not name; the retry converts
+//! the same bytes to the same key and overwrites it, so there is never a second file
+//! covering the same offsets. A segment without data rows (only control records or
+//! aborted transactions) writes no file but still advances `next_offset`.
+//!
+//! # Concurrent writers
+//!
+//! The manifest update is a read-modify-write conditioned on the version read: `Create`
+//! when there was no manifest, `Update(etag)` otherwise, so on S3 and in memory a second
+//! writer that raced in between gets [`SinkError::Conflict`] rather than losing an update.
+//! The local-directory backend has no compare-and-swap (`Update` is unsupported there);
+//! the sink then falls back to an unconditional overwrite and relies on the single-writer
+//! rule that the tier manifest also follows: only the partition leader offloads.
+//!
+//! # CPU
+//!
+//! The conversion is CPU-bound and runs on the calling task. The offloader should call
+//! [`ParquetSink::write_segment`] from a task allowed to block for the duration of a
+//! conversion (a dedicated runtime, or `block_on` inside `spawn_blocking`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::{Deserialize, Serialize};
+use strata_proto::batch;
+use strata_proto::ids::{Offset, PartitionId};
+use strata_store::{BlobStore, ErrorKind, PutMode, StoreError, Version};
+
+use crate::convert::convert_segment;
+use crate::error::ConvertError;
+use crate::options::ConvertOptions;
+use crate::txn::TxnMarker;
+
+/// The version of the manifest format written by this code.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// The manifest's file name inside a partition's directory.
+pub const MANIFEST_NAME: &str = "_manifest.json";
+
+/// Where Parquet files and manifests go in the bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParquetLayout {
+    /// Everything before `parquet/`, without a trailing '/'; may be empty.
+    pub prefix: String,
+}
+
+impl ParquetLayout {
+    pub fn new(prefix: impl Into<String>) -> ParquetLayout {
+        ParquetLayout {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// `{prefix}/parquet/topic={topic}`
+    pub fn topic_dir(&self, topic: &str) -> String {
+        if self.prefix.is_empty() {
+            format!("parquet/topic={topic}")
+        } else {
+            format!("{}/parquet/topic={topic}", self.prefix)
+        }
+    }
+
+    /// `{prefix}/parquet/topic={topic}/partition={p}`
+    pub fn partition_dir(&self, topic: &str, partition: PartitionId) -> String {
+        format!("{}/partition={partition}", self.topic_dir(topic))
+    }
+
+    /// `{prefix}/parquet/topic={topic}/partition={p}/_manifest.json`
+    pub fn manifest_key(&self, topic: &str, partition: PartitionId) -> String {
+        format!("{}/{MANIFEST_NAME}", self.partition_dir(topic, partition))
+    }
+
+    /// `{partition dir}/date={YYYY-MM-DD}/{first:020}-{last:020}.parquet`, the date being
+    /// the UTC day of `first_timestamp` (milliseconds since the epoch).
+    pub fn file_key(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        first_timestamp: i64,
+        first_offset: Offset,
+        last_offset: Offset,
+    ) -> String {
+        format!(
+            "{}/date={}/{first_offset:020}-{last_offset:020}.parquet",
+            self.partition_dir(topic, partition),
+            utc_date(first_timestamp)
+        )
+    }
+}
+
+/// `YYYY-MM-DD` of a millisecond timestamp, in UTC (proleptic Gregorian calendar; Howard
+/// Hinnant's `civil_from_days`). Years outside 0..=9999 are printed as they come.
+pub fn utc_date(timestamp_ms: i64) -> String {
+    let days = timestamp_ms.div_euclid(86_400_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// One file in a partition's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// The object's key, relative to the store's root.
+    pub key: String,
+    /// The segment's offset range, control and aborted records included.
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    /// Over the rows (milliseconds since the epoch, UTC).
+    pub min_timestamp: i64,
+    pub max_timestamp: i64,
+    pub rows: u64,
+    /// The file's size.
+    pub bytes: u64,
+}
+
+/// A partition's progress: `_manifest.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_FORMAT`].
+    pub format: u32,
+    pub topic: String,
+    pub partition: PartitionId,
+    /// The first offset not yet converted: the last segment's last offset + 1. `None`
+    /// until the first segment is done. Files may end before it (segments without rows).
+    pub next_offset: Option<Offset>,
+    /// In offset order, without overlaps. Expired files are removed.
+    pub files: Vec<ManifestEntry>,
+}
+
+impl Manifest {
+    fn empty(topic: &str, partition: PartitionId) -> Manifest {
+        Manifest {
+            format: MANIFEST_FORMAT,
+            topic: topic.to_string(),
+            partition,
+            next_offset: None,
+            files: Vec::new(),
+        }
+    }
+}
+
+/// A file [`ParquetSink::write_segment`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub key: String,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    pub min_timestamp: i64,
+    pub max_timestamp: i64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+impl WrittenFile {
+    fn entry(&self) -> ManifestEntry {
+        ManifestEntry {
+            key: self.key.clone(),
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            min_timestamp: self.min_timestamp,
+            max_timestamp: self.max_timestamp,
+            rows: self.rows,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// A file of a topic, with its partition: what [`ParquetSink::topic_files`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicFile {
+    pub partition: PartitionId,
+    pub entry: ManifestEntry,
+}
+
+/// Why writing, listing or expiring failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The segment does not convert (see [`ConvertError::is_retryable`]).
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
+    /// The object store failed (see [`ErrorKind::is_retriable`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The segment does not start where the partition's files end: a gap, or an overlap
+    /// with what is already written.
+    #[error("segment starts at offset {got}, the partition's Parquet files end before {expected}")]
+    NotContiguous { expected: Offset, got: Offset },
+    /// The manifest changed between our read and our write: another writer (a leader
+    /// that took over). Reload and decide again; a retry skips what the other wrote.
+    #[error("the Parquet manifest {key} was changed by another writer")]
+    Conflict { key: String },
+    /// The manifest does not parse or does not belong to this partition.
+    #[error("Parquet manifest {key}: {reason}")]
+    BadManifest { key: String, reason: String },
+}
+
+impl SinkError {
+    /// Whether the same call can succeed later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SinkError::Convert(e) => e.is_retryable(),
+            SinkError::Store(e) => e.kind().is_retriable(),
+            SinkError::Conflict { .. } => true,
+            SinkError::NotContiguous { .. } | SinkError::BadManifest { .. } => false,
+        }
+    }
+}
+
+/// Writes a partition's segments as Parquet files and keeps its manifest.
+#[derive(Debug, Clone)]
+pub struct ParquetSink {
+    store: Arc<dyn BlobStore>,
+    layout: ParquetLayout,
+    options: ConvertOptions,
+    /// Set once the store answered a conditional `Update` with `Unsupported` (the local
+    /// directory): later commits overwrite directly instead of asking again.
+    no_compare_and_swap: Arc<AtomicBool>,
+}
+
+impl ParquetSink {
+    /// `options` are the conversion options but for `topic` and `partition`, which each
+    /// call sets.
+    pub fn new(
+        store: Arc<dyn BlobStore>,
+        layout: ParquetLayout,
+        options: ConvertOptions,
+    ) -> ParquetSink {
+        ParquetSink {
+            store,
+            layout,
+            options,
+            no_compare_and_swap: Arc::default(),
+        }
+    }
+
+    pub fn layout(&self) -> &ParquetLayout {
+        &self.layout
+    }
+
+    /// Converts a sealed segment (its raw v2 batches) and writes it, at most once per
+    /// offset range. Returns the file, or `None` when nothing was written: the segment was
+    /// already done (skipped), or it has no data rows (its range still counts as done).
+    ///
+    /// A transaction still open at the segment's end fails with the retryable
+    /// [`ConvertError::PendingTransaction`] under the default [`crate::PendingTxnPolicy`];
+    /// [`write_segment_with_markers`](Self::write_segment_with_markers) passes the markers
+    /// of the following segments.
+    pub async fn write_segment(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+    ) -> Result<Option<WrittenFile>, SinkError> {
+        self.write(topic, partition, batches, None).await
+    }
+
+    /// [`write_segment`](Self::write_segment) with the transaction markers that follow the
+    /// segment (from [`crate::scan_markers`] over the next segments), which settle the
+    /// transactions open at its end. They replace the options' `later_markers`.
+    pub async fn write_segment_with_markers(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        later_markers: &[TxnMarker],
+    ) -> Result<Option<WrittenFile>, SinkError> {
+        self.write(topic, partition, batches, Some(later_markers))
+            .await
+    }
+
+    async fn write(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        later_markers: Option<&[TxnMarker]>,
+    ) -> Result<Option<WrittenFile>, SinkError> {
+        let (first, last) = offset_range(batches)?;
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        if let Some(end) = manifest.next_offset {
+            if last < end {
+                tracing::debug!(
+                    topic,
+                    partition,
+                    first,
+                    last,
+                    "Parquet: segment already written, skipped"
+                );
+                return Ok(None);
+            }
+            if first != end {
+                return Err(SinkError::NotContiguous {
+                    expected: end,
+                    got: first,
+                });
+            }
+        }
+
+        let mut opts = self.options.clone();
+        opts.topic = topic.to_string();
+        opts.partition = partition;
+        if let Some(markers) = later_markers {
+            opts.later_markers = markers.to_vec();
+        }
+        let file = convert_segment(batches, &opts)?;
+        let s = &file.summary;
+        let written = match (s.min_timestamp, s.max_timestamp) {
+            (Some(min_timestamp), Some(max_timestamp)) if s.rows > 0 => {
+                let bytes = Bytes::from(file.bytes);
+                let first_ts = first_row_timestamp(&bytes)?.unwrap_or(min_timestamp);
+                let key =
+                    self.layout
+                        .file_key(topic, partition, first_ts, s.first_offset, s.last_offset);
+                let size = bytes.len() as u64;
+                // Overwrite: the key is a function of the segment's bytes, so a retry
+                // after a crash before the manifest update replaces the same object.
+                self.store.put(&key, bytes, PutMode::Overwrite).await?;
+                Some(WrittenFile {
+                    key,
+                    first_offset: s.first_offset,
+                    last_offset: s.last_offset,
+                    min_timestamp,
+                    max_timestamp,
+                    rows: s.rows,
+                    bytes: size,
+                })
+            }
+            _ => None,
+        };
+
+        if let Some(w) = &written {
+            manifest.files.push(w.entry());
+        }
+        manifest.next_offset = Some(last + 1);
+        self.commit(&manifest_key, &manifest, version).await?;
+        Ok(written)
+    }
+
+    /// The partition's files, in offset order (empty when nothing was written yet).
+    pub async fn files(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+    ) -> Result<Vec<ManifestEntry>, SinkError> {
+        Ok(self.load(topic, partition).await?.0.files)
+    }
+
+    /// The partition's whole manifest (a fresh, empty one when there is none yet).
+    pub async fn manifest(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+    ) -> Result<Manifest, SinkError> {
+        Ok(self.load(topic, partition).await?.0)
+    }
+
+    /// The partitions of `topic` that have a manifest, ascending. Lists the topic's
+    /// directory: for readers and tools, not for the broker's hot path.
+    pub async fn partitions(&self, topic: &str) -> Result<Vec<PartitionId>, SinkError> {
+        let dir = self.layout.topic_dir(topic);
+        let mut out: Vec<PartitionId> = self
+            .store
+            .list(&dir)
+            .await?
+            .iter()
+            .filter_map(|m| {
+                let rest = m.path.strip_prefix(&dir)?.strip_prefix("/partition=")?;
+                let (p, name) = rest.split_once('/')?;
+                (name == MANIFEST_NAME).then(|| p.parse().ok())?
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Every file of `topic`, all partitions merged, ordered by partition then offset.
+    pub async fn topic_files(&self, topic: &str) -> Result<Vec<TopicFile>, SinkError> {
+        let mut out = Vec::new();
+        for partition in self.partitions(topic).await? {
+            out.extend(
+                self.files(topic, partition)
+                    .await?
+                    .into_iter()
+                    .map(|entry| TopicFile { partition, entry }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Retention: deletes the files wholly below `log_start_offset` (last offset <
+    /// log start) and removes them from the manifest; returns how many. The objects go
+    /// first, then the manifest, so a crash in between only leaves entries whose objects
+    /// are gone, which a re-run removes (deleting a missing object succeeds).
+    pub async fn expire(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        log_start_offset: Offset,
+    ) -> Result<usize, SinkError> {
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut manifest.files)
+            .into_iter()
+            .partition(|f| f.last_offset < log_start_offset);
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        for f in &expired {
+            self.store.delete(&f.key).await?;
+        }
+        manifest.files = kept;
+        self.commit(&manifest_key, &manifest, version).await?;
+        Ok(expired.len())
+    }
+
+    /// The manifest and the version it was read at (`None`: there is none yet).
+    async fn load(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+    ) -> Result<(Manifest, Option<Version>), SinkError> {
+        let key = self.layout.manifest_key(topic, partition);
+        // Head before get: if a writer slips in between, the version is older than the
+        // body and the conditional commit fails, rather than overwriting the newer one.
+        let version = match self.store.head(&key).await {
+            Ok(meta) => meta.version(),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Ok((Manifest::empty(topic, partition), None));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let body = match self.store.get(&key).await {
+            Ok(body) => body,
+            // Deleted between head and get: an operator's cleanup. Start over as empty,
+            // conditioned on there still being none.
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Ok((Manifest::empty(topic, partition), None));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let bad = |reason: String| SinkError::BadManifest {
+            key: key.clone(),
+            reason,
+        };
+        let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+        if manifest.format != MANIFEST_FORMAT {
+            return Err(bad(format!("unknown format {}", manifest.format)));
+        }
+        if manifest.topic != topic || manifest.partition != partition {
+            return Err(bad(format!(
+                "belongs to {}/{}",
+                manifest.topic, manifest.partition
+            )));
+        }
+        Ok((manifest, Some(version)))
+    }
+
+    /// Writes the manifest, conditioned on `read` (see the module's "Concurrent writers").
+    async fn commit(
+        &self,
+        key: &str,
+        manifest: &Manifest,
+        read: Option<Version>,
+    ) -> Result<(), SinkError> {
+        let body = serde_json::to_vec_pretty(manifest).map_err(|e| SinkError::BadManifest {
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        let body = Bytes::from(body);
+        let mode = match read {
+            None => PutMode::Create,
+            Some(v)
+                if (v.e_tag.is_none() && v.version.is_none())
+                    || self.no_compare_and_swap.load(Ordering::Relaxed) =>
+            {
+                PutMode::Overwrite
+            }
+            Some(v) => PutMode::Update(v),
+        };
+        let conditional = mode != PutMode::Overwrite;
+        match self.store.put(key, body.clone(), mode).await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+                ) =>
+            {
+                Err(SinkError::Conflict {
+                    key: key.to_string(),
+                })
+            }
+            // The local directory has no compare-and-swap: single writer (the leader).
+            Err(e) if conditional && e.kind() == ErrorKind::Unsupported => {
+                self.no_compare_and_swap.store(true, Ordering::Relaxed);
+                tracing::debug!(store = %self.store, "no conditional update: Parquet manifests rely on a single writer");
+                self.store.put(key, body, PutMode::Overwrite).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The segment's offset range from its batch headers (first base offset, last batch's
+/// last offset), without decoding records.
+fn offset_range(segment: &[u8]) -> Result<(Offset, Offset), ConvertError> {
+    let mut range: Option<(Offset, Offset)> = None;
+    let mut iter = batch::batches(segment);
+    loop {
+        let position = segment.len() - iter.remaining().len();
+        match iter.next() {
+            None => break,
+            Some(Ok(b)) => {
+                let first = range.map_or(b.base_offset(), |r| r.0);
+                range = Some((first, b.last_offset()));
+            }
+            Some(Err(source)) => return Err(ConvertError::Framing { position, source }),
+        }
+    }
+    range.ok_or(ConvertError::Empty)
+}
+
+/// The timestamp of the file's first row, read back with the parquet reader (only the
+/// `timestamp` column's first page is decoded).
+fn first_row_timestamp(file: &Bytes) -> Result<Option<i64>, ConvertError> {
+    use arrow::array::{Array, TimestampMillisecondArray};
+
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file.clone())?;
+    let column = builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .position(|c| c.path().parts() == [crate::schema::columns::TIMESTAMP]);
+    let Some(column) = column else {
+        return Ok(None);
+    };
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), [column]);
+    let mut reader = builder
+        .with_projection(mask)
+        .with_batch_size(1)
+        .with_limit(1)
+        .build()?;
+    let Some(batch) = reader.next().transpose()? else {
+        return Ok(None);
+    };
+    Ok(batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<TimestampMillisecondArray>()
+        .filter(|a| !a.is_empty() && !a.is_null(0))
+        .map(|a| a.value(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(-1), "1969-12-31");
+        assert_eq!(utc_date(1_700_000_000_000), "2023-11-14");
+        assert_eq!(utc_date(951_782_400_000), "2000-02-29");
+        assert_eq!(utc_date(951_868_799_999), "2000-02-29");
+        assert_eq!(utc_date(951_868_800_000), "2000-03-01");
+        assert_eq!(utc_date(1_704_067_199_999), "2023-12-31");
+        assert_eq!(utc_date(1_704_067_200_000), "2024-01-01");
+    }
+
+    #[test]
+    fn keys_follow_the_layout() {
+        let l = ParquetLayout::new("pre/c1");
+        assert_eq!(
+            l.file_key("orders", 3, 1_700_000_000_000, 5, 42),
+            "pre/c1/parquet/topic=orders/partition=3/date=2023-11-14/00000000000000000005-00000000000000000042.parquet"
+        );
+        assert_eq!(
+            l.manifest_key("orders", 3),
+            "pre/c1/parquet/topic=orders/partition=3/_manifest.json"
+        );
+        assert_eq!(
+            ParquetLayout::default().manifest_key("t", 0),
+            "parquet/topic=t/partition=0/_manifest.json"
+        );
+    }
+}

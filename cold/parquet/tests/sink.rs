@@ -1,0 +1,474 @@
+//! The object-store sink: files read back with the parquet crate's own reader, exactly
+//! once per offset range across crashes and retries, retention, and the key layout.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use strata_parquet::sink::utc_date;
+use strata_parquet::{
+    ConvertError, ConvertOptions, ParquetLayout, ParquetSink, SinkError, WrittenFile, scan_markers,
+};
+use strata_proto::Compression;
+use strata_proto::batch::build::{NewRecord, ProducerFields};
+use strata_store::{BlobStore, ErrorKind, Fault, FaultStore, ObjectBackend, Op};
+
+const TS0: i64 = 1_700_000_000_000;
+const TOPIC: &str = "orders";
+
+fn sink(store: Arc<dyn BlobStore>) -> ParquetSink {
+    ParquetSink::new(
+        store,
+        ParquetLayout::new("pre/c1"),
+        ConvertOptions::new("ignored", 0),
+    )
+}
+
+/// A segment of a few batches of `codec` starting at `base`, some with a producer id;
+/// returns it, the rows it should become and the offset after it.
+fn segment(codec: Compression, base: i64, partition: i32, seed: u64) -> (Vec<u8>, Vec<Row>, i64) {
+    let mut seg = SegmentBuilder::starting_at(base);
+    let mut want = Vec::new();
+    for b in 0..3u64 {
+        let records = varied_records(
+            5 + (b as usize * 13) % 20,
+            seed * 10 + b,
+            TS0 + (seed * 10 + b) as i64 * 1000,
+        );
+        let producer = (b == 1).then_some(ProducerFields {
+            producer_id: 9000 + seed as i64,
+            producer_epoch: 1,
+            base_sequence: 10 * b as i32,
+        });
+        let first = seg.append_records(&records, codec, producer);
+        for (i, r) in records.iter().enumerate() {
+            let p = producer.map(|p| (p.producer_id, p.base_sequence + i as i32));
+            want.push(expected_row(partition, first + i as i64, r, p));
+        }
+    }
+    (seg.bytes, want, seg.next_offset)
+}
+
+/// Three consecutive segments of `codec` from `base`.
+fn three_segments(codec: Compression, base: i64, partition: i32) -> Vec<(Vec<u8>, Vec<Row>)> {
+    let mut next = base;
+    (0..3)
+        .map(|i| {
+            let (bytes, rows, after) = segment(codec, next, partition, i + 1);
+            next = after;
+            (bytes, rows)
+        })
+        .collect()
+}
+
+/// The keys of the Parquet objects under the store (the manifests left out).
+async fn parquet_objects(store: &Arc<dyn BlobStore>) -> Vec<String> {
+    let mut keys: Vec<String> = store
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.path)
+        .filter(|p| p.ends_with(".parquet"))
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn backends() -> Vec<(Arc<dyn BlobStore>, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    vec![
+        (ObjectBackend::memory().into_dyn(), None),
+        (
+            ObjectBackend::local(dir.path()).unwrap().into_dyn(),
+            Some(dir),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_codec_round_trips_through_the_store_and_the_parquet_reader() {
+    for (store, _dir) in backends() {
+        for (p, codec) in CODECS.into_iter().enumerate() {
+            let p = p as i32;
+            let s = sink(store.clone());
+            let segs = three_segments(codec, 1_000, p);
+            let mut written: Vec<WrittenFile> = Vec::new();
+            for (bytes, _) in &segs {
+                written.push(s.write_segment(TOPIC, p, bytes).await.unwrap().unwrap());
+            }
+
+            // Each file read back independently of the converter.
+            let mut all = Vec::new();
+            for ((_, want), w) in segs.iter().zip(&written) {
+                let body = store.get(&w.key).await.unwrap();
+                assert_eq!(body.len() as u64, w.bytes);
+                let got = rows(&body);
+                assert_eq!(got.len() as u64, w.rows, "{codec:?}");
+                assert_eq!(&got, want, "{codec:?} {store}");
+                assert_eq!(w.first_offset, want[0].offset);
+                assert_eq!(w.last_offset, want.last().unwrap().offset);
+                assert_eq!(
+                    w.min_timestamp,
+                    want.iter().map(|r| r.timestamp).min().unwrap()
+                );
+                assert_eq!(
+                    w.max_timestamp,
+                    want.iter().map(|r| r.timestamp).max().unwrap()
+                );
+                all.extend(got);
+            }
+            let records: usize = segs.iter().map(|(_, r)| r.len()).sum();
+            assert_eq!(all.len(), records);
+            assert_eq!(all[0].offset, 1_000);
+            assert!(all.windows(2).all(|w| w[1].offset == w[0].offset + 1));
+            assert!(
+                written
+                    .windows(2)
+                    .all(|w| w[1].first_offset == w[0].last_offset + 1)
+            );
+
+            // The manifest names exactly those files, in offset order.
+            let files = s.files(TOPIC, p).await.unwrap();
+            let keys: Vec<&str> = files.iter().map(|f| f.key.as_str()).collect();
+            let want_keys: Vec<&str> = written.iter().map(|w| w.key.as_str()).collect();
+            assert_eq!(keys, want_keys);
+            assert_eq!(files[2].rows, written[2].rows);
+            let m = s.manifest(TOPIC, p).await.unwrap();
+            assert_eq!(m.next_offset, Some(written[2].last_offset + 1));
+        }
+        // Nothing but files and manifests: no temporary objects left behind.
+        let all = store.list("").await.unwrap();
+        assert_eq!(all.len(), CODECS.len() * 4, "{store}: {all:?}");
+        assert!(
+            all.iter()
+                .all(|m| m.path.ends_with(".parquet") || m.path.ends_with("/_manifest.json"))
+        );
+
+        // The topic listing merges the partitions.
+        let s = sink(store.clone());
+        assert_eq!(s.partitions(TOPIC).await.unwrap(), vec![0, 1, 2, 3, 4]);
+        let merged = s.topic_files(TOPIC).await.unwrap();
+        assert_eq!(merged.len(), CODECS.len() * 3);
+        assert!(
+            merged
+                .windows(2)
+                .all(|w| (w[0].partition, w[0].entry.first_offset)
+                    < (w[1].partition, w[1].entry.first_offset))
+        );
+        assert!(s.topic_files("other").await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_the_file_and_the_manifest_writes_no_duplicate() {
+    for (inner, _dir) in backends() {
+        let faults = FaultStore::new(inner.clone());
+        let handle = faults.handle();
+        let store: Arc<dyn BlobStore> = Arc::new(faults);
+        let s = sink(store.clone());
+        let segs = three_segments(Compression::Lz4, 0, 0);
+        let (a, b, c) = (&segs[0].0, &segs[1].0, &segs[2].0);
+        let manifest = s.layout().manifest_key(TOPIC, 0);
+
+        s.write_segment(TOPIC, 0, a).await.unwrap().unwrap();
+
+        // B's file goes up, its manifest update fails: a crash in between.
+        handle.inject(
+            Fault::new(ErrorKind::Permanent)
+                .op(Op::Put)
+                .prefix(manifest.clone()),
+        );
+        let e = s.write_segment(TOPIC, 0, b).await.unwrap_err();
+        assert!(matches!(e, SinkError::Store(_)), "{e}");
+        assert_eq!(parquet_objects(&inner).await.len(), 2);
+        assert_eq!(s.files(TOPIC, 0).await.unwrap().len(), 1);
+
+        // C cannot go before B.
+        let e = s.write_segment(TOPIC, 0, c).await.unwrap_err();
+        let b_first = segs[1].1[0].offset;
+        let c_first = segs[2].1[0].offset;
+        assert!(
+            matches!(e, SinkError::NotContiguous { expected, got } if expected == b_first && got == c_first),
+            "{e}"
+        );
+        assert!(!e.is_retryable());
+
+        // The retry of B overwrites the same object, then C.
+        let wb = s.write_segment(TOPIC, 0, b).await.unwrap().unwrap();
+        s.write_segment(TOPIC, 0, c).await.unwrap().unwrap();
+
+        // A manifest update applied whose answer was lost: the retry skips.
+        handle.inject(
+            Fault::new(ErrorKind::Timeout)
+                .op(Op::Put)
+                .prefix(manifest.clone())
+                .after_call(),
+        );
+        let (d, _, _) = segment(Compression::Lz4, segs[2].1.last().unwrap().offset + 1, 0, 9);
+        assert!(s.write_segment(TOPIC, 0, &d).await.is_err());
+        assert_eq!(s.write_segment(TOPIC, 0, &d).await.unwrap(), None);
+
+        // Re-runs of everything already done are skipped.
+        for (seg, _) in &segs {
+            assert_eq!(s.write_segment(TOPIC, 0, seg).await.unwrap(), None);
+        }
+
+        // One object per range, every offset exactly once.
+        let objects = parquet_objects(&inner).await;
+        assert_eq!(objects.len(), 4, "{objects:?}");
+        let files = s.files(TOPIC, 0).await.unwrap();
+        let mut keys: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
+        keys.sort();
+        assert_eq!(keys, objects);
+        assert_eq!(files[1], {
+            let mut e = files[1].clone();
+            e.key = wb.key.clone();
+            e
+        });
+        let mut offsets = Vec::new();
+        for f in &files {
+            offsets.extend(
+                rows(&inner.get(&f.key).await.unwrap())
+                    .iter()
+                    .map(|r| r.offset),
+            );
+        }
+        let end = files.last().unwrap().last_offset;
+        assert_eq!(offsets, (0..=end).collect::<Vec<_>>());
+        assert!(
+            files
+                .windows(2)
+                .all(|w| w[1].first_offset == w[0].last_offset + 1)
+        );
+    }
+}
+
+#[tokio::test]
+async fn overlapping_and_gapped_segments_are_refused() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let (a, _, after_a) = segment(Compression::None, 100, 0, 1);
+    // The first segment of an empty manifest may start anywhere.
+    s.write_segment(TOPIC, 0, &a).await.unwrap().unwrap();
+    let (gap, _, _) = segment(Compression::None, after_a + 5, 0, 2);
+    let e = s.write_segment(TOPIC, 0, &gap).await.unwrap_err();
+    assert!(
+        matches!(e, SinkError::NotContiguous { expected, got } if expected == after_a && got == after_a + 5)
+    );
+    // Straddling the end: part done, part not.
+    let (overlap, _, _) = segment(Compression::None, after_a - 3, 0, 3);
+    let e = s.write_segment(TOPIC, 0, &overlap).await.unwrap_err();
+    assert!(matches!(e, SinkError::NotContiguous { got, .. } if got == after_a - 3));
+    // Not a segment at all.
+    let e = s.write_segment(TOPIC, 0, &[]).await.unwrap_err();
+    assert!(matches!(e, SinkError::Convert(_)), "{e}");
+    assert_eq!(parquet_objects(&store).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_segment_of_control_records_writes_no_file_but_advances() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let (a, _, after_a) = segment(Compression::Gzip, 0, 0, 1);
+    s.write_segment(TOPIC, 0, &a).await.unwrap().unwrap();
+
+    // A committed transaction's marker alone, then an aborted transaction with its marker.
+    let mut ctl = SegmentBuilder::starting_at(after_a);
+    ctl.append(&control_batch(77, COMMIT));
+    ctl.append(&txn_batch(78, 0, &["x", "y"], Compression::Zstd));
+    ctl.append(&control_batch(78, ABORT));
+    assert_eq!(s.write_segment(TOPIC, 0, &ctl.bytes).await.unwrap(), None);
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!(m.next_offset, Some(ctl.next_offset));
+    assert_eq!(m.files.len(), 1);
+    assert_eq!(parquet_objects(&store).await.len(), 1);
+
+    // The next segment follows the markers.
+    let (b, want, _) = segment(Compression::Gzip, ctl.next_offset, 0, 2);
+    let w = s.write_segment(TOPIC, 0, &b).await.unwrap().unwrap();
+    assert_eq!(w.first_offset, ctl.next_offset);
+    assert_eq!(rows(&store.get(&w.key).await.unwrap()), want);
+    // And the segment before it is still refused out of order, or skipped when re-run.
+    assert_eq!(s.write_segment(TOPIC, 0, &ctl.bytes).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn expire_deletes_exactly_the_files_below_the_log_start() {
+    for (store, _dir) in backends() {
+        let s = sink(store.clone());
+        let segs = three_segments(Compression::Snappy, 0, 2);
+        let mut written = Vec::new();
+        for (seg, _) in &segs {
+            written.push(s.write_segment(TOPIC, 2, seg).await.unwrap().unwrap());
+        }
+        // Nothing is wholly below the first file's last offset.
+        assert_eq!(s.expire(TOPIC, 2, written[0].last_offset).await.unwrap(), 0);
+        assert_eq!(parquet_objects(&store).await.len(), 3);
+        // Inside the second file: only the first goes.
+        let mid = written[1].first_offset + 1;
+        assert_eq!(s.expire(TOPIC, 2, mid).await.unwrap(), 1);
+        assert_eq!(
+            parquet_objects(&store).await,
+            vec![written[1].key.clone(), written[2].key.clone()]
+        );
+        let files = s.files(TOPIC, 2).await.unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].key, written[1].key);
+        // Exactly at the start of the third: the second goes; running again does nothing.
+        assert_eq!(
+            s.expire(TOPIC, 2, written[2].first_offset).await.unwrap(),
+            1
+        );
+        assert_eq!(
+            s.expire(TOPIC, 2, written[2].first_offset).await.unwrap(),
+            0
+        );
+        assert_eq!(parquet_objects(&store).await, vec![written[2].key.clone()]);
+        // Progress is kept: the next segment still has to follow the third.
+        let m = s.manifest(TOPIC, 2).await.unwrap();
+        assert_eq!(m.next_offset, Some(written[2].last_offset + 1));
+        let (d, _, _) = segment(Compression::Snappy, written[2].last_offset + 1, 2, 7);
+        s.write_segment(TOPIC, 2, &d).await.unwrap().unwrap();
+        // Everything.
+        assert_eq!(s.expire(TOPIC, 2, i64::MAX).await.unwrap(), 2);
+        assert!(parquet_objects(&store).await.is_empty());
+        assert!(s.files(TOPIC, 2).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn keys_follow_the_layout_with_the_first_records_date() {
+    // 2024-02-29T23:59:59Z: the first record. The second is a day earlier (the minimum),
+    // the third the next day (the maximum): the key takes the first record's day.
+    let first = 1_709_251_199_000;
+    let records = vec![
+        NewRecord::value("a", first),
+        NewRecord::value("b", first - 86_400_000),
+        NewRecord::value("c", first + 2_000),
+    ];
+    assert_eq!(utc_date(first), "2024-02-29");
+    for (store, _dir) in backends() {
+        let s = ParquetSink::new(
+            store.clone(),
+            ParquetLayout::new(""),
+            ConvertOptions::new("x", 0),
+        );
+        let mut seg = SegmentBuilder::starting_at(41);
+        seg.append_records(&records, Compression::Zstd, None);
+        let w = s
+            .write_segment("t.v1_x-y", 12, &seg.bytes)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            w.key,
+            "parquet/topic=t.v1_x-y/partition=12/date=2024-02-29/00000000000000000041-00000000000000000043.parquet"
+        );
+        assert_eq!(
+            (w.min_timestamp, w.max_timestamp),
+            (first - 86_400_000, first + 2_000)
+        );
+        assert_eq!(parquet_objects(&store).await, vec![w.key.clone()]);
+        assert!(
+            store
+                .head("parquet/topic=t.v1_x-y/partition=12/_manifest.json")
+                .await
+                .is_ok()
+        );
+        // The file's own metadata names the topic and partition of the call.
+        let (_, meta) = read(&store.get(&w.key).await.unwrap());
+        let kv = kv(&meta);
+        assert_eq!(kv["strata.topic"], "t.v1_x-y");
+        assert_eq!(kv["strata.partition"], "12");
+    }
+}
+
+#[tokio::test]
+async fn a_concurrent_writer_is_refused_by_the_conditional_manifest_update() {
+    let inner = ObjectBackend::memory().into_dyn();
+    let slow = FaultStore::new(inner.clone());
+    slow.handle()
+        .delay(Some(Op::Put), Duration::from_millis(300));
+    let slow = sink(Arc::new(slow));
+    let fast = sink(inner.clone());
+    let segs = three_segments(Compression::None, 0, 0);
+    fast.write_segment(TOPIC, 0, &segs[0].0).await.unwrap();
+
+    // Both read the manifest after A; the fast one commits B first.
+    let (a, b) = tokio::join!(
+        slow.write_segment(TOPIC, 0, &segs[1].0),
+        fast.write_segment(TOPIC, 0, &segs[1].0)
+    );
+    assert!(b.unwrap().is_some());
+    let e = a.unwrap_err();
+    assert!(matches!(e, SinkError::Conflict { .. }), "{e}");
+    assert!(e.is_retryable());
+    // Its retry sees B done.
+    assert_eq!(
+        slow.write_segment(TOPIC, 0, &segs[1].0).await.unwrap(),
+        None
+    );
+    assert_eq!(fast.files(TOPIC, 0).await.unwrap().len(), 2);
+    assert_eq!(parquet_objects(&inner).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_corrupt_manifest_is_reported() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let key = s.layout().manifest_key(TOPIC, 0);
+    store
+        .put(&key, "not json".into(), strata_store::PutMode::Overwrite)
+        .await
+        .unwrap();
+    let (a, _, _) = segment(Compression::None, 0, 0, 1);
+    let e = s.write_segment(TOPIC, 0, &a).await.unwrap_err();
+    assert!(matches!(e, SinkError::BadManifest { .. }), "{e}");
+    assert!(parquet_objects(&store).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_transaction_open_at_the_end_waits_for_the_next_segments_markers() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let mut seg = SegmentBuilder::starting_at(0);
+    seg.append(&txn_batch(5, 0, &["t-1", "t-2"], Compression::Snappy));
+    seg.append_records(&[NewRecord::value("plain", TS0)], Compression::None, None);
+    let e = s.write_segment(TOPIC, 0, &seg.bytes).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SinkError::Convert(ConvertError::PendingTransaction { .. })
+        ),
+        "{e}"
+    );
+    assert!(e.is_retryable());
+    assert!(parquet_objects(&store).await.is_empty());
+    assert_eq!(s.manifest(TOPIC, 0).await.unwrap().next_offset, None);
+
+    let mut next = SegmentBuilder::starting_at(seg.next_offset);
+    next.append(&control_batch(5, COMMIT));
+    let markers = scan_markers(&next.bytes).unwrap();
+    let w = s
+        .write_segment_with_markers(TOPIC, 0, &seg.bytes, &markers)
+        .await
+        .unwrap()
+        .unwrap();
+    let values: Vec<_> = rows(&store.get(&w.key).await.unwrap())
+        .into_iter()
+        .map(|r| r.value.unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        [b"t-1".to_vec(), b"t-2".to_vec(), b"plain".to_vec()]
+    );
+    assert_eq!(s.write_segment(TOPIC, 0, &next.bytes).await.unwrap(), None);
+    assert_eq!(
+        s.manifest(TOPIC, 0).await.unwrap().next_offset,
+        Some(next.next_offset)
+    );
+}
