@@ -37,6 +37,9 @@ pub struct Partition {
     remote: RwLock<Option<Arc<RemotePartition>>>,
     /// The ISR last applied, to tell shrinks from expands in the metrics.
     last_isr: Mutex<Vec<i32>>,
+    /// Topics with parquet.enable: the offset below which the log is in Parquet files
+    /// (the sink's manifest, as the offloader last read it; -1 unknown).
+    parquet_progress: std::sync::atomic::AtomicI64,
 }
 
 impl Partition {
@@ -86,6 +89,7 @@ impl Partition {
                 config: RwLock::new(config),
                 remote: RwLock::new(None),
                 last_isr: Mutex::new(Vec::new()),
+                parquet_progress: std::sync::atomic::AtomicI64::new(-1),
             },
             report,
         ))
@@ -170,6 +174,10 @@ impl Partition {
     /// for topics that do not tier; only once offloaded for those that do ("not deleted
     /// until offloaded").
     pub fn may_delete_locally(&self, base: Offset, next: Offset) -> bool {
+        // Parquet is written from local segments: none goes before it is converted.
+        if self.config().parquet_enable && self.parquet_progress() < next {
+            return false;
+        }
         if !self.tiered() {
             return true;
         }
@@ -182,6 +190,17 @@ impl Partition {
 
     pub fn high_watermark(&self) -> Offset {
         *self.hwm.borrow()
+    }
+
+    /// Topics with parquet.enable: the offset below which the log is in Parquet files.
+    pub fn parquet_progress(&self) -> Offset {
+        self.parquet_progress
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_parquet_progress(&self, next: Offset) {
+        self.parquet_progress
+            .store(next, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).

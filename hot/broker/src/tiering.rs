@@ -131,6 +131,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     // offloaded, so they need a recent view).
     let mut leading_since: HashMap<(TopicId, i32), i32> = HashMap::new();
     let mut follower_reloaded: HashMap<(TopicId, i32), Instant> = HashMap::new();
+    let mut parquet_checked: HashMap<(TopicId, i32), Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -254,6 +255,30 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             }
         }
         metrics::gauge!("strata_tier_partitions_in_backoff").set(backoff.len() as f64);
+        // Parquet for warehouse loaders: leaders convert their sealed segments in order;
+        // followers read how far that got (local retention waits for it).
+        for p in broker
+            .topics()
+            .into_iter()
+            .filter(|t| t.config.parquet_enable)
+            .flat_map(|t| t.partitions.clone())
+        {
+            let k = (p.topic_id, p.index);
+            if !p.is_leader() {
+                if parquet_checked
+                    .get(&k)
+                    .is_some_and(|at: &Instant| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
+                {
+                    continue;
+                }
+                parquet_checked.insert(k, Instant::now());
+            }
+            if let Err(e) = parquet_step(&broker, &tier, &p).await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "parquet conversion failed; local segments are kept until it succeeds");
+                metrics::counter!("strata_parquet_failures_total", "topic" => p.topic.to_string())
+                    .increment(1);
+            }
+        }
         let now_ms = broker.clock.now_ms();
         for p in &leading {
             let (bytes, secs) = lag(p, now_ms);
@@ -316,6 +341,92 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             }
         }
     }
+}
+
+/// One round of Parquet for a partition of a topic with parquet.enable. The leader
+/// converts its sealed local segments below the high-water mark, in offset order, from
+/// where the sink's manifest says the files end (a segment cut elsewhere than the last
+/// one converted, after a leader change, is read from that offset); files wholly below
+/// the log start are deleted (retention). A follower only reads the progress.
+async fn parquet_step(
+    broker: &Broker,
+    tier: &strata_tier::Tier,
+    p: &Arc<Partition>,
+) -> Result<(), String> {
+    let key = broker.partition_key(p);
+    let options = strata_parquet::ConvertOptions::from_topic_config(
+        p.topic.to_string(),
+        p.index,
+        &p.config(),
+    )
+    .map_err(|e| e.to_string())?;
+    let sink = strata_parquet::ParquetSink::new(
+        tier.store().clone(),
+        strata_parquet::ParquetLayout::new(key.cluster_id.clone()),
+        options,
+    );
+    let manifest = sink
+        .manifest(&p.topic, p.index)
+        .await
+        .map_err(|e| e.to_string())?;
+    let local_start = p.log.log_start_offset();
+    let mut next = match manifest.next_offset {
+        Some(n) if n < local_start => {
+            // The records in between left the local disk before they were converted
+            // (parquet.enable turned on later): they can only come from the remote
+            // tier. Retention must not wait on what cannot happen here.
+            p.set_parquet_progress(i64::MAX);
+            return Err(format!(
+                "the parquet files end at offset {n} but the local log starts at {local_start}; convert the rest from the remote tier (backfill)"
+            ));
+        }
+        Some(n) => n,
+        None => local_start,
+    };
+    p.set_parquet_progress(next);
+    if !p.is_leader() {
+        return Ok(());
+    }
+    let hwm = p.high_watermark();
+    for seg in p.log.segments() {
+        if !seg.sealed || seg.next_offset > hwm {
+            break;
+        }
+        if seg.next_offset <= next {
+            continue;
+        }
+        let from = seg.base_offset.max(next);
+        let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
+        let mut at = from;
+        while at < seg.next_offset {
+            let r = p
+                .log
+                .read(at, 8 << 20, Some(seg.next_offset))
+                .map_err(|e| e.to_string())?;
+            if r.data.is_empty() || r.next_offset <= at {
+                return Err(format!("no batch at {at} below {}", seg.next_offset));
+            }
+            bytes.extend_from_slice(&r.data);
+            at = r.next_offset;
+        }
+        // Conversion is CPU work: off the async workers' hot path.
+        let written = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(sink.write_segment(&p.topic, p.index, &bytes))
+        })
+        .map_err(|e| e.to_string())?;
+        if let Some(f) = &written {
+            tracing::debug!(topic = %p.topic, partition = p.index, key = %f.key, rows = f.rows, "wrote a parquet file");
+            metrics::counter!("strata_parquet_rows_total", "topic" => p.topic.to_string())
+                .increment(f.rows);
+        }
+        next = seg.next_offset;
+        p.set_parquet_progress(next);
+    }
+    sink.expire(&p.topic, p.index, p.log_start_offset())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Multipart uploads in create mode go through a staging object that is copied into
