@@ -32,6 +32,20 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
+    /// Every committed offset of every group: (group, topic, partition, offset).
+    pub fn live_offsets(&self) -> Vec<(String, String, i32, strata_group::CommittedOffset)> {
+        self.coordinator
+            .list_groups()
+            .into_iter()
+            .flat_map(|(g, _, _)| {
+                self.coordinator
+                    .offsets(&g)
+                    .into_iter()
+                    .map(move |(t, p, c)| (g.clone(), t, p, c))
+            })
+            .collect()
+    }
+
     /// Hands finished long polls to their waiting requests.
     pub fn deliver(&mut self, completions: Vec<Completion>) {
         for c in completions {
@@ -194,18 +208,8 @@ impl Groups {
             let shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
             shards
                 .values()
-                .flat_map(|s| {
-                    s.coordinator
-                        .list_groups()
-                        .into_iter()
-                        .flat_map(|(g, _, _)| {
-                            s.coordinator
-                                .offsets(&g)
-                                .into_iter()
-                                .map(move |(t, p, c)| (g.clone(), t, p, c.offset))
-                        })
-                        .collect::<Vec<_>>()
-                })
+                .flat_map(Shard::live_offsets)
+                .map(|(g, t, p, c)| (g, t, p, c.offset))
                 .collect()
         };
         let mut history = self.lag_history.lock().unwrap_or_else(|e| e.into_inner());
@@ -444,18 +448,11 @@ impl Broker {
     /// log start to the first of them (see [`Broker::request_offsets_checkpoint`]).
     async fn checkpoint_offsets(&self, partition: i32) -> Result<(), ApiError> {
         let live: Vec<(Bytes, Option<Bytes>)> = self.groups.with_shard(self, partition, |s| {
-            s.coordinator
-                .list_groups()
+            s.live_offsets()
                 .into_iter()
-                .flat_map(|(g, _, _)| {
-                    s.coordinator
-                        .offsets(&g)
-                        .into_iter()
-                        .map(move |(t, i, c)| {
-                            let (k, v) = strata_group::offset_commit_record(&g, &t, i, &c);
-                            (k, Some(v))
-                        })
-                        .collect::<Vec<_>>()
+                .map(|(g, t, i, c)| {
+                    let (k, v) = strata_group::offset_commit_record(&g, &t, i, &c);
+                    (k, Some(v))
                 })
                 .collect()
         })?;
@@ -715,12 +712,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 // Bound the partition to its live offsets plus what came after them.
                 if check && let Some(p) = broker.partition(OFFSETS_TOPIC, index) {
                     let held = p.log.log_end_offset() - p.log.log_start_offset();
-                    let live: usize = s
-                        .coordinator
-                        .list_groups()
-                        .iter()
-                        .map(|(g, _, _)| s.coordinator.offsets(g).len())
-                        .sum();
+                    let live = s.live_offsets().len();
                     if held > 2 * live as i64 + broker.config.offsets_checkpoint_records {
                         due.push(index);
                     }

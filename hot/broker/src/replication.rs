@@ -279,12 +279,11 @@ fn handle_fetch_response(
                         let mut records =
                             pd.records.as_ref().map(|r| r.to_vec()).unwrap_or_default();
                         let r = p.append_replicated(&mut records, pd.high_watermark);
-                        // The offsets topic's leader drops what a checkpoint superseded;
-                        // followers follow its log start (Kafka's followers do for all).
-                        if r.is_ok()
-                            && *p.topic == *crate::groups::OFFSETS_TOPIC
-                            && pd.log_start_offset > p.log.log_start_offset()
-                        {
+                        // Followers follow the leader's log start (Kafka's
+                        // maybeIncrementLogStartOffset): what retention, a checkpoint of
+                        // committed offsets, or offload plus local retention dropped there
+                        // goes here too.
+                        if r.is_ok() && pd.log_start_offset > p.log.log_start_offset() {
                             let to = pd.log_start_offset.min(p.log.log_end_offset());
                             if let Err(e) = p.log.advance_log_start(to) {
                                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot follow the leader's log start");

@@ -132,6 +132,8 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     let mut leading_since: HashMap<(TopicId, i32), i32> = HashMap::new();
     let mut follower_reloaded: HashMap<(TopicId, i32), Instant> = HashMap::new();
     let mut parquet_checked: HashMap<(TopicId, i32), Instant> = HashMap::new();
+    // Leaders: the (epoch, log start, last sealed offset) Parquet last caught up with.
+    let mut parquet_done: HashMap<(TopicId, i32), (i32, i64, Option<i64>)> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -264,19 +266,42 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             .flat_map(|t| t.partitions.clone())
         {
             let k = (p.topic_id, p.index);
-            if !p.is_leader() {
-                if parquet_checked
-                    .get(&k)
-                    .is_some_and(|at: &Instant| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
-                {
-                    continue;
+            // Leaders read the manifest (an object-store GET) only when something
+            // changed: a new leadership, a newly sealed segment, or a new log start.
+            let leader_state = p.is_leader().then(|| {
+                let hwm = p.high_watermark();
+                let sealed = p
+                    .log
+                    .segments()
+                    .iter()
+                    .filter(|s| s.sealed && s.next_offset <= hwm)
+                    .map(|s| s.next_offset)
+                    .max();
+                (p.leader_epoch(), p.log_start_offset(), sealed)
+            });
+            match leader_state {
+                Some(state) if parquet_done.get(&k) == Some(&state) => continue,
+                Some(_) => {}
+                None => {
+                    if parquet_checked
+                        .get(&k)
+                        .is_some_and(|at| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
+                    {
+                        continue;
+                    }
+                    parquet_checked.insert(k, Instant::now());
                 }
-                parquet_checked.insert(k, Instant::now());
             }
-            if let Err(e) = parquet_step(&broker, &tier, &p).await {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "parquet conversion failed; local segments are kept until it succeeds");
-                metrics::counter!("strata_parquet_failures_total", "topic" => p.topic.to_string())
-                    .increment(1);
+            match parquet_step(&broker, &tier, &p).await {
+                Ok(()) => {
+                    if let Some(state) = leader_state {
+                        parquet_done.insert(k, state);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "parquet conversion failed; local segments are kept until it succeeds");
+                    metrics::counter!("strata_parquet_failures_total", "topic" => p.topic.to_string()).increment(1);
+                }
             }
         }
         let now_ms = broker.clock.now_ms();

@@ -479,6 +479,18 @@ async fn fetch_offsets(
     })
 }
 
+/// An OffsetFetch partition's offset, leader epoch and metadata (-1, -1, "" for none).
+fn committed_fields(c: Option<CommittedOffset>) -> (i64, i32, Option<StrBytes>) {
+    match c {
+        Some(c) => (
+            c.offset,
+            c.leader_epoch,
+            Some(StrBytes::from_string(c.metadata.unwrap_or_default())),
+        ),
+        None => (-1, -1, Some(StrBytes::from_static_str(""))),
+    }
+}
+
 pub(super) fn offset_fetch(
     broker: Arc<Broker>,
     ctx: RequestContext,
@@ -509,12 +521,11 @@ pub(super) fn offset_fetch(
                                     .map(|(i, c)| {
                                         let mut rp = OffsetFetchResponsePartitions::default();
                                         rp.partition_index = i;
-                                        rp.committed_offset = c.as_ref().map_or(-1, |c| c.offset);
-                                        rp.committed_leader_epoch =
-                                            c.as_ref().map_or(-1, |c| c.leader_epoch);
-                                        rp.metadata = Some(StrBytes::from_string(
-                                            c.and_then(|c| c.metadata).unwrap_or_default(),
-                                        ));
+                                        (
+                                            rp.committed_offset,
+                                            rp.committed_leader_epoch,
+                                            rp.metadata,
+                                        ) = committed_fields(c);
                                         rp
                                     })
                                     .collect();
@@ -546,12 +557,8 @@ pub(super) fn offset_fetch(
                             .map(|(i, c)| {
                                 let mut rp = OffsetFetchResponsePartition::default();
                                 rp.partition_index = i;
-                                rp.committed_offset = c.as_ref().map_or(-1, |c| c.offset);
-                                rp.committed_leader_epoch =
-                                    c.as_ref().map_or(-1, |c| c.leader_epoch);
-                                rp.metadata = Some(StrBytes::from_string(
-                                    c.and_then(|c| c.metadata).unwrap_or_default(),
-                                ));
+                                (rp.committed_offset, rp.committed_leader_epoch, rp.metadata) =
+                                    committed_fields(c);
                                 rp
                             })
                             .collect();
