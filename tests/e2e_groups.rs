@@ -54,6 +54,23 @@ fn assigned(c: &BaseConsumer) -> BTreeSet<i32> {
         .collect()
 }
 
+/// Polls one record from consumer number `i` into `got` as (i, partition, offset,
+/// value); false when none came within `wait`.
+fn poll_one(
+    c: &BaseConsumer,
+    i: usize,
+    got: &mut Vec<(usize, i32, i64, String)>,
+    wait: Duration,
+) -> bool {
+    let Some(m) = c.poll(wait) else {
+        return false;
+    };
+    let m = m.expect("consume");
+    let v = String::from_utf8(m.payload().unwrap().to_vec()).unwrap();
+    got.push((i, m.partition(), m.offset(), v));
+    true
+}
+
 /// Polls both consumers until `check` holds on their assignments, collecting records.
 fn poll_until(
     cs: &[&BaseConsumer],
@@ -64,11 +81,7 @@ fn poll_until(
     let t0 = Instant::now();
     loop {
         for (i, c) in cs.iter().enumerate() {
-            while let Some(m) = c.poll(Duration::from_millis(50)) {
-                let m = m.expect("consume");
-                let v = String::from_utf8(m.payload().unwrap().to_vec()).unwrap();
-                got.push((i, m.partition(), m.offset(), v));
-            }
+            while poll_one(c, i, got, Duration::from_millis(50)) {}
         }
         let a: Vec<_> = cs.iter().map(|c| assigned(c)).collect();
         if check(&a, got.len()) {
@@ -123,15 +136,7 @@ fn two_members_split_the_partitions_and_one_takes_over_when_the_other_leaves() {
     };
     let t0 = Instant::now();
     while unique(&got) < 900 && t0.elapsed() < Duration::from_secs(30) {
-        if let Some(m) = a.poll(Duration::from_millis(100)) {
-            let m = m.unwrap();
-            got.push((
-                0,
-                m.partition(),
-                m.offset(),
-                String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
-            ));
-        }
+        poll_one(&a, 0, &mut got, Duration::from_millis(100));
     }
     // No record skipped; none of those committed before the leave delivered again
     // (records read after the last commit may come again after a rebalance: Kafka's
@@ -228,15 +233,7 @@ fn committed_offsets_survive_a_restart_and_groups_are_independent() {
         |_, n| n >= 60,
     );
     std::thread::sleep(Duration::from_millis(500));
-    while let Some(m) = ledger.poll(Duration::from_millis(200)) {
-        let m = m.unwrap();
-        after.push((
-            0,
-            m.partition(),
-            m.offset(),
-            String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
-        ));
-    }
+    while poll_one(&ledger, 0, &mut after, Duration::from_millis(200)) {}
     let mut values: Vec<usize> = after.iter().map(|g| g.3[1..].parse().unwrap()).collect();
     values.sort();
     assert_eq!(
@@ -729,15 +726,7 @@ fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
     let mut after = Vec::new();
     poll_until(&[&g], &mut after, "the 30 new records", |_, n| n >= 30);
     for _ in 0..5 {
-        if let Some(m) = g.poll(Duration::from_millis(200)) {
-            let m = m.unwrap();
-            after.push((
-                0,
-                m.partition(),
-                m.offset(),
-                String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
-            ));
-        }
+        poll_one(&g, 0, &mut after, Duration::from_millis(200));
     }
     let mut values: Vec<usize> = after.iter().map(|x| x.3[1..].parse().unwrap()).collect();
     values.sort();
