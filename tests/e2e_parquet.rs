@@ -194,3 +194,368 @@ fn sealed_segments_become_parquet_files_an_independent_reader_reads_back() {
         serde_json::from_slice(&std::fs::read(&manifests[0]).unwrap()).unwrap();
     assert!(m["next_offset"].as_i64().unwrap() > last, "{m}");
 }
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn tier_status(b: &Broker, topic: &str, partition: i64) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&b.http_get("/v1/tier/status")).unwrap();
+    v["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["topic"] == topic && p["partition"] == partition)
+        .cloned()
+        .expect("partition in the tier status")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn value_at(o: i64) -> String {
+    format!("value-{o}-{}", "y".repeat((o % 40) as usize))
+}
+
+/// Produces `count` records numbered from `from` (key k{o%17}, value value_at(o)).
+fn produce_numbered(bootstrap: &str, topic: &str, from: i64, count: i64, base_ts: i64) {
+    let (p, d) = producer(
+        bootstrap,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    for o in from..from + count {
+        let key = format!("k{}", o % 17);
+        let value = value_at(o);
+        p.send(
+            BaseRecord::<str, str>::to(topic)
+                .key(&key)
+                .payload(&value)
+                .timestamp(base_ts + o),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+        if o % 500 == 0 {
+            flush(&p);
+        }
+    }
+    flush(&p);
+    assert!(d.errors.lock().unwrap().is_empty());
+}
+
+/// The rows under `root`, checked against what produce_numbered wrote: every offset at
+/// most once (read_rows panics on a second), with its key, value and timestamp.
+fn checked_rows(root: &Path, base_ts: i64) -> BTreeMap<i64, (Vec<u8>, Vec<u8>, i64)> {
+    let mut files = Vec::new();
+    if root.exists() {
+        parquet_files(root, &mut files);
+    }
+    let rows = read_rows(&files);
+    for (&o, (k, v, ts)) in &rows {
+        assert_eq!(k, format!("k{}", o % 17).as_bytes(), "key at {o}");
+        assert_eq!(v, value_at(o).as_bytes(), "value at {o}");
+        assert_eq!(*ts, base_ts + o, "timestamp at {o}");
+    }
+    rows
+}
+
+/// A topic tiers for a while without Parquet, so its first segments leave the local
+/// disk; parquet.enable is then set and conversion starts at the local log start. The
+/// backfill command (against a real S3 server) converts what only the bucket holds, with
+/// its progress, and afterwards the files cover the log from offset 0 without a gap or a
+/// duplicate.
+#[test]
+fn backfill_converts_segments_offloaded_before_parquet_was_enabled() {
+    use strata_store::testing::S3Server;
+    let s3 = S3Server::start().expect("s3s-fs is installed by scripts/deps");
+    let dir = tempfile::tempdir().unwrap();
+    let url = s3.url("strata");
+    let broker = Broker::start_with_env(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &[
+            "--object-store",
+            &url,
+            "--cache-disk",
+            "0",
+            "--retention-check-interval",
+            "1s",
+        ],
+        &s3.env(),
+    );
+    let b = broker.kafka.clone();
+    create_topic(
+        &b,
+        "late",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("local.retention.bytes", "40000"),
+        ],
+    );
+    let base = now_ms() - 60_000;
+    produce_numbered(&b, "late", 0, 3_000, base);
+    wait_for(
+        "offload and local retention",
+        Duration::from_secs(60),
+        || {
+            let s = tier_status(&broker, "late", 0);
+            s["local_start_offset"].as_i64().unwrap() > 1_000
+                && s["remote_start_offset"].as_i64() == Some(0)
+        },
+    );
+
+    let strata = |args: &[&str]| {
+        let out = std::process::Command::new(common::strata_bin())
+            .args(args)
+            .args(["--bootstrap", &b])
+            .args(if args[0] == "tier" {
+                vec!["--http", broker.http.as_str()]
+            } else {
+                vec![]
+            })
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, out) = strata(&["topic", "alter", "late", "--set", "parquet.enable=true"]);
+    assert!(ok, "{out}");
+    produce_numbered(&b, "late", 3_000, 1_000, base);
+    let root = s3.root();
+    // Conversion starts at the local log start: the bucket's first offsets are missing.
+    wait_for("the first Parquet files", Duration::from_secs(60), || {
+        !checked_rows(&root, base).is_empty()
+    });
+    let before = checked_rows(&root, base);
+    let first = *before.keys().next().unwrap();
+    assert!(
+        first > 1_000,
+        "conversion began at the local log start, not {first}"
+    );
+
+    let target = tier_status(&broker, "late", 0)["remote_end_offset"]
+        .as_i64()
+        .unwrap();
+    let (ok, out) = strata(&["tier", "parquet", "backfill", "--topic", "late"]);
+    assert!(ok, "backfill failed: {out}");
+    assert!(
+        out.contains("every offloaded offset is in a Parquet file"),
+        "{out}"
+    );
+
+    let rows = checked_rows(&root, base);
+    let last = *rows.keys().last().unwrap();
+    assert!(
+        last + 1 >= target,
+        "converted up to {last}, offloaded up to {target}"
+    );
+    assert_eq!(
+        rows.keys().next(),
+        Some(&0),
+        "the files start at the log start"
+    );
+    assert_eq!(rows.len() as i64, last + 1, "offsets 0..={last} contiguous");
+    let s = tier_status(&broker, "late", 0);
+    assert_eq!(s["parquet_start_offset"].as_i64(), Some(0), "{s}");
+    assert!(s["parquet_backfill_next"].is_null(), "{s}");
+
+    // A second run has nothing to do and says so.
+    let (ok, out) = strata(&["tier", "parquet", "backfill", "--topic", "late"]);
+    assert!(ok, "{out}");
+
+    // A topic that does not tier: a clear error naming what to do.
+    create_topic(&b, "plain", 1, &[]);
+    let (ok, out) = strata(&["tier", "parquet", "backfill", "--topic", "plain"]);
+    assert!(!ok);
+    assert!(out.contains("remote.storage.enable"), "{out}");
+}
+
+/// kill -9 of the broker while it converts, three times: afterwards no offset is in two
+/// files and none is missing.
+#[test]
+fn kill_9_during_conversion_leaves_no_duplicate_or_missing_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let url = format!("file://{}", cold.display());
+    let mut broker = Broker::start(&dir.path().join("data"), &["--object-store", &url]);
+    let b = broker.kafka.clone();
+    create_topic(
+        &b,
+        "crashy",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+        ],
+    );
+    let base = now_ms() - 60_000;
+    let per_round = 4_000;
+    let mut produced = 0;
+    for round in 0..3u64 {
+        // Kill while files are being written: once the first of this round's files is
+        // there, after a varying pause.
+        let have = checked_rows(&cold, base).len();
+        produce_numbered(&broker.kafka, "crashy", produced, per_round, base);
+        produced += per_round;
+        wait_for("conversion under way", Duration::from_secs(60), || {
+            checked_rows(&cold, base).len() > have
+        });
+        std::thread::sleep(Duration::from_millis(37 * round));
+        broker.kill9();
+        broker.restart();
+    }
+    assert_eq!(broker.kafka, b);
+    // Everything sealed ends up converted once.
+    wait_for("conversion to catch up", Duration::from_secs(90), || {
+        checked_rows(&cold, base).len() as i64 >= produced * 3 / 4
+    });
+    let rows = checked_rows(&cold, base);
+    let last = *rows.keys().last().unwrap();
+    assert_eq!(rows.keys().next(), Some(&0));
+    assert_eq!(rows.len() as i64, last + 1, "offsets 0..={last} contiguous");
+}
+
+type JsonRow = (Option<String>, Option<f64>, Option<i64>, Option<Vec<u8>>);
+
+/// parquet.value.format=json with a schema: values become typed columns, and one that
+/// does not fit is kept whole in `_raw` (its typed columns null) without blocking the
+/// partition; the files still hold every offset.
+#[test]
+fn json_values_become_typed_columns_and_misfits_land_in_raw() {
+    use arrow::array::{Array, StructArray};
+    use arrow::datatypes::Float64Type;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let url = format!("file://{}", cold.display());
+    let broker = Broker::start(&dir.path().join("data"), &["--object-store", &url]);
+    let b = broker.kafka.clone();
+    let schema = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"amount","type":"float64"},{"name":"n","type":"int64","nullable":true}]}"#;
+    create_topic(
+        &b,
+        "orders",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("parquet.value.format", "json"),
+            ("parquet.value.schema", schema),
+            ("segment.bytes", "16384"),
+        ],
+    );
+    let (p, d) = producer(
+        &b,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    let n = 2_000i64;
+    let value = |o: i64| -> String {
+        match o % 100 {
+            7 => "{not json".to_string(),
+            8 => r#"{"user":"u","amount":"not a number"}"#.to_string(),
+            _ => format!(
+                r#"{{"user":"u{}","amount":{}.5,"n":{o},"extra":true}}"#,
+                o % 13,
+                o
+            ),
+        }
+    };
+    for o in 0..n {
+        let v = value(o);
+        p.send(BaseRecord::<str, str>::to("orders").key("k").payload(&v))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    flush(&p);
+    assert!(
+        d.errors.lock().unwrap().is_empty(),
+        "{:?}",
+        d.errors.lock().unwrap().first()
+    );
+
+    // offset -> (user, amount, n, _raw)
+    let mut seen: BTreeMap<i64, JsonRow> = BTreeMap::new();
+    wait_for("JSON rows in Parquet", Duration::from_secs(60), || {
+        let mut files = Vec::new();
+        if cold.exists() {
+            parquet_files(&cold, &mut files);
+        }
+        seen.clear();
+        for f in &files {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            for batch in reader {
+                let b = batch.unwrap();
+                let offsets = b
+                    .column_by_name("offset")
+                    .unwrap()
+                    .as_primitive::<Int64Type>();
+                let v: &StructArray = b.column_by_name("value").unwrap().as_struct();
+                let user = v.column_by_name("user").unwrap().as_string::<i32>();
+                let amount = v
+                    .column_by_name("amount")
+                    .unwrap()
+                    .as_primitive::<Float64Type>();
+                let num = v.column_by_name("n").unwrap().as_primitive::<Int64Type>();
+                let raw = b.column_by_name("_raw").unwrap().as_binary::<i32>();
+                for i in 0..b.num_rows() {
+                    let typed = !v.is_null(i);
+                    let prev = seen.insert(
+                        offsets.value(i),
+                        (
+                            (typed && !user.is_null(i)).then(|| user.value(i).to_string()),
+                            (typed && !amount.is_null(i)).then(|| amount.value(i)),
+                            (typed && !num.is_null(i)).then(|| num.value(i)),
+                            (!raw.is_null(i)).then(|| raw.value(i).to_vec()),
+                        ),
+                    );
+                    assert!(prev.is_none(), "offset {} twice", offsets.value(i));
+                }
+            }
+        }
+        seen.len() as i64 >= n / 2
+    });
+    let last = *seen.keys().last().unwrap();
+    assert_eq!(seen.len() as i64, last + 1, "offsets 0..={last} contiguous");
+    let mut misfits = 0;
+    for (&o, (user, amount, num, raw)) in &seen {
+        if o % 100 == 7 || o % 100 == 8 {
+            misfits += 1;
+            assert_eq!(raw.as_deref(), Some(value(o).as_bytes()), "_raw at {o}");
+            assert_eq!(
+                (user, amount, num),
+                (&None, &None, &None),
+                "typed columns at {o}"
+            );
+        } else {
+            assert_eq!(raw, &None, "no _raw at {o}");
+            assert_eq!(
+                user.as_deref(),
+                Some(format!("u{}", o % 13).as_str()),
+                "user at {o}"
+            );
+            assert_eq!(*amount, Some(o as f64 + 0.5), "amount at {o}");
+            assert_eq!(*num, Some(o), "n at {o}");
+        }
+    }
+    assert!(misfits >= 2, "the misfits were converted too");
+    let metrics = broker.http_get("/metrics");
+    assert!(
+        metrics.contains("strata_parquet_raw_values_total"),
+        "misfits are counted"
+    );
+}

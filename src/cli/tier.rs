@@ -37,6 +37,28 @@ pub enum TierCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Parquet files of parquet.enable topics.
+    Parquet {
+        #[command(subcommand)]
+        command: ParquetCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ParquetCommand {
+    /// Convert a topic's already-offloaded segments to Parquet (a topic that turned
+    /// parquet.enable on later): sets parquet.enable and parquet.backfill on the topic,
+    /// then shows the brokers' progress until every offloaded offset is in a file.
+    Backfill {
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// Set the configs and return without waiting (the brokers carry on).
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        client: super::client::ClientArgs,
+    },
 }
 
 fn get(http: &str, path: &str) -> anyhow::Result<String> {
@@ -84,6 +106,14 @@ fn bytes(v: &Value) -> String {
 
 pub fn run(args: TierArgs) -> anyhow::Result<()> {
     match args.command {
+        TierCommand::Parquet {
+            command:
+                ParquetCommand::Backfill {
+                    topic,
+                    no_wait,
+                    client,
+                },
+        } => backfill(&args.http, &client, &topic, no_wait),
         TierCommand::Status { topic, json } => {
             let body = get(&args.http, "/v1/tier/status")?;
             let v: Value =
@@ -147,4 +177,159 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// What one partition still has to convert, from its row of the tier status: the backfill
+/// below where its files start, plus the offloaded offsets above where they end.
+fn remaining(p: &Value, target: i64) -> i64 {
+    let local_start = p["local_start_offset"].as_i64().unwrap_or(0);
+    let log_start = p["remote_start_offset"]
+        .as_i64()
+        .map_or(local_start, |r| r.min(local_start));
+    let Some(start) = p["parquet_start_offset"].as_i64() else {
+        return (target - log_start).max(0);
+    };
+    let below = if start > log_start {
+        let cursor = p["parquet_backfill_next"].as_i64().unwrap_or(log_start);
+        start - cursor.max(log_start)
+    } else {
+        0
+    };
+    let next = p["parquet_next_offset"].as_i64().unwrap_or(start);
+    below.max(0) + (target - next).max(0)
+}
+
+fn backfill(
+    http: &str,
+    client: &super::client::ClientArgs,
+    topic: &str,
+    no_wait: bool,
+) -> anyhow::Result<()> {
+    use indicatif::{ProgressBar, ProgressStyle};
+
+    client.check_reachable()?;
+    let admin = super::client::admin(client)?;
+    let configs = super::topic::describe_configs(client, &admin, topic)?;
+    let value = |k: &str| {
+        configs
+            .iter()
+            .find(|e| e.name == k)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_default()
+    };
+    if value("remote.storage.enable") != "true" {
+        bail!(
+            "topic '{topic}' does not tier (remote.storage.enable is not true): nothing of it \
+             was offloaded, so there is nothing to backfill; `strata topic alter {topic} --set \
+             remote.storage.enable=true --set parquet.enable=true` converts from now on"
+        );
+    }
+    let mut set = Vec::new();
+    for k in ["parquet.enable", "parquet.backfill"] {
+        if value(k) != "true" {
+            set.push((k.to_string(), "true".to_string()));
+        }
+    }
+    if !set.is_empty() {
+        super::topic::alter(client, topic, &set, &[], None)?;
+    }
+    if no_wait {
+        println!(
+            "the brokers convert '{topic}' in the background; `strata tier status --topic {topic}` shows how far"
+        );
+        return Ok(());
+    }
+
+    let status = |what: &str| -> anyhow::Result<Vec<Value>> {
+        let body = get(http, "/v1/tier/status").with_context(|| what.to_string())?;
+        let v: Value =
+            serde_json::from_str(&body).context("the broker's tier status is not JSON")?;
+        Ok(v["partitions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p["topic"] == topic)
+            .collect())
+    };
+    let first = status("reading the tier status (--http is the broker's --http-addr)")?;
+    if first.is_empty() {
+        bail!(
+            "the broker at {http} has no partition of '{topic}': point --http at a broker that \
+             hosts it"
+        );
+    }
+    // The goal: every offset offloaded when the backfill started.
+    let targets: std::collections::BTreeMap<i64, i64> = first
+        .iter()
+        .map(|p| {
+            let t = p["remote_end_offset"]
+                .as_i64()
+                .unwrap_or_else(|| p["local_start_offset"].as_i64().unwrap_or(0));
+            (p["partition"].as_i64().unwrap_or(-1), t)
+        })
+        .collect();
+    let left = |parts: &[Value]| -> i64 {
+        parts
+            .iter()
+            .map(|p| {
+                let t = targets
+                    .get(&p["partition"].as_i64().unwrap_or(-1))
+                    .copied()
+                    .unwrap_or(0);
+                remaining(p, t)
+            })
+            .sum()
+    };
+    let total = left(&first).max(0) as u64;
+    let bar = ProgressBar::new(total.max(1));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} offsets ({per_sec}, eta {eta}) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut parts = first;
+    let mut errors = 0;
+    loop {
+        let to_go = left(&parts).max(0) as u64;
+        if to_go > bar.length().unwrap_or(0) {
+            bar.set_length(to_go);
+        }
+        bar.set_position(bar.length().unwrap_or(0) - to_go);
+        let pending = parts
+            .iter()
+            .filter(|p| {
+                let t = targets
+                    .get(&p["partition"].as_i64().unwrap_or(-1))
+                    .copied()
+                    .unwrap_or(0);
+                remaining(p, t) > 0
+            })
+            .count();
+        bar.set_message(format!("{pending} partition(s) to go"));
+        if to_go == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        match status("reading the tier status") {
+            Ok(p) => {
+                parts = p;
+                errors = 0;
+            }
+            Err(e) if errors < 20 => {
+                errors += 1;
+                bar.set_message(format!("{e:#}; retrying"));
+            }
+            Err(e) => {
+                bar.abandon();
+                return Err(
+                    e.context("the backfill goes on in the brokers; run this again to watch it")
+                );
+            }
+        }
+    }
+    bar.finish_with_message("done");
+    println!("topic '{topic}': every offloaded offset is in a Parquet file");
+    Ok(())
 }

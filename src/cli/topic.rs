@@ -202,7 +202,7 @@ fn ids(v: &[i32]) -> String {
 }
 
 /// The topic's configs (DescribeConfigs), sorted by name.
-fn describe_configs(
+pub(crate) fn describe_configs(
     c: &ClientArgs,
     client: &AdminClient<CliContext>,
     name: &str,
@@ -330,7 +330,7 @@ fn merge_overrides(
     merged
 }
 
-fn alter(
+pub(crate) fn alter(
     c: &ClientArgs,
     name: &str,
     set: &[(String, String)],

@@ -168,6 +168,24 @@ pub struct Manifest {
     pub next_offset: Option<Offset>,
     /// In offset order, without overlaps. Expired files are removed.
     pub files: Vec<ManifestEntry>,
+    /// The first offset the files cover from: where conversion began, or where a
+    /// finished backfill began. `None` until the first segment is done (manifests from
+    /// before this field: the first file's first offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_offset: Option<Offset>,
+    /// A backfill in progress below `start_offset`: files cover `[from, next)` and
+    /// `[start_offset, next_offset)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillCursor>,
+}
+
+/// How far a backfill below a manifest's start has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfillCursor {
+    /// Where the backfill began.
+    pub from: Offset,
+    /// The first offset it has not converted yet.
+    pub next: Offset,
 }
 
 impl Manifest {
@@ -178,7 +196,17 @@ impl Manifest {
             partition,
             next_offset: None,
             files: Vec::new(),
+            start_offset: None,
+            backfill: None,
         }
+    }
+
+    /// The first offset the files cover contiguously up to `next_offset` (a backfill in
+    /// progress below it does not count until it reaches it).
+    pub fn covered_start(&self) -> Option<Offset> {
+        self.start_offset
+            .or_else(|| self.files.first().map(|f| f.first_offset))
+            .or(self.next_offset)
     }
 }
 
@@ -192,6 +220,8 @@ pub struct WrittenFile {
     pub max_timestamp: i64,
     pub rows: u64,
     pub bytes: u64,
+    /// Values that did not fit the JSON value schema, kept whole in `_raw`.
+    pub raw_fallbacks: u64,
 }
 
 impl WrittenFile {
@@ -340,40 +370,15 @@ impl ParquetSink {
             }
         }
 
-        let mut opts = self.options.clone();
-        opts.topic = topic.to_string();
-        opts.partition = partition;
-        if let Some(markers) = later_markers {
-            opts.later_markers = markers.to_vec();
-        }
-        let file = convert_segment(batches, &opts)?;
-        let s = &file.summary;
-        let written = match (s.min_timestamp, s.max_timestamp) {
-            (Some(min_timestamp), Some(max_timestamp)) if s.rows > 0 => {
-                let bytes = Bytes::from(file.bytes);
-                let first_ts = first_row_timestamp(&bytes)?.unwrap_or(min_timestamp);
-                let key =
-                    self.layout
-                        .file_key(topic, partition, first_ts, s.first_offset, s.last_offset);
-                let size = bytes.len() as u64;
-                // Overwrite: the key is a function of the segment's bytes, so a retry
-                // after a crash before the manifest update replaces the same object.
-                self.store.put(&key, bytes, PutMode::Overwrite).await?;
-                Some(WrittenFile {
-                    key,
-                    first_offset: s.first_offset,
-                    last_offset: s.last_offset,
-                    min_timestamp,
-                    max_timestamp,
-                    rows: s.rows,
-                    bytes: size,
-                })
-            }
-            _ => None,
-        };
+        let written = self
+            .put_file(topic, partition, batches, later_markers)
+            .await?;
 
         if let Some(w) = &written {
             manifest.files.push(w.entry());
+        }
+        if manifest.next_offset.is_none() {
+            manifest.start_offset = Some(first);
         }
         manifest.next_offset = Some(last + 1);
         self.commit(&manifest_key, &manifest, version).await?;
@@ -456,6 +461,172 @@ impl ParquetSink {
         manifest.files = kept;
         self.commit(&manifest_key, &manifest, version).await?;
         Ok(expired.len())
+    }
+
+    /// Backfill: converts a segment that lies below where the partition's files start
+    /// (offloaded before parquet.enable was set), continuing the backfill's cursor. Only
+    /// the batches below the files' start are converted; a segment wholly behind the
+    /// cursor is skipped (a retry). When the cursor reaches the start, the manifest's
+    /// start moves down to where the backfill began. Returns the file written, if any,
+    /// and whether the backfill is complete.
+    pub async fn write_backfill(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+    ) -> Result<(Option<WrittenFile>, bool), SinkError> {
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        let Some(start) = manifest.covered_start() else {
+            return Err(SinkError::BadManifest {
+                key: manifest_key,
+                reason: "a backfill needs converted files to fill in below".into(),
+            });
+        };
+        // Only whole batches below the start.
+        let mut end = 0usize;
+        let mut iter = batch::batches(batches);
+        loop {
+            let position = batches.len() - iter.remaining().len();
+            match iter.next() {
+                None => break,
+                Some(Ok(b)) if b.last_offset() < start => {
+                    end = batches.len() - iter.remaining().len()
+                }
+                Some(Ok(b)) if b.base_offset() >= start => break,
+                Some(Ok(b)) => {
+                    return Err(SinkError::NotContiguous {
+                        expected: start,
+                        got: b.base_offset(),
+                    });
+                }
+                Some(Err(source)) => {
+                    return Err(ConvertError::Framing { position, source }.into());
+                }
+            }
+        }
+        let below = &batches[..end];
+        if below.is_empty() {
+            return Ok((None, manifest.backfill.is_none()));
+        }
+        let (first, last) = offset_range(below)?;
+        let from = match manifest.backfill {
+            Some(c) if last < c.next => return Ok((None, false)),
+            Some(c) if first != c.next => {
+                return Err(SinkError::NotContiguous {
+                    expected: c.next,
+                    got: first,
+                });
+            }
+            Some(c) => c.from,
+            None => first,
+        };
+        let written = self.put_file(topic, partition, below, None).await?;
+        if let Some(w) = &written {
+            let at = manifest
+                .files
+                .partition_point(|f| f.first_offset < w.first_offset);
+            manifest.files.insert(at, w.entry());
+        }
+        let done = last + 1 >= start;
+        if done {
+            manifest.start_offset = Some(from);
+            manifest.backfill = None;
+        } else {
+            manifest.backfill = Some(BackfillCursor {
+                from,
+                next: last + 1,
+            });
+        }
+        self.commit(&manifest_key, &manifest, version).await?;
+        Ok((written, done))
+    }
+
+    /// Restarts a backfill's cursor at `offset`: the records below it expired before the
+    /// backfill reached them, so no file can hold them.
+    pub async fn restart_backfill(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        offset: Offset,
+    ) -> Result<(), SinkError> {
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        if manifest.backfill.is_some_and(|c| c.next >= offset) {
+            return Ok(());
+        }
+        if manifest.covered_start().is_some_and(|s| offset >= s) {
+            manifest.backfill = None;
+            manifest.start_offset = Some(offset);
+        } else {
+            manifest.backfill = Some(BackfillCursor {
+                from: offset,
+                next: offset,
+            });
+        }
+        self.commit(&manifest_key, &manifest, version).await
+    }
+
+    /// Moves the partition's next offset up to `offset` without a file: the records in
+    /// between expired (retention deleted them) before they were converted, so no file
+    /// can hold them. Never moves it back.
+    pub async fn skip_to(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        offset: Offset,
+    ) -> Result<(), SinkError> {
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        if manifest.next_offset.is_some_and(|n| n >= offset) {
+            return Ok(());
+        }
+        manifest.next_offset = Some(offset);
+        self.commit(&manifest_key, &manifest, version).await
+    }
+
+    /// Converts `batches` and PUTs the file under its deterministic key; `None` when the
+    /// batches hold no data rows.
+    async fn put_file(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        later_markers: Option<&[TxnMarker]>,
+    ) -> Result<Option<WrittenFile>, SinkError> {
+        let mut opts = self.options.clone();
+        opts.topic = topic.to_string();
+        opts.partition = partition;
+        if let Some(markers) = later_markers {
+            opts.later_markers = markers.to_vec();
+        }
+        let file = convert_segment(batches, &opts)?;
+        let s = &file.summary;
+        let written = match (s.min_timestamp, s.max_timestamp) {
+            (Some(min_timestamp), Some(max_timestamp)) if s.rows > 0 => {
+                let bytes = Bytes::from(file.bytes);
+                let first_ts = first_row_timestamp(&bytes)?.unwrap_or(min_timestamp);
+                let key =
+                    self.layout
+                        .file_key(topic, partition, first_ts, s.first_offset, s.last_offset);
+                let size = bytes.len() as u64;
+                // Overwrite: the key is a function of the segment's bytes, so a retry
+                // after a crash before the manifest update replaces the same object.
+                self.store.put(&key, bytes, PutMode::Overwrite).await?;
+                Some(WrittenFile {
+                    key,
+                    first_offset: s.first_offset,
+                    last_offset: s.last_offset,
+                    min_timestamp,
+                    max_timestamp,
+                    rows: s.rows,
+                    bytes: size,
+                    raw_fallbacks: s.raw_fallbacks,
+                })
+            }
+            _ => None,
+        };
+        Ok(written)
     }
 
     /// The manifest and the version it was read at (`None`: there is none yet).

@@ -40,6 +40,18 @@ pub struct Partition {
     /// Topics with parquet.enable: the offset below which the log is in Parquet files
     /// (the sink's manifest, as the offloader last read it; -1 unknown).
     parquet_progress: std::sync::atomic::AtomicI64,
+    /// Topics with parquet.enable: where the files start, and a backfill's remaining
+    /// offsets below it (for the tier status; `None` unknown).
+    parquet_coverage: Mutex<Option<ParquetCoverage>>,
+}
+
+/// Where a partition's Parquet files start and how much a backfill has left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParquetCoverage {
+    /// The first offset the files cover contiguously up to the progress.
+    pub start_offset: Offset,
+    /// A backfill below the start: the first offset it has not converted.
+    pub backfill_next: Option<Offset>,
 }
 
 impl Partition {
@@ -90,6 +102,7 @@ impl Partition {
                 remote: RwLock::new(None),
                 last_isr: Mutex::new(Vec::new()),
                 parquet_progress: std::sync::atomic::AtomicI64::new(-1),
+                parquet_coverage: Mutex::new(None),
             },
             report,
         ))
@@ -201,6 +214,20 @@ impl Partition {
     pub(crate) fn set_parquet_progress(&self, next: Offset) {
         self.parquet_progress
             .store(next, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {
+        *self
+            .parquet_coverage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn set_parquet_coverage(&self, c: Option<ParquetCoverage>) {
+        *self
+            .parquet_coverage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = c;
     }
 
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).

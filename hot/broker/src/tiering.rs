@@ -10,7 +10,7 @@ use strata_proto::TopicId;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
-use crate::partition::Partition;
+use crate::partition::{ParquetCoverage, Partition};
 
 /// One partition's tiering state, for `strata tier status` and /v1/tier/status.
 #[derive(Clone, Debug, Serialize)]
@@ -31,6 +31,15 @@ pub struct PartitionTierStatus {
     /// newest record's timestamp), in seconds.
     pub offload_lag_seconds: f64,
     pub fenced: bool,
+    /// Topics with parquet.enable: the first offset not yet in a Parquet file, as far as
+    /// this broker knows (followers learn it from the bucket every 30 s); `None` when
+    /// the topic writes no Parquet or nothing is known yet.
+    pub parquet_next_offset: Option<i64>,
+    /// Where the partition's Parquet files start (contiguous up to the next offset).
+    pub parquet_start_offset: Option<i64>,
+    /// A backfill below the start (`strata tier parquet backfill`): the first offset it
+    /// has not converted yet.
+    pub parquet_backfill_next: Option<i64>,
 }
 
 /// The whole report.
@@ -83,6 +92,12 @@ impl Broker {
                     offload_lag_bytes: lag_bytes,
                     offload_lag_seconds: lag_secs,
                     fenced: remote.as_ref().is_some_and(|r| r.is_fenced()),
+                    parquet_next_offset: {
+                        let n = p.parquet_progress();
+                        (p.config().parquet_enable && (0..i64::MAX).contains(&n)).then_some(n)
+                    },
+                    parquet_start_offset: p.parquet_coverage().map(|c| c.start_offset),
+                    parquet_backfill_next: p.parquet_coverage().and_then(|c| c.backfill_next),
                 });
             }
         }
@@ -111,6 +126,10 @@ impl Broker {
 /// A partition whose upload fails is retried with exponential backoff (up to a
 /// 15 s) forever, with a warning each time and the failure counted in metrics; its
 /// local segments stay (local retention waits for the offload).
+/// What a leader's Parquet conversion last caught up with: leader epoch, log start, last
+/// sealed offset below the high-water mark, and parquet.backfill.
+type ParquetState = (i32, i64, Option<i64>, bool);
+
 /// How often a follower re-reads a tiered partition's manifest.
 const FOLLOWER_RELOAD_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -133,7 +152,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     let mut follower_reloaded: HashMap<(TopicId, i32), Instant> = HashMap::new();
     let mut parquet_checked: HashMap<(TopicId, i32), Instant> = HashMap::new();
     // Leaders: the (epoch, log start, last sealed offset) Parquet last caught up with.
-    let mut parquet_done: HashMap<(TopicId, i32), (i32, i64, Option<i64>)> = HashMap::new();
+    let mut parquet_done: HashMap<(TopicId, i32), ParquetState> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -277,7 +296,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                     .filter(|s| s.sealed && s.next_offset <= hwm)
                     .map(|s| s.next_offset)
                     .max();
-                (p.leader_epoch(), p.log_start_offset(), sealed)
+                (
+                    p.leader_epoch(),
+                    p.log_start_offset(),
+                    sealed,
+                    p.config().parquet_backfill,
+                )
             });
             match leader_state {
                 Some(state) if parquet_done.get(&k) == Some(&state) => continue,
@@ -293,8 +317,10 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                 }
             }
             match parquet_step(&broker, &tier, &p).await {
-                Ok(()) => {
-                    if let Some(state) = leader_state {
+                Ok(caught_up) => {
+                    if let Some(state) = leader_state
+                        && caught_up
+                    {
                         parquet_done.insert(k, state);
                     }
                 }
@@ -377,7 +403,7 @@ async fn parquet_step(
     broker: &Broker,
     tier: &strata_tier::Tier,
     p: &Arc<Partition>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let key = broker.partition_key(p);
     let options = strata_parquet::ConvertOptions::from_topic_config(
         p.topic.to_string(),
@@ -395,22 +421,120 @@ async fn parquet_step(
         .await
         .map_err(|e| e.to_string())?;
     let local_start = p.log.log_start_offset();
+    let backfill = p.config().parquet_backfill && p.remote().is_some();
     let mut next = match manifest.next_offset {
-        Some(n) if n < local_start => {
+        Some(n) if n < local_start && !backfill => {
             // The records in between left the local disk before they were converted
             // (parquet.enable turned on later): they can only come from the remote
-            // tier. Retention must not wait on what cannot happen here.
+            // tier, which parquet.backfill asks for. Retention must not wait on what
+            // will not happen here.
             p.set_parquet_progress(i64::MAX);
             return Err(format!(
-                "the parquet files end at offset {n} but the local log starts at {local_start}; convert the rest from the remote tier (backfill)"
+                "the parquet files end at offset {n} but the local log starts at {local_start}; \
+                 `strata tier parquet backfill --topic {}` converts the rest from the remote tier",
+                p.topic
             ));
         }
         Some(n) => n,
+        // No file yet: from the log start (remote included) when backfilling, else from
+        // where conversion was turned on.
+        None if backfill => p.log_start_offset().min(local_start),
         None => local_start,
     };
     p.set_parquet_progress(next);
+    p.set_parquet_coverage(manifest.covered_start().map(|start| ParquetCoverage {
+        start_offset: start,
+        backfill_next: manifest.backfill.map(|c| c.next),
+    }));
     if !p.is_leader() {
-        return Ok(());
+        return Ok(true);
+    }
+    let log_start = p.log_start_offset();
+    let mut budget: u64 = BACKFILL_BYTES_PER_ROUND;
+    // Backfill below where the files start: segments offloaded before parquet.enable was
+    // set, from the remote tier, a bounded amount per round so offloads of other
+    // partitions are not held up behind it.
+    if backfill
+        && let Some(start) = manifest.covered_start()
+        && start > log_start
+        && let Some(remote) = p.remote()
+    {
+        let mut cursor = manifest.backfill.map_or(log_start, |c| c.next);
+        let segments: Vec<_> = remote
+            .manifest_snapshot()
+            .segments()
+            .iter()
+            .filter(|s| s.next_offset > cursor && s.base_offset < start)
+            .copied()
+            .collect();
+        if let Some(first) = segments.first()
+            && first.base_offset > cursor
+        {
+            tracing::warn!(topic = %p.topic, partition = p.index, from = cursor, to = first.base_offset, "records expired before the backfill reached them");
+            sink.restart_backfill(&p.topic, p.index, first.base_offset)
+                .await
+                .map_err(|e| e.to_string())?;
+            cursor = first.base_offset;
+        }
+        for seg in segments {
+            let bytes = read_remote_segment(tier, &remote, &seg, cursor).await?;
+            let (_, done) = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(sink.write_backfill(&p.topic, p.index, &bytes))
+            })
+            .map_err(|e| e.to_string())?;
+            cursor = seg.next_offset.min(start);
+            p.set_parquet_coverage(Some(ParquetCoverage {
+                start_offset: if done { log_start.min(start) } else { start },
+                backfill_next: (!done).then_some(cursor),
+            }));
+            metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => p.topic.to_string())
+                .increment(seg.size_bytes);
+            budget = budget.saturating_sub(seg.size_bytes);
+            if done {
+                break;
+            }
+            if budget == 0 {
+                return Ok(false);
+            }
+        }
+    }
+    // Conversion behind the local log start (with backfill): from the remote tier.
+    if next < local_start {
+        let Some(remote) = p.remote() else {
+            return Err("backfill needs the remote tier, which this partition lacks".into());
+        };
+        let segments: Vec<_> = remote
+            .manifest_snapshot()
+            .segments()
+            .iter()
+            .filter(|s| s.next_offset > next && s.base_offset < local_start)
+            .copied()
+            .collect();
+        if segments.first().is_none_or(|s| s.base_offset > next) {
+            // What lies between is gone (retention deleted it before conversion).
+            let start = segments.first().map_or(local_start, |s| s.base_offset);
+            tracing::warn!(topic = %p.topic, partition = p.index, from = next, to = start, "records expired before conversion; the Parquet files skip them");
+            sink.skip_to(&p.topic, p.index, start)
+                .await
+                .map_err(|e| e.to_string())?;
+            next = start;
+        }
+        for seg in segments {
+            let bytes = read_remote_segment(tier, &remote, &seg, next).await?;
+            write_parquet(&sink, p, &bytes).await?;
+            next = seg.next_offset;
+            p.set_parquet_progress(next);
+            metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => p.topic.to_string())
+                .increment(seg.size_bytes);
+            budget = budget.saturating_sub(seg.size_bytes);
+            if budget == 0 {
+                return Ok(false);
+            }
+        }
+        if next < local_start {
+            return Ok(false);
+        }
     }
     let hwm = p.high_watermark();
     for seg in p.log.segments() {
@@ -434,23 +558,68 @@ async fn parquet_step(
             bytes.extend_from_slice(&r.data);
             at = r.next_offset;
         }
-        // Conversion is CPU work: off the async workers' hot path.
-        let written = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current()
-                .block_on(sink.write_segment(&p.topic, p.index, &bytes))
-        })
-        .map_err(|e| e.to_string())?;
-        if let Some(f) = &written {
-            tracing::debug!(topic = %p.topic, partition = p.index, key = %f.key, rows = f.rows, "wrote a parquet file");
-            metrics::counter!("strata_parquet_rows_total", "topic" => p.topic.to_string())
-                .increment(f.rows);
-        }
+        write_parquet(&sink, p, &bytes).await?;
         next = seg.next_offset;
         p.set_parquet_progress(next);
     }
     sink.expire(&p.topic, p.index, p.log_start_offset())
         .await
         .map_err(|e| e.to_string())?;
+    Ok(true)
+}
+
+/// Remote bytes a backfill converts per partition per offloader round.
+const BACKFILL_BYTES_PER_ROUND: u64 = 256 << 20;
+/// The backfill's read-ahead stream in the chunk cache.
+const BACKFILL_READER: u64 = 0x5041_5251_4245_4b46;
+
+/// A remote segment's batches from `from` (a batch boundary) to its end.
+async fn read_remote_segment(
+    tier: &strata_tier::Tier,
+    remote: &strata_tier::RemotePartition,
+    seg: &strata_tier::RemoteSegment,
+    from: i64,
+) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
+    let mut at = seg.base_offset.max(from);
+    while at < seg.next_offset {
+        let r = {
+            let _permit = tier.read_permit().await;
+            remote
+                .read(at, 8 << 20, strata_cache::ReaderId(BACKFILL_READER))
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        if r.data.is_empty() || r.next_offset <= at {
+            return Err(format!("no remote batch at {at} below {}", seg.next_offset));
+        }
+        bytes.extend_from_slice(&r.data);
+        at = r.next_offset;
+    }
+    Ok(bytes)
+}
+
+/// Converts one segment's batches into a Parquet file through the sink.
+async fn write_parquet(
+    sink: &strata_parquet::ParquetSink,
+    p: &Partition,
+    bytes: &[u8],
+) -> Result<(), String> {
+    // Conversion is CPU work: off the async workers' hot path.
+    let written = tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(sink.write_segment(&p.topic, p.index, bytes))
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(f) = &written {
+        tracing::debug!(topic = %p.topic, partition = p.index, key = %f.key, rows = f.rows, "wrote a parquet file");
+        metrics::counter!("strata_parquet_rows_total", "topic" => p.topic.to_string())
+            .increment(f.rows);
+        if f.raw_fallbacks > 0 {
+            tracing::warn!(topic = %p.topic, partition = p.index, key = %f.key, values = f.raw_fallbacks, "values that do not fit parquet.value.schema were kept whole in _raw");
+            metrics::counter!("strata_parquet_raw_values_total", "topic" => p.topic.to_string())
+                .increment(f.raw_fallbacks);
+        }
+    }
     Ok(())
 }
 

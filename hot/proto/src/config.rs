@@ -100,6 +100,7 @@ pub mod keys {
     pub const FLUSH_MS: &str = "flush.ms";
     pub const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
     pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
+    pub const PARQUET_BACKFILL: &str = "parquet.backfill";
     pub const PARQUET_ENABLE: &str = "parquet.enable";
     pub const PARQUET_VALUE_FORMAT: &str = "parquet.value.format";
     pub const PARQUET_VALUE_SCHEMA: &str = "parquet.value.schema";
@@ -116,6 +117,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::MAX_MESSAGE_BYTES, "1048588"),
     (keys::MESSAGE_TIMESTAMP_TYPE, "CreateTime"),
     (keys::MIN_INSYNC_REPLICAS, "1"),
+    (keys::PARQUET_BACKFILL, "false"),
     (keys::PARQUET_ENABLE, "false"),
     (keys::PARQUET_VALUE_FORMAT, "binary"),
     (keys::PARQUET_VALUE_SCHEMA, ""),
@@ -193,6 +195,10 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             String,
             "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
         ),
+        keys::PARQUET_BACKFILL => (
+            Boolean,
+            "Parquet files start at the log start, converting segments already offloaded before parquet.enable was set; false starts where conversion was turned on (Strata).",
+        ),
         keys::PARQUET_ENABLE => (
             Boolean,
             "Also write offloaded segments as Parquet (Strata).",
@@ -239,6 +245,8 @@ pub struct TopicConfig {
     pub message_timestamp_type: MessageTimestampType,
     /// Strata: also write offloaded segments as Parquet.
     pub parquet_enable: bool,
+    /// Strata: Parquet files start at the log start (remote segments included).
+    pub parquet_backfill: bool,
     /// Strata: how record values are written to Parquet.
     pub parquet_value_format: ParquetValueFormat,
     /// Strata: the schema of JSON values (JSON text, checked in full by the strata-parquet
@@ -349,6 +357,7 @@ impl TopicConfig {
                 }
             }
             keys::PARQUET_ENABLE => self.parquet_enable = parse_bool(key, value)?,
+            keys::PARQUET_BACKFILL => self.parquet_backfill = parse_bool(key, value)?,
             keys::PARQUET_VALUE_FORMAT => {
                 self.parquet_value_format = match value.trim().to_ascii_lowercase().as_str() {
                     "binary" => ParquetValueFormat::Binary,
@@ -395,6 +404,7 @@ impl TopicConfig {
             index_interval_bytes: 4096,
             message_timestamp_type: MessageTimestampType::CreateTime,
             parquet_enable: false,
+            parquet_backfill: false,
             parquet_value_format: ParquetValueFormat::Binary,
             parquet_value_schema: None,
         };
