@@ -472,3 +472,76 @@ async fn a_transaction_open_at_the_end_waits_for_the_next_segments_markers() {
         Some(next.next_offset)
     );
 }
+
+/// Backfill below where the files start: it continues its cursor, skips a retry, refuses
+/// a gap, converts only the batches below the start of a segment that runs past it, and
+/// moves the start down when it arrives; the files then cover every offset once.
+#[tokio::test]
+async fn a_backfill_fills_in_below_the_start_exactly_once() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let (a, _, after_a) = segment(Compression::Lz4, 0, 0, 1);
+    let (b, _, after_b) = segment(Compression::Zstd, after_a, 0, 2);
+    let (c, _, after_c) = segment(Compression::None, after_b, 0, 3);
+    // Conversion began at b.
+    s.write_segment(TOPIC, 0, &b).await.unwrap().unwrap();
+    s.write_segment(TOPIC, 0, &c).await.unwrap().unwrap();
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!(m.covered_start(), Some(after_a));
+
+    let (first, done) = s.write_backfill(TOPIC, 0, &a[..]).await.unwrap();
+    assert!(done, "a reaches the start");
+    assert!(first.is_some());
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!((m.covered_start(), m.backfill), (Some(0), None));
+    assert_eq!(m.next_offset, Some(after_c));
+    let offsets: Vec<(i64, i64)> = m
+        .files
+        .iter()
+        .map(|f| (f.first_offset, f.last_offset))
+        .collect();
+    assert_eq!(
+        offsets,
+        vec![
+            (0, after_a - 1),
+            (after_a, after_b - 1),
+            (after_b, after_c - 1)
+        ]
+    );
+    // A retry of the same segment changes nothing.
+    let (again, done) = s.write_backfill(TOPIC, 0, &a[..]).await.unwrap();
+    assert!(again.is_none() && done);
+    assert_eq!(parquet_objects(&store).await.len(), 3);
+
+    // In steps, on a fresh partition: two segments below, the second running past the
+    // start (only its batches below the start are converted).
+    let (x, _, after_x) = segment(Compression::Snappy, 1000, 1, 4);
+    let (y, _, after_y) = segment(Compression::Gzip, after_x, 1, 5);
+    let (z, _, after_z) = segment(Compression::None, after_y, 1, 6);
+    s.write_segment(TOPIC, 1, &z).await.unwrap().unwrap();
+    let mut yz = y.clone();
+    yz.extend_from_slice(&z);
+    // The first backfill segment may start anywhere below (the remote log start).
+    s.write_backfill(TOPIC, 1, &x).await.unwrap();
+    let e = s.write_backfill(TOPIC, 1, &z).await.unwrap();
+    assert_eq!(e.0, None, "nothing of z is below the start");
+    let m = s.manifest(TOPIC, 1).await.unwrap();
+    assert_eq!(m.backfill.map(|c| (c.from, c.next)), Some((1000, after_x)));
+    // A gap after the cursor is refused, and writes no file.
+    let files = parquet_objects(&store).await.len();
+    let (gap, _, _) = segment(Compression::None, after_x + 2, 1, 7);
+    assert!(matches!(
+        s.write_backfill(TOPIC, 1, &gap).await.unwrap_err(),
+        SinkError::NotContiguous { .. }
+    ));
+    assert_eq!(parquet_objects(&store).await.len(), files);
+    let (w, done) = s.write_backfill(TOPIC, 1, &yz).await.unwrap();
+    assert!(done);
+    let w = w.unwrap();
+    assert_eq!((w.first_offset, w.last_offset), (after_x, after_y - 1));
+    let m = s.manifest(TOPIC, 1).await.unwrap();
+    assert_eq!(
+        (m.covered_start(), m.backfill, m.next_offset),
+        (Some(1000), None, Some(after_z))
+    );
+}
