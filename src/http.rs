@@ -1,5 +1,5 @@
-//! The HTTP listener: /metrics (Prometheus), /healthz, and /v1/tier/status. The REST
-//! gateway joins it later.
+//! The HTTP listener: /metrics (Prometheus), /v1/tier/status, and the REST gateway
+//! (strata-gateway: /healthz, /readyz, /openapi.json, the Confluent-compatible API).
 
 use std::sync::Arc;
 
@@ -12,20 +12,21 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: PrometheusHandle,
     broker: Arc<Broker>,
+    gateway: Router,
 ) {
     let app = Router::new()
         .route(
             "/metrics",
             get(move || std::future::ready(metrics.render())),
         )
-        .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/v1/tier/status",
             get(move || {
                 let b = broker.clone();
                 async move { axum::Json(b.tier_status()) }
             }),
-        );
+        )
+        .merge(gateway);
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "HTTP server stopped");
     }

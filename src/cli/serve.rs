@@ -97,6 +97,28 @@ pub struct ServeArgs {
     /// six times per timeout. Give every voter the same value [default: 3s]
     #[arg(long, env = "STRATA_BROKER_SESSION_TIMEOUT")]
     pub broker_session_timeout: Option<String>,
+    /// Authentication of the REST gateway: bearer:TOKEN or basic:USER:PASSWORD
+    /// (/healthz, /readyz, /openapi.json and /metrics stay open) [default: none]
+    #[arg(long, env = "STRATA_HTTP_AUTH")]
+    pub http_auth: Option<String>,
+    /// Largest REST request body (and record of a streamed v3 produce) [default: 8MiB]
+    #[arg(long, env = "STRATA_HTTP_MAX_BODY")]
+    pub http_max_body: Option<String>,
+    /// A REST consumer instance unused this long is closed (Confluent's
+    /// consumer.instance.timeout.ms) [default: 5m]
+    #[arg(long, env = "STRATA_HTTP_CONSUMER_TIMEOUT")]
+    pub http_consumer_timeout: Option<String>,
+    /// REST consumer instances and SSE streams open at once [default: 100]
+    #[arg(long, env = "STRATA_HTTP_MAX_CONSUMERS")]
+    pub http_max_consumers: Option<usize>,
+    /// Records the REST gateway holds in flight; requests beyond it get 429
+    /// [default: 100000]
+    #[arg(long, env = "STRATA_HTTP_PRODUCE_QUEUE")]
+    pub http_produce_queue: Option<usize>,
+    /// How long a REST-produced record may wait for acks=all, retries included
+    /// [default: 30s]
+    #[arg(long, env = "STRATA_HTTP_PRODUCE_TIMEOUT")]
+    pub http_produce_timeout: Option<String>,
 }
 
 /// The same settings in a TOML file.
@@ -125,6 +147,12 @@ struct FileSettings {
     log_io: Option<String>,
     log_tail_cache: Option<String>,
     broker_session_timeout: Option<String>,
+    http_auth: Option<String>,
+    http_max_body: Option<String>,
+    http_consumer_timeout: Option<String>,
+    http_max_consumers: Option<usize>,
+    http_produce_queue: Option<usize>,
+    http_produce_timeout: Option<String>,
 }
 
 /// An object store location.
@@ -168,6 +196,13 @@ pub struct ServeConfig {
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
     pub broker_session_timeout: std::time::Duration,
+    /// REST gateway settings.
+    pub http_auth: Option<strata_gateway::Auth>,
+    pub http_max_body: u64,
+    pub http_consumer_timeout: std::time::Duration,
+    pub http_max_consumers: usize,
+    pub http_produce_queue: usize,
+    pub http_produce_timeout: std::time::Duration,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -389,7 +424,62 @@ impl ServeConfig {
         if offsets_checkpoint_records < 100 {
             bail!("--offsets-checkpoint-records {offsets_checkpoint_records} must be at least 100");
         }
+        let http_auth = match args.http_auth.or(file.http_auth) {
+            Some(v) => Some(
+                v.parse::<strata_gateway::Auth>()
+                    .map_err(|e| anyhow::anyhow!("--http-auth: {e}"))?,
+            ),
+            None => None,
+        };
+        let http_max_body = size(
+            "--http-max-body",
+            args.http_max_body,
+            file.http_max_body,
+            8 << 20,
+        )?;
+        if http_max_body < 1024 {
+            bail!("--http-max-body {http_max_body} must be at least 1KiB");
+        }
+        let duration =
+            |flag: &str, v: Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
+                match v {
+                    Some(v) => humantime::parse_duration(&v).with_context(|| {
+                        format!("{flag} '{v}': expected a duration such as 30s or 5m")
+                    }),
+                    None => Ok(std::time::Duration::from_secs(default)),
+                }
+            };
+        let http_consumer_timeout = duration(
+            "--http-consumer-timeout",
+            args.http_consumer_timeout.or(file.http_consumer_timeout),
+            300,
+        )?;
+        let http_produce_timeout = duration(
+            "--http-produce-timeout",
+            args.http_produce_timeout.or(file.http_produce_timeout),
+            30,
+        )?;
+        if http_produce_timeout < std::time::Duration::from_millis(100) {
+            bail!("--http-produce-timeout {http_produce_timeout:?} must be at least 100ms");
+        }
+        let http_max_consumers = args
+            .http_max_consumers
+            .or(file.http_max_consumers)
+            .unwrap_or(100);
+        let http_produce_queue = args
+            .http_produce_queue
+            .or(file.http_produce_queue)
+            .unwrap_or(100_000);
+        if http_produce_queue == 0 {
+            bail!("--http-produce-queue must be at least 1");
+        }
         Ok(ServeConfig {
+            http_auth,
+            http_max_body,
+            http_consumer_timeout,
+            http_max_consumers,
+            http_produce_queue,
+            http_produce_timeout,
             data_dir,
             node_id,
             kafka_addr,
@@ -530,7 +620,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         Arc::new(client),
         Arc::new(SystemClock),
         Some(tier),
-        advertised,
+        advertised.clone(),
     )
     .await
     .with_context(|| {
@@ -549,7 +639,10 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
     let http_addr = http.local_addr()?;
     let server = Server::start_on(broker.clone(), kafka);
-    let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone()));
+    // The gateway is a Kafka client of this broker's own listener (by the address it
+    // advertises, which is what metadata tells clients anyway).
+    let (gateway, gateway_handle) = gateway_router(&config, &advertised, broker.cluster_id())?;
+    let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone(), gateway));
     // Tests and scripts read this line to learn the bound ports.
     println!(
         "strata listening kafka={} http={} controller={} data={}",
@@ -565,8 +658,12 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    server.stop().await;
+    // The gateway first: its Kafka clients (consumer instances leaving their groups)
+    // close while the listener they talk to is still up.
+    gateway_handle.close().await;
     http_task.abort();
+    let _ = http_task.await;
+    server.stop().await;
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     if let Some(c) = controller
@@ -575,6 +672,35 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tracing::warn!(error = %e, "controller shutdown");
     }
     Ok(())
+}
+
+/// The REST gateway over a librdkafka client of this broker.
+fn gateway_router(
+    config: &ServeConfig,
+    advertised: &(String, u16),
+    cluster_id: String,
+) -> anyhow::Result<(axum::Router, strata_gateway::Handle)> {
+    let host = if advertised.0.contains(':') {
+        format!("[{}]", advertised.0)
+    } else {
+        advertised.0.clone()
+    };
+    let kafka = strata_gateway::kafka::KafkaConfig {
+        produce_queue_records: config.http_produce_queue,
+        delivery_timeout: config.http_produce_timeout,
+        ..strata_gateway::kafka::KafkaConfig::new(format!("{host}:{}", advertised.1))
+    };
+    let service = strata_gateway::kafka::KafkaService::new(kafka)
+        .map_err(|e| anyhow::anyhow!("cannot start the REST gateway's Kafka client: {e}"))?;
+    let gateway = strata_gateway::GatewayConfig {
+        cluster_id,
+        auth: config.http_auth.clone(),
+        max_body_bytes: usize::try_from(config.http_max_body).unwrap_or(usize::MAX),
+        consumer_idle_timeout: config.http_consumer_timeout,
+        max_consumers: config.http_max_consumers,
+        ..strata_gateway::GatewayConfig::default()
+    };
+    Ok(strata_gateway::gateway(Arc::new(service), gateway))
 }
 
 /// The object store behind its retry/timeout/metrics wrappers, and the chunk cache.
@@ -702,5 +828,50 @@ mod tests {
         })
         .unwrap_err();
         assert!(format!("{e:#}").contains("--config"), "{e:#}");
+    }
+
+    #[test]
+    fn http_gateway_settings_resolve() {
+        let c = ServeConfig::resolve(ServeArgs::default()).unwrap();
+        assert!(c.http_auth.is_none());
+        assert_eq!(c.http_max_body, 8 << 20);
+        assert_eq!(c.http_consumer_timeout, std::time::Duration::from_secs(300));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        std::fs::write(
+            &f,
+            "http-auth = \"basic:ann:pw\"\nhttp-max-body = \"1MiB\"\nhttp-consumer-timeout = \"1m\"\n",
+        )
+        .unwrap();
+        let c = ServeConfig::resolve(ServeArgs {
+            config: Some(f),
+            http_produce_queue: Some(7),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            c.http_auth,
+            Some(strata_gateway::Auth::Basic {
+                user: "ann".into(),
+                password: "pw".into()
+            })
+        );
+        assert_eq!(c.http_max_body, 1 << 20);
+        assert_eq!(c.http_consumer_timeout, std::time::Duration::from_secs(60));
+        assert_eq!(c.http_produce_queue, 7);
+        let e = ServeConfig::resolve(ServeArgs {
+            http_auth: Some("token".into()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--http-auth"), "{e}");
+        // The secret never reaches a log line that prints the settings.
+        let c = ServeConfig::resolve(ServeArgs {
+            http_auth: Some("bearer:hunter2".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!format!("{c:?}").contains("hunter2"));
     }
 }

@@ -478,10 +478,11 @@ async fn parquet_step(
         }
         for seg in segments {
             let bytes = read_remote_segment(tier, &remote, &seg, cursor).await?;
-            let (_, done) = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current()
-                    .block_on(sink.write_backfill(&p.topic, p.index, &bytes))
+            let (sink2, topic, index) = (sink.clone(), p.topic.to_string(), p.index);
+            let (_, done) = at_background_priority(move |rt| {
+                rt.block_on(sink2.write_backfill(&topic, index, &bytes))
             })
+            .await?
             .map_err(|e| e.to_string())?;
             cursor = seg.next_offset.min(start);
             p.set_parquet_coverage(Some(ParquetCoverage {
@@ -522,7 +523,7 @@ async fn parquet_step(
         }
         for seg in segments {
             let bytes = read_remote_segment(tier, &remote, &seg, next).await?;
-            write_parquet(&sink, p, &bytes).await?;
+            write_parquet(&sink, p, move || Ok(bytes)).await?;
             next = seg.next_offset;
             p.set_parquet_progress(next);
             metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => p.topic.to_string())
@@ -545,20 +546,25 @@ async fn parquet_step(
             continue;
         }
         let from = seg.base_offset.max(next);
-        let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
-        let mut at = from;
-        while at < seg.next_offset {
-            let r = p
-                .log
-                .read(at, 8 << 20, Some(seg.next_offset))
-                .map_err(|e| e.to_string())?;
-            if r.data.is_empty() || r.next_offset <= at {
-                return Err(format!("no batch at {at} below {}", seg.next_offset));
+        let (part, end) = (p.clone(), seg.next_offset);
+        // Read on the conversion thread too: copying the segment is part of its cost.
+        let read = move || {
+            let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
+            let mut at = from;
+            while at < end {
+                let r = part
+                    .log
+                    .read(at, 8 << 20, Some(end))
+                    .map_err(|e| e.to_string())?;
+                if r.data.is_empty() || r.next_offset <= at {
+                    return Err(format!("no batch at {at} below {end}"));
+                }
+                bytes.extend_from_slice(&r.data);
+                at = r.next_offset;
             }
-            bytes.extend_from_slice(&r.data);
-            at = r.next_offset;
-        }
-        write_parquet(&sink, p, &bytes).await?;
+            Ok(bytes)
+        };
+        write_parquet(&sink, p, read).await?;
         next = seg.next_offset;
         p.set_parquet_progress(next);
     }
@@ -572,6 +578,65 @@ async fn parquet_step(
 const BACKFILL_BYTES_PER_ROUND: u64 = 256 << 20;
 /// The backfill's read-ahead stream in the chunk cache.
 const BACKFILL_READER: u64 = 0x5041_5251_4245_4b46;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread Parquet conversion runs on.
+static PARQUET_THREAD: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> =
+    std::sync::OnceLock::new();
+
+/// Runs `f` (CPU-bound conversion, given the runtime's handle for its object-store IO)
+/// on one dedicated thread at the idle scheduling class (SCHED_IDLE), so conversion uses
+/// the CPU producers and consumers leave idle and does not compete with them: on a saturated
+/// broker the backlog waits (local retention waits with it, and the local-disk cap
+/// pushes back on producers) instead of the producers slowing down. One thread: a
+/// broker's conversions queue behind each other, which bounds their memory too.
+async fn at_background_priority<T: Send + 'static>(
+    f: impl FnOnce(&tokio::runtime::Handle) -> T + Send + 'static,
+) -> Result<T, String> {
+    let thread = PARQUET_THREAD.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let started = std::thread::Builder::new()
+            .name("strata-parquet".into())
+            .spawn(move || {
+                // SCHED_IDLE: the kernel runs this thread only when no other wants the
+                // CPU, and a waking request handler preempts it at once (a low nice
+                // value would still make handlers wait out its time slice).
+                use thread_priority::{
+                    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+                };
+                if let Err(e) = thread_priority::set_thread_priority_and_policy(
+                    thread_priority::thread_native_id(),
+                    ThreadPriority::Min,
+                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+                ) {
+                    tracing::warn!(error = ?e, "cannot lower the Parquet thread's priority");
+                }
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+        match started {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the Parquet thread");
+                None
+            }
+        }
+    });
+    let Some(thread) = thread else {
+        return Err("the Parquet thread could not be started".into());
+    };
+    let rt = tokio::runtime::Handle::current();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    thread
+        .send(Box::new(move || {
+            let _ = tx.send(f(&rt));
+        }))
+        .map_err(|_| "the Parquet thread stopped".to_string())?;
+    rx.await
+        .map_err(|_| "the Parquet thread dropped a conversion".to_string())
+}
 
 /// A remote segment's batches from `from` (a batch boundary) to its end.
 async fn read_remote_segment(
@@ -599,17 +664,20 @@ async fn read_remote_segment(
     Ok(bytes)
 }
 
-/// Converts one segment's batches into a Parquet file through the sink.
+/// Converts one segment's batches (what `read` returns, on the conversion thread) into a
+/// Parquet file through the sink.
 async fn write_parquet(
     sink: &strata_parquet::ParquetSink,
     p: &Partition,
-    bytes: &[u8],
+    read: impl FnOnce() -> Result<Vec<u8>, String> + Send + 'static,
 ) -> Result<(), String> {
-    // Conversion is CPU work: off the async workers' hot path.
-    let written = tokio::task::block_in_place(|| {
-        tokio::runtime::Handle::current().block_on(sink.write_segment(&p.topic, p.index, bytes))
+    let (sink2, topic, index) = (sink.clone(), p.topic.to_string(), p.index);
+    let written = at_background_priority(move |rt| {
+        let bytes = read()?;
+        rt.block_on(sink2.write_segment(&topic, index, &bytes))
+            .map_err(|e| e.to_string())
     })
-    .map_err(|e| e.to_string())?;
+    .await??;
     if let Some(f) = &written {
         tracing::debug!(topic = %p.topic, partition = p.index, key = %f.key, rows = f.rows, "wrote a parquet file");
         metrics::counter!("strata_parquet_rows_total", "topic" => p.topic.to_string())

@@ -1,0 +1,738 @@
+//! The gateway's `Service` over librdkafka, against the broker's own Kafka listener.
+//!
+//! Why a Kafka client rather than calls into the broker: a v2 consumer instance must be
+//! a real group member (an HTTP instance and a Java consumer in the same group share
+//! partitions), and the produce path must keep every Kafka semantic (partitioner,
+//! idempotence, acks=all, errors). librdkafka gives all of it. Its cost is threads per
+//! client, so consumer instances are capped and expire (see `crate::consumers`).
+//!
+//! librdkafka calls that block run on tokio's blocking pool, never on the runtime.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Header as RdHeader, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::Semaphore;
+
+use crate::service::{
+    ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionInfo, PartitionOffset,
+    ProduceRecord, Produced, ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition,
+    codes,
+};
+
+/// How the gateway's Kafka clients are set up.
+#[derive(Debug, Clone)]
+pub struct KafkaConfig {
+    /// The broker's Kafka address (HOST:PORT).
+    pub bootstrap: String,
+    /// Records the gateway holds in flight (enqueued, not yet acknowledged). A request
+    /// that does not fit within `queue_wait` is refused with 429.
+    pub produce_queue_records: usize,
+    pub queue_wait: Duration,
+    /// How long a record may wait for acks=all, retries included (message.timeout.ms).
+    pub delivery_timeout: Duration,
+    /// Metadata and admin calls.
+    pub request_timeout: Duration,
+}
+
+impl KafkaConfig {
+    pub fn new(bootstrap: impl Into<String>) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap: bootstrap.into(),
+            produce_queue_records: 100_000,
+            queue_wait: Duration::from_secs(1),
+            delivery_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Readers kept for stateless reads; more are created on demand and dropped after.
+const READER_POOL: usize = 4;
+
+/// How long a topic's partition count is trusted, so produce requests do not each pay a
+/// metadata round trip.
+const PARTITIONS_TTL: Duration = Duration::from_secs(1);
+
+/// `Service` over librdkafka.
+pub struct KafkaService {
+    config: KafkaConfig,
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    queue: Arc<Semaphore>,
+    readers: Arc<Mutex<Vec<BaseConsumer>>>,
+    partitions: Mutex<HashMap<String, (Instant, i32)>>,
+}
+
+impl std::fmt::Debug for KafkaService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaService")
+            .field("bootstrap", &self.config.bootstrap)
+            .finish_non_exhaustive()
+    }
+}
+
+fn err(e: KafkaError) -> ServiceError {
+    let code = e.rdkafka_error_code().map_or(-1, |c| c as i32);
+    ServiceError::new(code, e.to_string())
+}
+
+fn blocking_err(e: tokio::task::JoinError) -> ServiceError {
+    ServiceError::new(-1, format!("gateway worker failed: {e}"))
+}
+
+fn base_config(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("client.id", "strata-gateway")
+        // Describing or producing to a topic must never create it behind the user's back.
+        .set("allow.auto.create.topics", "false")
+        .set("log_level", "3");
+    c
+}
+
+impl KafkaService {
+    pub fn new(config: KafkaConfig) -> Result<KafkaService, ServiceError> {
+        let producer: FutureProducer = base_config(&config.bootstrap)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            // Bounded retries, so a broker that refuses writes (NOT_ENOUGH_REPLICAS)
+            // surfaces as 503 within about a second instead of hanging until the
+            // delivery timeout; idempotence keeps the retries free of duplicates.
+            .set("retries", "3")
+            .set("retry.backoff.ms", "100")
+            .set("retry.backoff.max.ms", "500")
+            .set("linger.ms", "1")
+            // Kafka's default partitioner: murmur2 of the key, so a key lands where a
+            // Java client would put it.
+            .set("partitioner", "murmur2_random")
+            .set(
+                "message.timeout.ms",
+                config.delivery_timeout.as_millis().to_string(),
+            )
+            // The gateway bounds what it enqueues itself (`queue`); librdkafka's own
+            // bound sits above it so QueueFull means the gateway miscounted.
+            .set(
+                "queue.buffering.max.messages",
+                (config
+                    .produce_queue_records
+                    .saturating_mul(2)
+                    .clamp(16, 10_000_000))
+                .to_string(),
+            )
+            .create()
+            .map_err(err)?;
+        let admin: AdminClient<DefaultClientContext> =
+            base_config(&config.bootstrap).create().map_err(err)?;
+        Ok(KafkaService {
+            queue: Arc::new(Semaphore::new(config.produce_queue_records)),
+            config,
+            producer,
+            admin,
+            readers: Arc::default(),
+            partitions: Mutex::default(),
+        })
+    }
+
+    async fn metadata(
+        &self,
+        topic: Option<String>,
+    ) -> Result<rdkafka::metadata::Metadata, ServiceError> {
+        let client = self.producer.clone();
+        let timeout = self.config.request_timeout;
+        tokio::task::spawn_blocking(move || {
+            client
+                .client()
+                .fetch_metadata(topic.as_deref(), timeout)
+                .map_err(err)
+        })
+        .await
+        .map_err(blocking_err)?
+    }
+
+    fn reader(&self) -> Result<BaseConsumer, ServiceError> {
+        if let Some(c) = self.readers.lock().ok().and_then(|mut r| r.pop()) {
+            return Ok(c);
+        }
+        base_config(&self.config.bootstrap)
+            .set("group.id", "strata-gateway-stateless")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            .set("auto.offset.reset", "error")
+            .create()
+            .map_err(err)
+    }
+}
+
+/// A topic's metadata error: unknown (404) or something the caller may retry.
+fn topic_error(topic: &str, e: rdkafka::types::RDKafkaRespErr) -> ServiceError {
+    let code = rdkafka::types::RDKafkaErrorCode::from(e) as i32;
+    if code == codes::UNKNOWN_TOPIC_OR_PARTITION || code == codes::INVALID_TOPIC_EXCEPTION {
+        return ServiceError::unknown_topic(topic);
+    }
+    ServiceError::new(code, format!("topic '{topic}': {e:?}"))
+}
+
+fn to_record(m: &BorrowedMessage<'_>) -> Record {
+    Record {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        value: m.payload().map(<[u8]>::to_vec),
+        headers: m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        timestamp: m.timestamp().to_millis(),
+    }
+}
+
+#[async_trait]
+impl Service for KafkaService {
+    async fn ready(&self) -> bool {
+        self.metadata(None).await.is_ok()
+    }
+
+    async fn list_topics(&self) -> Result<Vec<String>, ServiceError> {
+        let md = self.metadata(None).await?;
+        let mut names: Vec<String> = md
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none() && !t.name().starts_with("__"))
+            .map(|t| t.name().to_string())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn describe_topic(&self, topic: &str) -> Result<TopicInfo, ServiceError> {
+        let md = self.metadata(Some(topic.to_string())).await?;
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| ServiceError::unknown_topic(topic))?;
+        if let Some(e) = t.error() {
+            return Err(topic_error(topic, e));
+        }
+        let mut partitions: Vec<PartitionInfo> = t
+            .partitions()
+            .iter()
+            .map(|p| PartitionInfo {
+                partition: p.id(),
+                leader: p.leader(),
+                replicas: p.replicas().to_vec(),
+                isr: p.isr().to_vec(),
+            })
+            .collect();
+        partitions.sort_by_key(|p| p.partition);
+        if partitions.is_empty() {
+            return Err(ServiceError::unknown_topic(topic));
+        }
+        // Configs are a nicety: the topic is described without them if the admin call
+        // fails.
+        let mut configs = BTreeMap::new();
+        let opts = AdminOptions::new().request_timeout(Some(self.config.request_timeout));
+        if let Ok(results) = self
+            .admin
+            .describe_configs([&ResourceSpecifier::Topic(topic)], &opts)
+            .await
+        {
+            for r in results.into_iter().flatten() {
+                for e in r.entries {
+                    if let Some(v) = e.value {
+                        configs.insert(e.name, v);
+                    }
+                }
+            }
+        }
+        Ok(TopicInfo {
+            name: topic.to_string(),
+            partitions,
+            configs,
+        })
+    }
+
+    async fn partition_count(&self, topic: &str) -> Result<i32, ServiceError> {
+        let now = Instant::now();
+        if let Some((at, n)) = self
+            .partitions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(topic).copied())
+            && now.duration_since(at) < PARTITIONS_TTL
+        {
+            return Ok(n);
+        }
+        let md = self.metadata(Some(topic.to_string())).await?;
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| ServiceError::unknown_topic(topic))?;
+        if let Some(e) = t.error() {
+            return Err(topic_error(topic, e));
+        }
+        if t.partitions().is_empty() {
+            return Err(ServiceError::unknown_topic(topic));
+        }
+        let n = t.partitions().len() as i32;
+        if let Ok(mut m) = self.partitions.lock() {
+            // Bounded by the topics that exist (unknown ones are not cached).
+            m.insert(topic.to_string(), (now, n));
+        }
+        Ok(n)
+    }
+
+    async fn produce(
+        &self,
+        topic: &str,
+        records: Vec<ProduceRecord>,
+    ) -> Result<Vec<Result<Produced, ServiceError>>, ServiceError> {
+        let n = u32::try_from(records.len()).unwrap_or(u32::MAX);
+        let full = || {
+            ServiceError::new(
+                codes::GATEWAY_QUEUE_FULL,
+                format!(
+                    "the gateway's produce queue ({} records) is full; retry later or send fewer records per request",
+                    self.config.produce_queue_records
+                ),
+            )
+        };
+        if records.len() > self.config.produce_queue_records {
+            return Err(full());
+        }
+        let permit = tokio::time::timeout(
+            self.config.queue_wait,
+            self.queue.clone().acquire_many_owned(n),
+        )
+        .await
+        .map_err(|_| full())?
+        .map_err(|_| full())?;
+        let mut pending = Vec::with_capacity(records.len());
+        for r in &records {
+            let mut fr: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic);
+            if let Some(p) = r.partition {
+                fr = fr.partition(p);
+            }
+            if let Some(k) = &r.key {
+                fr = fr.key(k.as_slice());
+            }
+            if let Some(v) = &r.value {
+                fr = fr.payload(v.as_slice());
+            }
+            if let Some(ts) = r.timestamp {
+                fr = fr.timestamp(ts);
+            }
+            if !r.headers.is_empty() {
+                let mut h = OwnedHeaders::new_with_capacity(r.headers.len());
+                for (k, v) in &r.headers {
+                    h = h.insert(RdHeader {
+                        key: k.as_str(),
+                        value: v.as_deref(),
+                    });
+                }
+                fr = fr.headers(h);
+            }
+            pending.push(self.producer.send_result(fr).map_err(|(e, _)| err(e)));
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        for p in pending {
+            out.push(match p {
+                Err(e) => Err(e),
+                Ok(fut) => match fut.await {
+                    Ok(Ok(d)) => Ok(Produced {
+                        partition: d.partition,
+                        offset: d.offset,
+                        timestamp: d.timestamp.to_millis(),
+                    }),
+                    Ok(Err((e, _))) => Err(err(e)),
+                    Err(_) => Err(ServiceError::new(
+                        codes::LOCAL_MSG_TIMED_OUT,
+                        "the producer was shut down before delivery",
+                    )),
+                },
+            });
+        }
+        drop(permit);
+        Ok(out)
+    }
+
+    async fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: Option<i64>,
+        max_bytes: usize,
+        max_wait: Duration,
+    ) -> Result<ReadResult, ServiceError> {
+        let c = self.reader()?;
+        let topic = topic.to_string();
+        let timeout = self.config.request_timeout;
+        let readers = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = read_blocking(&c, &topic, partition, offset, max_bytes, max_wait, timeout);
+            let _ = c.unassign();
+            if result.is_ok()
+                && let Ok(mut r) = readers.lock()
+                && r.len() < READER_POOL
+            {
+                r.push(c);
+            }
+            result
+        })
+        .await
+        .map_err(blocking_err)?
+    }
+
+    async fn consumer(
+        &self,
+        group: &str,
+        settings: ConsumerSettings,
+    ) -> Result<Box<dyn GroupConsumer>, ServiceError> {
+        let reset = match settings.offset_reset {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+            OffsetReset::None => "error",
+        };
+        let c: BaseConsumer = base_config(&self.config.bootstrap)
+            .set("group.id", group)
+            .set("enable.auto.commit", settings.auto_commit.to_string())
+            .set("auto.offset.reset", reset)
+            .set("enable.partition.eof", "false")
+            .create()
+            .map_err(err)?;
+        Ok(Box::new(KafkaConsumer {
+            c: Mutex::new(Some(Arc::new(c))),
+            pending: Arc::default(),
+            timeout: self.config.request_timeout,
+        }))
+    }
+}
+
+fn read_blocking(
+    c: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    offset: Option<i64>,
+    max_bytes: usize,
+    max_wait: Duration,
+    timeout: Duration,
+) -> Result<ReadResult, ServiceError> {
+    let (low, high) = c.fetch_watermarks(topic, partition, timeout).map_err(err)?;
+    let offset = offset.unwrap_or(low);
+    if offset < low || offset > high {
+        return Err(ServiceError::new(
+            codes::OFFSET_OUT_OF_RANGE,
+            format!("offset {offset} is outside the partition's range [{low}, {high}]"),
+        ));
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .map_err(err)?;
+    c.assign(&tpl).map_err(err)?;
+    // Records below the high watermark are there to read: wait for the fetch even when
+    // the caller would not wait for new ones.
+    let wait = if offset < high {
+        max_wait.max(timeout)
+    } else {
+        max_wait
+    };
+    let deadline = Instant::now() + wait;
+    let mut records = Vec::new();
+    let mut bytes = 0;
+    let mut high_watermark = high;
+    loop {
+        let wait = if records.is_empty() {
+            deadline.saturating_duration_since(Instant::now())
+        } else {
+            Duration::ZERO
+        };
+        match c.poll(wait) {
+            Some(Ok(m)) => {
+                if m.offset() < offset {
+                    continue;
+                }
+                let r = to_record(&m);
+                if !records.is_empty() && bytes + r.size() > max_bytes {
+                    break;
+                }
+                bytes += r.size();
+                records.push(r);
+                if bytes >= max_bytes {
+                    break;
+                }
+            }
+            Some(Err(e)) => {
+                if records.is_empty() {
+                    return Err(err(e));
+                }
+                break;
+            }
+            None => {
+                if !records.is_empty() || Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(last) = records.last() {
+        high_watermark = high_watermark.max(last.offset + 1);
+    }
+    Ok(ReadResult {
+        records,
+        high_watermark,
+        log_start_offset: low,
+    })
+}
+
+/// One group member.
+struct KafkaConsumer {
+    /// Taken on drop: closing a consumer blocks (it leaves the group), so the last
+    /// handle is dropped on the blocking pool, never on the runtime.
+    c: Mutex<Option<Arc<BaseConsumer>>>,
+    /// Records polled past a request's max_bytes, handed out first next time.
+    pending: Arc<Mutex<VecDeque<Record>>>,
+    timeout: Duration,
+}
+
+impl KafkaConsumer {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&BaseConsumer) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let c = self
+            .c
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .ok_or_else(|| ServiceError::new(codes::LOCAL_STATE, "the consumer is closed"))?;
+        tokio::task::spawn_blocking(move || f(&c))
+            .await
+            .map_err(blocking_err)?
+    }
+
+    fn clear_pending(&self) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.clear();
+        }
+    }
+}
+
+impl Drop for KafkaConsumer {
+    fn drop(&mut self) {
+        let c = self.c.lock().ok().and_then(|mut c| c.take());
+        if let (Some(c), Ok(rt)) = (c, tokio::runtime::Handle::try_current()) {
+            rt.spawn_blocking(move || drop(c));
+        }
+    }
+}
+
+fn tpl_of(partitions: &[TopicPartition]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for p in partitions {
+        tpl.add_partition(&p.topic, p.partition);
+    }
+    tpl
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    tpl.elements()
+        .iter()
+        .map(|e| TopicPartition {
+            topic: e.topic().to_string(),
+            partition: e.partition(),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl GroupConsumer for KafkaConsumer {
+    async fn subscribe(&self, topics: Vec<String>) -> Result<(), ServiceError> {
+        self.clear_pending();
+        self.blocking(move |c| {
+            let t: Vec<&str> = topics.iter().map(String::as_str).collect();
+            c.subscribe(&t).map_err(err)
+        })
+        .await
+    }
+
+    async fn unsubscribe(&self) -> Result<(), ServiceError> {
+        self.clear_pending();
+        self.blocking(|c| {
+            c.unsubscribe();
+            Ok(())
+        })
+        .await
+    }
+
+    async fn subscription(&self) -> Result<Vec<String>, ServiceError> {
+        self.blocking(|c| {
+            let tpl = c.subscription().map_err(err)?;
+            let mut t: Vec<String> = tpl
+                .elements()
+                .iter()
+                .map(|e| e.topic().to_string())
+                .collect();
+            t.dedup();
+            Ok(t)
+        })
+        .await
+    }
+
+    async fn poll(&self, timeout: Duration, max_bytes: usize) -> Result<Vec<Record>, ServiceError> {
+        let pending = self.pending.clone();
+        self.blocking(move |c| {
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            let Ok(mut pending) = pending.lock() else {
+                return Err(ServiceError::new(-1, "consumer state poisoned"));
+            };
+            while let Some(r) = pending.pop_front() {
+                if !out.is_empty() && bytes + r.size() > max_bytes {
+                    pending.push_front(r);
+                    return Ok(out);
+                }
+                bytes += r.size();
+                out.push(r);
+            }
+            let deadline = Instant::now() + timeout;
+            loop {
+                let wait = if out.is_empty() {
+                    deadline.saturating_duration_since(Instant::now())
+                } else {
+                    Duration::ZERO
+                };
+                match c.poll(wait) {
+                    Some(Ok(m)) => {
+                        let r = to_record(&m);
+                        if !out.is_empty() && bytes + r.size() > max_bytes {
+                            pending.push_back(r);
+                            break;
+                        }
+                        bytes += r.size();
+                        out.push(r);
+                        if bytes >= max_bytes {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        if out.is_empty() {
+                            return Err(err(e));
+                        }
+                        break;
+                    }
+                    None => {
+                        if !out.is_empty() || Instant::now() >= deadline {
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn commit(&self, offsets: Option<Vec<PartitionOffset>>) -> Result<(), ServiceError> {
+        self.blocking(move |c| match offsets {
+            None => c.commit_consumer_state(CommitMode::Sync).map_err(err),
+            Some(offsets) => {
+                let mut tpl = TopicPartitionList::new();
+                for o in &offsets {
+                    tpl.add_partition_offset(&o.topic, o.partition, Offset::Offset(o.offset))
+                        .map_err(err)?;
+                }
+                c.commit(&tpl, CommitMode::Sync).map_err(err)
+            }
+        })
+        .await
+    }
+
+    async fn committed(
+        &self,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<PartitionOffset>, ServiceError> {
+        let timeout = self.timeout;
+        self.blocking(move |c| {
+            let tpl = if partitions.is_empty() {
+                c.assignment().map_err(err)?
+            } else {
+                tpl_of(&partitions)
+            };
+            let got = c.committed_offsets(tpl, timeout).map_err(err)?;
+            Ok(got
+                .elements()
+                .iter()
+                .map(|e| PartitionOffset {
+                    topic: e.topic().to_string(),
+                    partition: e.partition(),
+                    offset: match e.offset() {
+                        Offset::Offset(o) => o,
+                        _ => -1,
+                    },
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn seek(&self, offsets: Vec<PartitionOffset>) -> Result<(), ServiceError> {
+        self.clear_pending();
+        let timeout = self.timeout;
+        self.blocking(move |c| {
+            for o in &offsets {
+                c.seek(&o.topic, o.partition, Offset::Offset(o.offset), timeout)
+                    .map_err(err)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn seek_to(&self, partitions: Vec<TopicPartition>, end: End) -> Result<(), ServiceError> {
+        self.clear_pending();
+        let timeout = self.timeout;
+        let to = match end {
+            End::Beginning => Offset::Beginning,
+            End::End => Offset::End,
+        };
+        self.blocking(move |c| {
+            for p in &partitions {
+                c.seek(&p.topic, p.partition, to, timeout).map_err(err)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn assignment(&self) -> Result<Vec<TopicPartition>, ServiceError> {
+        self.blocking(|c| Ok(partitions_of(&c.assignment().map_err(err)?)))
+            .await
+    }
+
+    async fn close(&self) {
+        self.clear_pending();
+        // Dropping the last handle closes the consumer: it leaves the group, which
+        // blocks until the coordinator answers.
+        let c = self.c.lock().ok().and_then(|mut c| c.take());
+        if let Some(c) = c {
+            let _ = tokio::task::spawn_blocking(move || drop(c)).await;
+        }
+    }
+}

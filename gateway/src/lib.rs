@@ -1,0 +1,396 @@
+//! Strata's HTTP REST gateway: Confluent REST Proxy v2 (topics, produce, consumer
+//! instances) and v3's produce endpoint, plus stateless partition reads, server-sent
+//! event streams that commit as the client acknowledges, `Idempotency-Key` on produce,
+//! /healthz and /readyz, and an OpenAPI document at /openapi.json generated from the
+//! handlers.
+//!
+//! The gateway talks to the cluster only through [`service::Service`];
+//! [`kafka::KafkaService`] implements it with librdkafka against the broker's own Kafka
+//! listener.
+
+pub mod consumers;
+pub mod error;
+pub mod idempotency;
+pub mod kafka;
+pub mod openapi;
+pub mod service;
+mod sse;
+mod util;
+mod v2;
+mod v3;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post};
+
+pub use error::{ApiError, ErrorBody};
+pub use service::{Service, ServiceError};
+
+use crate::consumers::Consumers;
+use crate::idempotency::Idempotency;
+
+/// Who may call the gateway.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer TOKEN`.
+    Bearer(String),
+    /// `Authorization: Basic base64(USER:PASS)`.
+    Basic { user: String, password: String },
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret.
+        match self {
+            Auth::Bearer(_) => f.write_str("Bearer(***)"),
+            Auth::Basic { user, .. } => write!(f, "Basic({user}:***)"),
+        }
+    }
+}
+
+impl std::str::FromStr for Auth {
+    type Err = String;
+
+    /// `bearer:TOKEN` or `basic:USER:PASSWORD`.
+    fn from_str(s: &str) -> Result<Auth, String> {
+        if let Some(token) = s.strip_prefix("bearer:") {
+            if token.is_empty() {
+                return Err("bearer: needs a token (bearer:TOKEN)".into());
+            }
+            return Ok(Auth::Bearer(token.to_string()));
+        }
+        if let Some(rest) = s.strip_prefix("basic:") {
+            let (user, password) = rest
+                .split_once(':')
+                .ok_or("basic: needs a user and a password (basic:USER:PASSWORD)")?;
+            if user.is_empty() || password.is_empty() {
+                return Err("basic: needs a user and a password (basic:USER:PASSWORD)".into());
+            }
+            return Ok(Auth::Basic {
+                user: user.to_string(),
+                password: password.to_string(),
+            });
+        }
+        Err("expected bearer:TOKEN or basic:USER:PASSWORD".into())
+    }
+}
+
+/// The gateway's settings.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The cluster id v3 paths name.
+    pub cluster_id: String,
+    pub auth: Option<Auth>,
+    /// Largest request body (and, in a streamed v3 produce, largest record).
+    pub max_body_bytes: usize,
+    /// A v2 consumer instance unused this long is closed (Confluent's
+    /// consumer.instance.timeout.ms, 5 minutes).
+    pub consumer_idle_timeout: Duration,
+    /// Consumer instances and SSE streams open at once (each is a Kafka client with its
+    /// own threads and connections).
+    pub max_consumers: usize,
+    /// Idempotency keys remembered, and for how long.
+    pub idempotency_keys: usize,
+    pub idempotency_ttl: Duration,
+    /// A records request's wait when it names none (Confluent's
+    /// consumer.request.timeout.ms) and the most it may ask for.
+    pub default_poll_timeout: Duration,
+    pub max_poll_timeout: Duration,
+    /// A records request's byte budget when it names none.
+    pub default_max_bytes: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> GatewayConfig {
+        GatewayConfig {
+            cluster_id: "strata".into(),
+            auth: None,
+            max_body_bytes: 8 << 20,
+            consumer_idle_timeout: Duration::from_secs(300),
+            max_consumers: 100,
+            idempotency_keys: 10_000,
+            idempotency_ttl: Duration::from_secs(3600),
+            default_poll_timeout: Duration::from_secs(1),
+            max_poll_timeout: Duration::from_secs(30),
+            default_max_bytes: 8 << 20,
+        }
+    }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub service: Arc<dyn Service>,
+    pub config: GatewayConfig,
+    pub consumers: Arc<Consumers>,
+    pub idempotency: Arc<Idempotency>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub type Shared = Arc<AppState>;
+
+/// Routes as they are added, so a test can compare them with the OpenAPI document.
+struct Routes {
+    router: Router<Shared>,
+    served: Vec<(String, String)>,
+}
+
+impl Routes {
+    fn add(mut self, path: &str, methods: &[&str], route: MethodRouter<Shared>) -> Routes {
+        for m in methods {
+            self.served.push((m.to_string(), path.to_string()));
+        }
+        self.router = self.router.route(path, route);
+        self
+    }
+}
+
+fn routes() -> Routes {
+    let r = Routes {
+        router: Router::new(),
+        served: Vec::new(),
+    };
+    r.add("/healthz", &["get"], get(healthz))
+        .add("/readyz", &["get"], get(readyz))
+        .add("/openapi.json", &["get"], get(openapi::serve))
+        .add("/topics", &["get"], get(v2::list_topics))
+        .add(
+            "/topics/{topic}",
+            &["get", "post"],
+            get(v2::get_topic).post(v2::produce),
+        )
+        .add(
+            "/topics/{topic}/partitions/{partition}",
+            &["post"],
+            post(v2::produce_partition),
+        )
+        .add(
+            "/topics/{topic}/partitions/{partition}/records",
+            &["get"],
+            get(v2::read_partition),
+        )
+        .add("/consumers/{group}", &["post"], post(consumers::create))
+        .add(
+            "/consumers/{group}/instances/{instance}",
+            &["delete"],
+            delete(consumers::delete_instance),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/subscription",
+            &["get", "post", "delete"],
+            get(consumers::get_subscription)
+                .post(consumers::subscribe)
+                .delete(consumers::unsubscribe),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/assignments",
+            &["get"],
+            get(consumers::assignments),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/records",
+            &["get"],
+            get(consumers::records),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/offsets",
+            &["get", "post"],
+            get(consumers::committed).post(consumers::commit),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/positions",
+            &["post"],
+            post(consumers::seek),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/positions/beginning",
+            &["post"],
+            post(consumers::seek_beginning),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/positions/end",
+            &["post"],
+            post(consumers::seek_end),
+        )
+        .add("/consumers/{group}/stream", &["get"], get(sse::stream))
+        .add(
+            "/consumers/{group}/stream/{session}/ack",
+            &["post"],
+            post(sse::ack),
+        )
+        .add("/v3/clusters", &["get"], get(v3::list_clusters))
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/records",
+            &["post"],
+            post(v3::produce),
+        )
+}
+
+/// The (method, path) pairs the router serves.
+pub fn served_routes() -> Vec<(String, String)> {
+    routes().served
+}
+
+/// Paths that stay open when authentication is on.
+const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
+
+/// The gateway's router. Starts the task that closes idle consumer instances, so it
+/// must be called inside a tokio runtime.
+pub fn router(service: Arc<dyn Service>, config: GatewayConfig) -> Router {
+    gateway(service, config).0
+}
+
+/// Closes a gateway's consumer instances and streams.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    consumers: Arc<Consumers>,
+}
+
+impl Handle {
+    /// Every consumer instance and stream member leaves its group. Call before the
+    /// broker stops, so they leave cleanly instead of timing out.
+    pub async fn close(&self) {
+        self.consumers.close_all().await;
+    }
+}
+
+/// The router and a handle to close it down.
+pub fn gateway(service: Arc<dyn Service>, config: GatewayConfig) -> (Router, Handle) {
+    let consumers = Consumers::new(config.consumer_idle_timeout, config.max_consumers);
+    consumers::spawn_reaper(&consumers);
+    let state = Arc::new(AppState {
+        idempotency: Idempotency::new(config.idempotency_keys, config.idempotency_ttl),
+        service,
+        consumers: consumers.clone(),
+        config,
+    });
+    let router = routes()
+        .router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn(record_metrics))
+        .with_state(state);
+    (router, Handle { consumers })
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, 404, "HTTP 404 Not Found")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        405,
+        "HTTP 405 Method Not Allowed",
+    )
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process is up", body = String, content_type = "text/plain")))]
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Readiness: the gateway reaches the broker.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "The broker answers", body = String, content_type = "text/plain"),
+        (status = 503, description = "The broker does not answer", body = ErrorBody),
+    ))]
+pub async fn readyz(State(s): State<Shared>) -> Response {
+    if s.service.ready().await {
+        "ready\n".into_response()
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error::KAFKA_UNAVAILABLE,
+            "The gateway cannot reach the broker.",
+        )
+        .into_response()
+    }
+}
+
+fn authorized(auth: &Auth, headers: &HeaderMap) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let (scheme, value) = given.trim().split_once(' ').unwrap_or((given, ""));
+    let value = value.trim();
+    match auth {
+        Auth::Bearer(token) => {
+            scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(value, token)
+        }
+        Auth::Basic { user, password } => {
+            scheme.eq_ignore_ascii_case("basic")
+                && util::unb64("credentials", value).is_ok_and(|raw| {
+                    constant_time_eq_bytes(&raw, format!("{user}:{password}").as_bytes())
+                })
+        }
+    }
+}
+
+fn constant_time_eq(a: &str, b: &str) -> bool {
+    constant_time_eq_bytes(a.as_bytes(), b.as_bytes())
+}
+
+/// Compares without stopping at the first difference, so timing does not reveal how
+/// much of a secret a guess got right.
+fn constant_time_eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, x) in a.iter().enumerate() {
+        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
+async fn authenticate(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(auth) = &s.config.auth
+        && !OPEN_PATHS.contains(&req.uri().path())
+        && !authorized(auth, req.headers())
+    {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            error::UNAUTHORIZED,
+            "Authentication is required: send Authorization: Bearer or Basic credentials.",
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Counts requests and their latency by route (the route's template, never the raw
+/// path, so label values stay bounded).
+async fn record_metrics(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let method = req.method().as_str().to_string();
+    let start = Instant::now();
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("strata_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
+    metrics::histogram!("strata_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(start.elapsed().as_secs_f64());
+    response
+}
+
+#[cfg(test)]
+mod tests;

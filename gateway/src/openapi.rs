@@ -1,0 +1,73 @@
+//! The OpenAPI document, generated from the handlers' annotations.
+
+use axum::response::{IntoResponse, Response};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use crate::{consumers, sse, v2, v3};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Strata REST gateway",
+        description = "Confluent REST Proxy v2 (topics, produce, consumer instances) and v3 produce, plus stateless reads and server-sent event streams. Errors are {\"error_code\", \"message\"}. When authentication is configured, every path except /healthz, /readyz and /openapi.json needs a bearer token or basic credentials.",
+    ),
+    paths(
+        crate::healthz,
+        crate::readyz,
+        serve,
+        v2::list_topics,
+        v2::get_topic,
+        v2::produce,
+        v2::produce_partition,
+        v2::read_partition,
+        consumers::create,
+        consumers::delete_instance,
+        consumers::subscribe,
+        consumers::get_subscription,
+        consumers::unsubscribe,
+        consumers::assignments,
+        consumers::records,
+        consumers::commit,
+        consumers::committed,
+        consumers::seek,
+        consumers::seek_beginning,
+        consumers::seek_end,
+        sse::stream,
+        sse::ack,
+        v3::list_clusters,
+        v3::produce,
+    ),
+    components(schemas(v2::Format)),
+    modifiers(&Security),
+)]
+#[derive(Debug)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Basic).build()),
+        );
+    }
+}
+
+/// The document.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "health",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
+pub async fn serve() -> Response {
+    axum::Json(document()).into_response()
+}

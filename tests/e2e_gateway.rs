@@ -1,0 +1,921 @@
+//! The REST gateway against the real `strata` binary, with a real HTTP client (reqwest)
+//! and a real Kafka client (rdkafka): records produced over HTTP (v2 json and binary,
+//! v3 single and streamed) read back by a Kafka consumer and the other way round, an
+//! HTTP consumer instance sharing a group with a Kafka consumer, every error status,
+//! Idempotency-Key, server-sent events that commit acknowledged offsets, and a
+//! schemathesis run against /openapi.json that must find no 5xx.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::Broker;
+use common::kafka::{client_config, create_topic, producer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use reqwest::blocking::{Body, Client, Response};
+use serde_json::{Value, json};
+
+const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
+const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
+const V2: &str = "application/vnd.kafka.v2+json";
+
+fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+fn unb64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// A broker with its gateway ready (it reaches the broker's Kafka listener).
+struct Gw {
+    b: Broker,
+    http: Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Gw {
+    fn start(extra: &[&str]) -> Gw {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Broker::start(dir.path(), extra);
+        let http = Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let gw = Gw { b, http, _dir: dir };
+        let t0 = Instant::now();
+        while gw.get("/readyz").status() != 200 {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        gw
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.b.http)
+    }
+
+    fn get(&self, path: &str) -> Response {
+        self.http.get(self.url(path)).send().unwrap()
+    }
+
+    fn post(&self, path: &str, ct: &str, body: impl Into<String>) -> Response {
+        self.http
+            .post(self.url(path))
+            .header("Content-Type", ct)
+            .body(body.into())
+            .send()
+            .unwrap()
+    }
+
+    fn cluster_id(&self) -> String {
+        let (_, j) = answer(self.get("/v3/clusters"));
+        j["data"][0]["cluster_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// The status, and the body as JSON.
+fn answer(r: Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let text = r.text().unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v)
+}
+
+/// Asserts a Confluent error: status and error_code.
+fn expect_error(r: Response, status: u16, code: u64) -> Value {
+    let (s, j) = answer(r);
+    assert_eq!((s, j["error_code"].as_u64()), (status, Some(code)), "{j}");
+    assert!(j["message"].is_string(), "{j}");
+    j
+}
+
+/// A record as every side compares it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Rec {
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+fn rec_of(m: &rdkafka::message::BorrowedMessage<'_>) -> Rec {
+    Rec {
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        value: m.payload().map(<[u8]>::to_vec),
+        headers: m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// A v2 consumer record (binary format) as a Rec.
+fn rec_of_json(j: &Value) -> Rec {
+    let bytes = |v: &Value| v.as_str().map(unb64);
+    Rec {
+        partition: j["partition"].as_i64().unwrap() as i32,
+        offset: j["offset"].as_i64().unwrap(),
+        key: bytes(&j["key"]),
+        value: bytes(&j["value"]),
+        headers: j["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["name"].as_str().unwrap().to_string(), bytes(&h["value"])))
+            .collect(),
+    }
+}
+
+/// Reads `n` records of every partition from the beginning with a Kafka consumer.
+fn kafka_read_all(bootstrap: &str, topic: &str, partitions: i32, n: usize) -> Vec<Rec> {
+    let c: BaseConsumer = client_config(
+        bootstrap,
+        &[("group.id", "verify"), ("enable.auto.commit", "false")],
+    )
+    .create()
+    .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "read {} of {n}",
+            out.len()
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            out.push(rec_of(&m.unwrap()));
+        }
+    }
+    assert!(
+        c.poll(Duration::from_millis(300)).is_none(),
+        "more than {n} records"
+    );
+    out.sort();
+    out
+}
+
+#[test]
+fn records_produced_over_http_read_the_same_with_a_kafka_client() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "in", 2, &[]);
+    let mut expected: Vec<Rec> = Vec::new();
+    let mut push = |p: i64,
+                    o: i64,
+                    key: Option<&[u8]>,
+                    value: &[u8],
+                    headers: Vec<(String, Option<Vec<u8>>)>| {
+        expected.push(Rec {
+            partition: p as i32,
+            offset: o,
+            key: key.map(<[u8]>::to_vec),
+            value: Some(value.to_vec()),
+            headers,
+        })
+    };
+
+    // v2, json: keys and values are JSON texts.
+    let (s, j) = answer(gw.post(
+        "/topics/in",
+        JSON_V2,
+        r#"{"records":[{"key":"k1","value":{"n":1},"partition":0},{"key":{"a":2},"value":"two","partition":1}]}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["key_schema_id"], Value::Null);
+    let offs = j["offsets"].as_array().unwrap();
+    assert!(
+        offs.iter()
+            .all(|o| o["error_code"].is_null() && o["error"].is_null()),
+        "{j}"
+    );
+    push(
+        offs[0]["partition"].as_i64().unwrap(),
+        offs[0]["offset"].as_i64().unwrap(),
+        Some(b"\"k1\""),
+        b"{\"n\":1}",
+        vec![],
+    );
+    push(
+        offs[1]["partition"].as_i64().unwrap(),
+        offs[1]["offset"].as_i64().unwrap(),
+        Some(b"{\"a\":2}"),
+        b"\"two\"",
+        vec![],
+    );
+    assert_eq!(
+        (offs[0]["partition"].as_i64(), offs[1]["partition"].as_i64()),
+        (Some(0), Some(1))
+    );
+
+    // v2, binary, to a partition: any bytes.
+    let all: Vec<u8> = (0..=255).collect();
+    let (s, j) = answer(gw.post(
+        "/topics/in/partitions/1",
+        BINARY_V2,
+        json!({"records":[{"key": b64(b"bk"), "value": b64(&all)}]}).to_string(),
+    ));
+    assert_eq!(s, 200, "{j}");
+    push(
+        1,
+        j["offsets"][0]["offset"].as_i64().unwrap(),
+        Some(b"bk"),
+        &all,
+        vec![],
+    );
+
+    // v3, one record with headers.
+    let cluster = gw.cluster_id();
+    let path = format!("/v3/clusters/{cluster}/topics/in/records");
+    let (s, j) = answer(
+        gw.post(
+            &path,
+            "application/json",
+            json!({"partition_id": 0, "key": {"type":"BINARY","data": b64(b"v3k")},
+               "value": {"type":"STRING","data":"v3 value"},
+               "headers": [{"name":"h1","value": b64(b"hv")}, {"name":"h2","value": null}]})
+            .to_string(),
+        ),
+    );
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(
+        (
+            j["error_code"].as_u64(),
+            j["topic_name"].as_str(),
+            j["cluster_id"].as_str()
+        ),
+        (Some(200), Some("in"), Some(cluster.as_str()))
+    );
+    assert_eq!(j["value"], json!({"type":"STRING","size":8}));
+    push(
+        0,
+        j["offset"].as_i64().unwrap(),
+        Some(b"v3k"),
+        b"v3 value",
+        vec![("h1".into(), Some(b"hv".to_vec())), ("h2".into(), None)],
+    );
+
+    // v3, a chunked stream of records, answered one by one.
+    let body: String = (0..3)
+        .map(|i| json!({"partition_id": 1, "value": {"type":"STRING","data": format!("s{i}")}, "headers":[{"name":"i","value": b64(&[i as u8])}]}).to_string() + "\n")
+        .collect();
+    let r = gw
+        .http
+        .post(gw.url(&path))
+        .header("Content-Type", "application/json")
+        .body(Body::new(std::io::Cursor::new(body.into_bytes())))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().unwrap();
+    let answers: Vec<Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(answers.len(), 3, "{text}");
+    for (i, a) in answers.iter().enumerate() {
+        assert_eq!(a["error_code"], 200, "{a}");
+        push(
+            1,
+            a["offset"].as_i64().unwrap(),
+            None,
+            format!("s{i}").as_bytes(),
+            vec![("i".into(), Some(vec![i as u8]))],
+        );
+    }
+
+    expected.sort();
+    let got = kafka_read_all(&gw.b.kafka, "in", 2, expected.len());
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn records_produced_with_a_kafka_client_read_the_same_over_http() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "out", 2, &[]);
+    let (p, d) = producer(&gw.b.kafka, &[("acks", "all")]);
+    for i in 0..10u8 {
+        let key = format!("k{i}");
+        let value = format!("v{i}");
+        let h = OwnedHeaders::new().insert(Header {
+            key: "n",
+            value: Some(&[i][..]),
+        });
+        p.send(BaseRecord::to("out").key(&key).payload(&value).headers(h))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(10)).unwrap();
+    let mut expected: Vec<Rec> = d
+        .acked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| Rec {
+            partition: a.partition,
+            offset: a.offset,
+            key: a.key.clone(),
+            value: Some(a.value.clone()),
+            headers: vec![("n".into(), Some(vec![a.value[1] - b'0']))],
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 10);
+
+    // A v2 consumer instance.
+    let (s, j) = answer(gw.post(
+        "/consumers/g-out",
+        V2,
+        r#"{"name":"i1","format":"binary","auto.offset.reset":"earliest"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    assert!(
+        j["base_uri"]
+            .as_str()
+            .unwrap()
+            .ends_with("/consumers/g-out/instances/i1")
+    );
+    let base = "/consumers/g-out/instances/i1";
+    assert_eq!(
+        gw.post(&format!("{base}/subscription"), V2, r#"{"topics":["out"]}"#)
+            .status(),
+        204
+    );
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 10 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "read {} of 10",
+            got.len()
+        );
+        let r = gw
+            .http
+            .get(gw.url(&format!("{base}/records?timeout=500")))
+            .header("Accept", BINARY_V2)
+            .send()
+            .unwrap();
+        let (s, j) = answer(r);
+        assert_eq!(s, 200, "{j}");
+        got.extend(j.as_array().unwrap().iter().map(rec_of_json));
+    }
+    got.sort();
+    assert_eq!(got, expected);
+    // Commit what was read, and read the committed offsets back.
+    let r = gw
+        .http
+        .post(gw.url(&format!("{base}/offsets")))
+        .header("Content-Type", V2)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = gw
+        .http
+        .get(gw.url(&format!("{base}/offsets")))
+        .header("Content-Type", V2)
+        .body(r#"{"partitions":[{"topic":"out","partition":0},{"topic":"out","partition":1}]}"#)
+        .send()
+        .unwrap();
+    let (s, j) = answer(r);
+    assert_eq!(s, 200, "{j}");
+    let committed: BTreeMap<i64, i64> = j["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["partition"].as_i64().unwrap(),
+                o["offset"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    for p in 0..2 {
+        let n = expected.iter().filter(|r| r.partition == p).count() as i64;
+        assert_eq!(
+            committed.get(&(p as i64)).copied().unwrap_or(-1).max(0),
+            n,
+            "{j}"
+        );
+    }
+    // Seek back to the start of partition 0 and read it again.
+    let zero = expected.iter().filter(|r| r.partition == 0).count();
+    if zero > 0 {
+        assert_eq!(
+            gw.post(
+                &format!("{base}/positions/beginning"),
+                V2,
+                r#"{"partitions":[{"topic":"out","partition":0}]}"#
+            )
+            .status(),
+            204
+        );
+        let mut again = Vec::new();
+        let t0 = Instant::now();
+        while again.len() < zero {
+            assert!(t0.elapsed() < Duration::from_secs(30));
+            let (_, j) = answer(gw.get(&format!("{base}/records?timeout=500")));
+            again.extend(j.as_array().unwrap().iter().map(rec_of_json));
+        }
+        again.sort();
+        assert_eq!(
+            again,
+            expected
+                .iter()
+                .filter(|r| r.partition == 0)
+                .cloned()
+                .collect::<Vec<_>>()
+        );
+    }
+    let r = gw.http.delete(gw.url(base)).send().unwrap();
+    assert_eq!(r.status(), 204);
+    expect_error(gw.get(&format!("{base}/records")), 404, 40403);
+
+    // The stateless read endpoint returns the same records.
+    let mut stateless = Vec::new();
+    for p in 0..2 {
+        let (s, j) = answer(gw.get(&format!("/topics/out/partitions/{p}/records?offset=0")));
+        assert_eq!(s, 200, "{j}");
+        let n = expected.iter().filter(|r| r.partition == p).count() as i64;
+        assert_eq!(
+            (j["high_watermark"].as_i64(), j["next_offset"].as_i64()),
+            (Some(n), Some(n)),
+            "{j}"
+        );
+        stateless.extend(j["records"].as_array().unwrap().iter().map(rec_of_json));
+    }
+    stateless.sort();
+    assert_eq!(stateless, expected);
+}
+
+#[test]
+fn an_http_instance_and_a_kafka_consumer_share_a_group() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "shared", 4, &[]);
+    let (s, j) = answer(gw.post(
+        "/consumers/grp",
+        V2,
+        r#"{"name":"web","auto.offset.reset":"earliest"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    let base = "/consumers/grp/instances/web";
+    assert_eq!(
+        gw.post(
+            &format!("{base}/subscription"),
+            V2,
+            r#"{"topics":["shared"]}"#
+        )
+        .status(),
+        204
+    );
+    let kc: BaseConsumer = client_config(
+        &gw.b.kafka,
+        &[
+            ("group.id", "grp"),
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "false"),
+        ],
+    )
+    .create()
+    .unwrap();
+    kc.subscribe(&["shared"]).unwrap();
+    let mut http_got: Vec<Rec> = Vec::new();
+    let mut kafka_got: Vec<Rec> = Vec::new();
+    let poll_both = |http_got: &mut Vec<Rec>, kafka_got: &mut Vec<Rec>| {
+        if let Some(m) = kc.poll(Duration::from_millis(100)) {
+            kafka_got.push(rec_of(&m.unwrap()));
+        }
+        let (s, j) = answer(gw.get(&format!("{base}/records?timeout=100")));
+        assert_eq!(s, 200, "{j}");
+        http_got.extend(j.as_array().unwrap().iter().map(rec_of_json));
+    };
+    // Both members poll until the group settles with each holding partitions.
+    let t0 = Instant::now();
+    let (web, kafka) = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the group never settled"
+        );
+        poll_both(&mut http_got, &mut kafka_got);
+        let (_, j) = answer(gw.get(&format!("{base}/assignments")));
+        let web: BTreeSet<i32> = j["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["partition"].as_i64().unwrap() as i32)
+            .collect();
+        let kafka: BTreeSet<i32> = kc
+            .assignment()
+            .unwrap()
+            .elements()
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        if !web.is_empty()
+            && !kafka.is_empty()
+            && web.len() + kafka.len() == 4
+            && web.is_disjoint(&kafka)
+        {
+            break (web, kafka);
+        }
+    };
+    // Records on every partition (keys chosen so each partition gets some).
+    let (p, _) = producer(&gw.b.kafka, &[("acks", "all")]);
+    let mut n = 0;
+    for part in 0..4 {
+        for i in 0..10 {
+            let v = format!("{part}-{i}");
+            p.send(
+                BaseRecord::<(), _>::to("shared")
+                    .partition(part)
+                    .payload(&v),
+            )
+            .unwrap();
+            n += 1;
+        }
+    }
+    p.flush(Duration::from_secs(10)).unwrap();
+    let t0 = Instant::now();
+    while http_got.len() + kafka_got.len() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "read {} of {n}",
+            http_got.len() + kafka_got.len()
+        );
+        poll_both(&mut http_got, &mut kafka_got);
+    }
+    for _ in 0..3 {
+        poll_both(&mut http_got, &mut kafka_got);
+    }
+    let parts = |v: &[Rec]| v.iter().map(|r| r.partition).collect::<BTreeSet<i32>>();
+    assert_eq!(
+        parts(&http_got),
+        web,
+        "the HTTP member read only its partitions"
+    );
+    assert_eq!(
+        parts(&kafka_got),
+        kafka,
+        "the Kafka member read only its partitions"
+    );
+    let mut all: Vec<(i32, i64)> = http_got
+        .iter()
+        .chain(&kafka_got)
+        .map(|r| (r.partition, r.offset))
+        .collect();
+    all.sort();
+    let expected: Vec<(i32, i64)> = (0..4).flat_map(|p| (0..10).map(move |o| (p, o))).collect();
+    assert_eq!(all, expected, "every record exactly once");
+}
+
+#[test]
+fn every_error_status_reaches_a_real_client() {
+    let gw = Gw::start(&[
+        "--http-max-body",
+        "4KiB",
+        "--http-produce-queue",
+        "4",
+        "--http-produce-timeout",
+        "5s",
+    ]);
+    create_topic(&gw.b.kafka, "t", 1, &[]);
+    create_topic(&gw.b.kafka, "small", 1, &[("max.message.bytes", "500")]);
+    // A single broker cannot meet min.insync.replicas=2: acks=all is refused.
+    create_topic(&gw.b.kafka, "minisr", 1, &[("min.insync.replicas", "2")]);
+    let one = r#"{"records":[{"value":1}]}"#;
+
+    expect_error(gw.get("/topics/nope"), 404, 40401);
+    expect_error(gw.post("/topics/nope", JSON_V2, one), 404, 40401);
+    expect_error(gw.post("/topics/t/partitions/5", JSON_V2, one), 404, 40402);
+    expect_error(gw.get("/consumers/g/instances/nope/records"), 404, 40403);
+    expect_error(gw.post("/topics/t", "text/plain", one), 415, 41501);
+    expect_error(
+        gw.http.post(gw.url("/topics/t")).body(one).send().unwrap(),
+        415,
+        41501,
+    );
+    expect_error(gw.post("/topics/t", JSON_V2, "{\"records\":[{"), 422, 42201);
+    expect_error(
+        gw.post(
+            "/topics/t",
+            BINARY_V2,
+            r#"{"records":[{"value":"aGk="},{"value":"not base64!"}]}"#,
+        ),
+        422,
+        42202,
+    );
+    let big = json!({"records":[{"value": "x".repeat(5000)}]}).to_string();
+    expect_error(gw.post("/topics/t", JSON_V2, big), 413, 41301);
+    let too_large = json!({"records":[{"value": "y".repeat(2000)}]}).to_string();
+    expect_error(gw.post("/topics/small", JSON_V2, too_large), 413, 41302);
+    let five =
+        json!({"records": (0..5).map(|i| json!({"value": i})).collect::<Vec<_>>()}).to_string();
+    expect_error(gw.post("/topics/t", JSON_V2, five), 429, 42901);
+    let t0 = Instant::now();
+    expect_error(gw.post("/topics/minisr", JSON_V2, one), 503, 50301);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "503 took {:?}",
+        t0.elapsed()
+    );
+    let cluster = gw.cluster_id();
+    expect_error(
+        gw.post(
+            &format!("/v3/clusters/{cluster}/topics/minisr/records"),
+            "application/json",
+            r#"{"value":{"data":1}}"#,
+        ),
+        503,
+        50301,
+    );
+    // Nothing of the refused requests reached the logs.
+    for t in ["t", "small", "minisr"] {
+        let (s, j) = answer(gw.get(&format!("/topics/{t}/partitions/0/records")));
+        assert_eq!(
+            (s, j["high_watermark"].as_i64()),
+            (200, Some(0)),
+            "{t}: {j}"
+        );
+    }
+    // And what is valid still works.
+    assert_eq!(gw.post("/topics/t", JSON_V2, one).status(), 200);
+
+    // 401 when authentication is on; /healthz, /readyz and /metrics stay open.
+    let auth = Gw::start(&["--http-auth", "bearer:s3cret"]);
+    create_topic(&auth.b.kafka, "t", 1, &[]);
+    let r = expect_error(auth.get("/topics"), 401, 40101);
+    assert!(r["message"].as_str().unwrap().contains("Authentication"));
+    expect_error(
+        auth.http
+            .get(auth.url("/topics"))
+            .bearer_auth("wrong")
+            .send()
+            .unwrap(),
+        401,
+        40101,
+    );
+    let r = auth
+        .http
+        .post(auth.url("/topics/t"))
+        .bearer_auth("s3cret")
+        .header("Content-Type", JSON_V2)
+        .body(one)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for open in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        assert_eq!(auth.get(open).status(), 200, "{open}");
+    }
+    // Requests are counted by route.
+    let metrics = auth.get("/metrics").text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("strata_http_requests_total")
+                && l.contains("route=\"/topics/{topic}\"")
+                && l.contains("status=\"200\"")),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn an_idempotency_key_retry_appends_once() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "idem", 1, &[]);
+    let send = |key: &str| {
+        gw.http
+            .post(gw.url("/topics/idem"))
+            .header("Content-Type", JSON_V2)
+            .header("Idempotency-Key", key)
+            .body(r#"{"records":[{"value":"a"},{"value":"b"}]}"#)
+            .send()
+            .unwrap()
+    };
+    let first = send("order-17");
+    assert_eq!(first.status(), 200);
+    let first = first.bytes().unwrap();
+    // Retries, some concurrent: the same answer, nothing appended again.
+    let retries: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| send("order-17").bytes().unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        retries.iter().all(|r| *r == first),
+        "{retries:?} vs {first:?}"
+    );
+    let (_, j) = answer(gw.get("/topics/idem/partitions/0/records"));
+    assert_eq!(j["high_watermark"], 2, "{j}");
+    // Another key appends again.
+    assert_eq!(send("order-18").status(), 200);
+    let (_, j) = answer(gw.get("/topics/idem/partitions/0/records"));
+    assert_eq!(j["high_watermark"], 4, "{j}");
+    // The same key with a different request is refused.
+    let r = gw
+        .http
+        .post(gw.url("/topics/idem"))
+        .header("Content-Type", JSON_V2)
+        .header("Idempotency-Key", "order-17")
+        .body(r#"{"records":[{"value":"c"}]}"#)
+        .send()
+        .unwrap();
+    expect_error(r, 422, 42206);
+}
+
+/// Server-sent events over a plain socket, so the test can close the connection.
+struct Sse {
+    events: std::sync::mpsc::Receiver<(String, String, String)>,
+    socket: std::net::TcpStream,
+}
+
+impl Sse {
+    fn open(gw: &Gw, path: &str) -> Sse {
+        use std::io::Write;
+        let mut socket = std::net::TcpStream::connect(&gw.b.http).unwrap();
+        write!(
+            socket,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            gw.b.http
+        )
+        .unwrap();
+        let mut lines = BufReader::new(socket.try_clone().unwrap()).lines();
+        let status = lines.next().unwrap().unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if line.is_empty() {
+                break;
+            }
+            if line.to_ascii_lowercase().starts_with("content-type:") {
+                assert!(line.contains("text/event-stream"), "{line}");
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // The body is chunked: chunk-size lines match no field and are skipped.
+            let (mut event, mut id, mut data) = (String::new(), String::new(), String::new());
+            for line in lines {
+                let Ok(line) = line else { return };
+                if line.is_empty() {
+                    if !data.is_empty()
+                        && tx
+                            .send((
+                                std::mem::take(&mut event),
+                                std::mem::take(&mut id),
+                                std::mem::take(&mut data),
+                            ))
+                            .is_err()
+                    {
+                        return;
+                    }
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+        });
+        Sse { events: rx, socket }
+    }
+
+    fn next(&self) -> (String, String, Value) {
+        let (e, id, data) = self
+            .events
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an event");
+        (
+            e,
+            id,
+            serde_json::from_str(&data).unwrap_or(Value::String(data)),
+        )
+    }
+
+    fn close(self) {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+#[test]
+fn a_stream_delivers_live_records_and_commits_what_the_client_acknowledges() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "live", 1, &[]);
+    let sse = Sse::open(
+        &gw,
+        "/consumers/sse-group/stream?topic=live&auto.offset.reset=earliest",
+    );
+    let (event, _, session) = sse.next();
+    assert_eq!(event, "session", "{session}");
+    let ack_uri = session["ack_uri"].as_str().unwrap().to_string();
+    // Records produced while the stream is open arrive as events.
+    let (p, _) = producer(&gw.b.kafka, &[("acks", "all")]);
+    for i in 0..5 {
+        let v = format!("live-{i}");
+        p.send(BaseRecord::<(), _>::to("live").payload(&v)).unwrap();
+        p.flush(Duration::from_secs(10)).unwrap();
+        let (event, id, rec) = sse.next();
+        assert_eq!(event, "record", "{rec}");
+        assert_eq!(id, format!("live/0/{i}"));
+        assert_eq!(unb64(rec["value"].as_str().unwrap()), v.as_bytes());
+    }
+    // The client processed up to offset 2.
+    let r = gw.post(
+        &ack_uri,
+        "application/json",
+        r#"{"offsets":[{"topic":"live","partition":0,"offset":2}]}"#,
+    );
+    assert_eq!(r.status(), 204, "{:?}", r.text());
+    sse.close();
+    // The stream's member leaves once the connection is gone (the next write fails,
+    // at the latest the keep-alive); then its session is gone too.
+    let t0 = Instant::now();
+    loop {
+        let r = gw.post(
+            &ack_uri,
+            "application/json",
+            r#"{"offsets":[{"topic":"live","partition":0,"offset":2}]}"#,
+        );
+        if r.status() == 404 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "the session outlived its connection"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A new member of the group starts after the acknowledged record.
+    let c: BaseConsumer = client_config(
+        &gw.b.kafka,
+        &[("group.id", "sse-group"), ("auto.offset.reset", "earliest")],
+    )
+    .create()
+    .unwrap();
+    c.subscribe(&["live"]).unwrap();
+    let t0 = Instant::now();
+    let first = loop {
+        assert!(t0.elapsed() < Duration::from_secs(60), "nothing read");
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            break m.unwrap().offset();
+        }
+    };
+    assert_eq!(first, 3);
+}
+
+#[test]
+fn schemathesis_finds_no_server_errors() {
+    let gw = Gw::start(&["--http-max-consumers", "10"]);
+    create_topic(&gw.b.kafka, "t", 2, &[]);
+    let url = gw.url("/openapi.json");
+    let dir = tempfile::tempdir().unwrap();
+    // A stream never ends, so a request/response fuzzer cannot check it; its errors are
+    // covered above.
+    let out = std::process::Command::new("schemathesis")
+        .current_dir(dir.path())
+        .args([
+            "run",
+            &url,
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "15",
+            // Long polls wait up to 30 s when asked to.
+            "--request-timeout",
+            "60",
+            "--exclude-path",
+            "/consumers/{group}/stream",
+            "--seed",
+            "7",
+            "--generation-database",
+            "none",
+            "--no-color",
+        ])
+        .output()
+        .expect("schemathesis is not installed: run scripts/deps");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "schemathesis failed:\n{text}");
+    assert!(text.contains("passed"), "{text}");
+}
