@@ -889,9 +889,13 @@ fn schemathesis_finds_no_server_errors() {
     let dir = tempfile::tempdir().unwrap();
     // A stream never ends, so a request/response fuzzer cannot check it; its errors are
     // covered above.
-    let out = std::process::Command::new("schemathesis")
+    // Through the interpreter scripts/deps installed it for, whether or not pip's script
+    // directory is on PATH.
+    let out = std::process::Command::new("python3")
         .current_dir(dir.path())
         .args([
+            "-m",
+            "schemathesis.cli",
             "run",
             &url,
             "--checks",
