@@ -27,6 +27,14 @@ pub async fn serve(
             }),
         )
         .merge(gateway);
+    // Small writes (a server-sent event, a short JSON answer) go out at once: with Nagle's
+    // algorithm on, each would wait for the client's delayed ACK (up to 40 ms).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
+        }
+    });
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "HTTP server stopped");
     }

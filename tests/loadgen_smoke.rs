@@ -120,3 +120,78 @@ fn load_generator_produces_and_consumes_against_the_broker() {
     assert_eq!(c.records, 500);
     drop(broker);
 }
+
+#[test]
+fn load_generator_drives_the_rest_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let k = broker.kafka.as_str();
+    let h = broker.http.as_str();
+    for t in ["json", "live"] {
+        let out = cli(k, &["topic", "create", t, "--partitions", "2"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The same records through both protocols: the same bytes.
+    let common = [
+        "--topic",
+        "json",
+        "--records",
+        "1000",
+        "--record-size",
+        "300",
+    ];
+    let mut args = vec!["http-produce", "--http", h, "--batch", "100", "--keyed"];
+    args.extend_from_slice(&common);
+    args.push("--no-progress");
+    let w = load(&args);
+    let mut args = vec!["produce", "--bootstrap", k, "--json-values", "--keyed"];
+    args.extend_from_slice(&common);
+    args.push("--no-progress");
+    let p = load(&args);
+    assert_eq!((w.records, w.errors, p.records), (1000, 0, 1000), "{w:?}");
+    assert_eq!(w.bytes, p.bytes);
+    assert_eq!(result_json(&w)["mode"], "http-produce");
+    let c = load(&[
+        "consume",
+        "--bootstrap",
+        k,
+        "--topic",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!((c.records, c.bytes), (2000, 2 * p.bytes));
+
+    let e = load(&[
+        "sse-latency",
+        "--bootstrap",
+        k,
+        "--http",
+        h,
+        "--topic",
+        "live",
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--record-size",
+        "200",
+        "--no-progress",
+    ]);
+    let end = e.end_to_end.as_ref().unwrap();
+    assert_eq!(e.records, 1000);
+    assert_eq!(
+        (end.kafka.received, end.sse.received),
+        (1000, 1000),
+        "{e:?}"
+    );
+    assert_eq!((end.kafka.missed, end.sse.missed), (0, 0));
+    assert!(end.p99_added_ms.is_some() && end.acks > 0, "{e:?}");
+    assert!(result_json(&e)["end_to_end"]["sse"]["latency"]["p99_ms"].is_number());
+    drop(broker);
+}

@@ -5,6 +5,7 @@
 //! at a target rate or flat out) for a duration or a record count; `consume` reads a topic
 //! from the beginning, every partition assigned, as fast as it can; `disk` writes the same
 //! number of bytes straight to a directory so the figures can be read against the disk.
+//! `http-produce` and `sse-latency` drive the REST gateway (see [`gateway`]).
 //! Each prints a human summary and one machine-readable line: `RESULT {json}`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +30,9 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaErrorCode;
 use serde::Serialize;
 
+pub mod gateway;
+pub use gateway::{EndToEnd, GatewayArgs, HttpProduceArgs, Receipt, SseLatencyArgs};
+
 /// Load generator for Kafka-compatible brokers.
 #[derive(Parser, Debug)]
 #[command(name = "strata-benches", version, about, long_about = None)]
@@ -48,6 +52,12 @@ pub enum Command {
     /// Commit consumer-group offsets as fast as possible (or at --rate) from several
     /// clients and report commits per second and commit latency.
     Commits(CommitArgs),
+    /// Produce batches of JSON records over the REST gateway (v2, keep-alive) and report
+    /// throughput counted as `produce` counts it.
+    HttpProduce(HttpProduceArgs),
+    /// Produce at a fixed rate while a Kafka consumer and the gateway's server-sent
+    /// events stream read the topic; report each one's end-to-end latency.
+    SseLatency(SseLatencyArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -165,6 +175,10 @@ pub struct ProduceArgs {
     /// then fsync) and report the disk's rate alongside.
     #[arg(long)]
     pub disk_dir: Option<PathBuf>,
+    /// Values are JSON objects `{"data":"..."}` of exactly --record-size bytes and keys
+    /// JSON strings (`"key-N"`): the bytes `http-produce` sends through the gateway.
+    #[arg(long)]
+    pub json_values: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -252,6 +266,9 @@ pub struct Report {
     /// The raw sequential write rate of the same number of bytes (disk mode, or produce
     /// with --disk-dir).
     pub disk_mb_per_s: Option<f64>,
+    /// sse-latency only: each consumer's end-to-end latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_to_end: Option<EndToEnd>,
     /// The run's settings, for the record.
     pub settings: BTreeMap<String, String>,
 }
@@ -309,6 +326,25 @@ impl Report {
         if let Some(d) = self.disk_mb_per_s {
             s += &format!("  disk sequential write (write + fsync): {d:.1} MB/s\n");
         }
+        if let Some(e) = &self.end_to_end {
+            for (who, r) in [("kafka consumer", &e.kafka), ("sse stream    ", &e.sse)] {
+                s += &format!(
+                    "  {who}: {} received, {} missed, {} duplicates",
+                    r.received, r.missed, r.duplicates
+                );
+                if let Some(l) = &r.latency {
+                    s += &format!(
+                        "; end-to-end p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+                        l.p50_ms, l.p99_ms, l.p999_ms, l.max_ms
+                    );
+                }
+                s += "\n";
+            }
+            if let Some(d) = e.p99_added_ms {
+                s += &format!("  sse p99 - kafka p99: {d:+.2} ms\n");
+            }
+            s += &format!("  acknowledgements: {} ({} failed)\n", e.acks, e.ack_errors);
+        }
         s
     }
 }
@@ -321,6 +357,8 @@ pub fn run(command: Command) -> anyhow::Result<Report> {
         Command::Consume(a) => consume(&a)?,
         Command::Disk(a) => disk(&a)?,
         Command::Commits(a) => commits(&a)?,
+        Command::HttpProduce(a) => gateway::http_produce(&a)?,
+        Command::SseLatency(a) => gateway::sse_latency(&a)?,
     };
     let mut out = std::io::stdout().lock();
     write!(out, "{}", report.human())?;
@@ -625,7 +663,12 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     let size = a.record_size as usize;
     // Each record's value is a window into this buffer, so consecutive values differ.
     let pool = random_bytes(size + 4096, 0x9E37_79B9_7F4A_7C15);
-    let mut key = String::new();
+    let json = match a.json_values {
+        true => Some(gateway::JsonValues::new(a.record_size)?),
+        false => None,
+    };
+    let mut key = Vec::new();
+    let mut json_value = Vec::new();
 
     let bar = match (a.records, duration) {
         (Some(n), None) => progress(b, n, "records"),
@@ -656,16 +699,28 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
                 continue;
             }
         }
-        let off = (sent as usize).wrapping_mul(61) % 4096;
-        let value = &pool[off..off + size];
+        let value = match &json {
+            Some(j) => {
+                json_value.clear();
+                j.write(sent, &mut json_value);
+                &json_value[..]
+            }
+            None => {
+                let off = (sent as usize).wrapping_mul(61) % 4096;
+                &pool[off..off + size]
+            }
+        };
         let sent_us = ctx.start.elapsed().as_micros() as usize;
         let mut record: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&b.topic, sent_us).payload(value);
         if a.keyed {
             key.clear();
-            use std::fmt::Write as _;
-            let _ = write!(key, "key-{}", sent % a.keys);
-            record = record.key(key.as_bytes());
+            if json.is_some() {
+                gateway::write_json_key(sent, a.keys, &mut key);
+            } else {
+                let _ = write!(key, "key-{}", sent % a.keys);
+            }
+            record = record.key(&key[..]);
         }
         match producer.send(record) {
             Ok(()) => {
@@ -748,6 +803,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     );
     settings.insert("batch_size".into(), a.batch_size.to_string());
     settings.insert("compression".into(), a.compression.as_str().into());
+    settings.insert("json_values".into(), a.json_values.to_string());
     Ok(Report {
         mode: "produce".into(),
         topic: Some(b.topic.clone()),
@@ -762,6 +818,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         broker_cpu_seconds: cpu_s,
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s,
+        end_to_end: None,
         settings,
     })
 }
@@ -869,6 +926,7 @@ fn commits(a: &CommitArgs) -> anyhow::Result<Report> {
         broker_cpu_seconds: None,
         broker_cpu_s_per_gb: None,
         disk_mb_per_s: None,
+        end_to_end: None,
         settings,
     })
 }
@@ -972,6 +1030,7 @@ fn consume(a: &ConsumeArgs) -> anyhow::Result<Report> {
         broker_cpu_seconds: cpu_s,
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s: None,
+        end_to_end: None,
         settings,
     })
 }
@@ -1026,6 +1085,7 @@ fn disk(a: &DiskArgs) -> anyhow::Result<Report> {
         broker_cpu_seconds: None,
         broker_cpu_s_per_gb: None,
         disk_mb_per_s: Some(rate),
+        end_to_end: None,
         settings,
     })
 }

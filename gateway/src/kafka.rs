@@ -351,6 +351,10 @@ impl Service for KafkaService {
             }
             pending.push(self.producer.send_result(fr).map_err(|(e, _)| err(e)));
         }
+        // librdkafka holds copies: free the records here, on the thread that allocated
+        // them, rather than after the deliveries on whichever worker resumes the task
+        // (a cross-thread free contends for the allocator's arena locks).
+        drop(records);
         let mut out = Vec::with_capacity(pending.len());
         for p in pending {
             out.push(match p {

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::Shared;
@@ -48,19 +49,62 @@ impl Format {
         }
     }
 
-    /// A request's key or value as bytes.
-    pub fn decode(self, what: &str, v: Option<&Value>) -> ApiResult<Option<Vec<u8>>> {
-        match (self, v) {
-            (_, None | Some(Value::Null)) => Ok(None),
-            (Format::Binary, Some(Value::String(s))) => util::unb64(what, s).map(Some),
-            (Format::Binary, Some(_)) => Err(ApiError::invalid_field(format!(
-                "{what} must be a base64 string in the binary format"
-            ))),
-            (Format::Json, Some(v)) => serde_json::to_vec(v)
-                .map(Some)
-                .map_err(|e| ApiError::invalid_field(format!("{what}: {e}"))),
+    /// A request's key or value as bytes: base64-decoded (binary), or the JSON text as
+    /// sent without insignificant whitespace (json: key order, numbers and escapes are
+    /// kept, as Confluent's proxy keeps them). `what` names the field, for errors.
+    pub fn decode(
+        self,
+        what: impl FnOnce() -> String,
+        v: Option<Box<RawValue>>,
+    ) -> ApiResult<Option<Vec<u8>>> {
+        let Some(v) = v else { return Ok(None) };
+        match self {
+            Format::Binary => match serde_json::from_str::<Option<String>>(v.get()) {
+                Ok(None) => Ok(None),
+                Ok(Some(s)) => util::unb64(&what(), &s).map(Some),
+                Err(_) => Err(ApiError::invalid_field(format!(
+                    "{} must be a base64 string in the binary format",
+                    what()
+                ))),
+            },
+            Format::Json if v.get() == "null" => Ok(None),
+            Format::Json => Ok(Some(compact_json(Box::<str>::from(v).into()))),
         }
     }
+}
+
+/// Valid JSON text without whitespace outside strings. Valid JSON has no raw control
+/// characters inside strings, so text with no byte at or below b' ' is compact already
+/// (the common case: it is returned as is, without a copy).
+pub fn compact_json(text: String) -> Vec<u8> {
+    let b = text.as_bytes();
+    // Branch-free per chunk, so the check vectorizes.
+    let spaced = b
+        .chunks(64)
+        .any(|c| c.iter().fold(false, |acc, &x| acc | (x <= b' ')));
+    if !spaced {
+        return text.into_bytes();
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &c in b {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A header of a record (value base64, or null).
@@ -230,12 +274,14 @@ pub async fn get_topic(State(s): State<Shared>, Path(topic): Path<String>) -> Ap
 /// json format any JSON value. Null or absent: no key / a null value.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ProduceRecordJson {
+    // Raw: a value's text is produced as sent (minus whitespace), without building and
+    // re-encoding a tree for every record.
     #[serde(default)]
     #[schema(value_type = Object, nullable)]
-    pub key: Option<Value>,
+    pub key: Option<Box<RawValue>>,
     #[serde(default)]
     #[schema(value_type = Object, nullable)]
-    pub value: Option<Value>,
+    pub value: Option<Box<RawValue>>,
     /// The partition; absent: by the key's hash (murmur2, as Kafka's partitioner)
     #[serde(default)]
     pub partition: Option<i32>,
@@ -379,7 +425,7 @@ async fn produce_v2_inner(
     }
     let count = partition_count(s, topic).await?;
     let mut records = Vec::with_capacity(req.records.len());
-    for (i, r) in req.records.iter().enumerate() {
+    for (i, r) in req.records.into_iter().enumerate() {
         let p = partition.or(r.partition);
         if let Some(p) = p
             && !(0..count).contains(&p)
@@ -388,8 +434,8 @@ async fn produce_v2_inner(
         }
         records.push(ProduceRecord {
             partition: p,
-            key: format.decode(&format!("records[{i}].key"), r.key.as_ref())?,
-            value: format.decode(&format!("records[{i}].value"), r.value.as_ref())?,
+            key: format.decode(|| format!("records[{i}].key"), r.key)?,
+            value: format.decode(|| format!("records[{i}].value"), r.value)?,
             headers: Vec::new(),
             timestamp: None,
         });
@@ -582,4 +628,35 @@ pub async fn read_partition(
             log_start_offset: r.log_start_offset,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn json_values_are_produced_as_sent_without_whitespace() {
+        let c = |s: &str| String::from_utf8(compact_json(s.to_string())).unwrap();
+        assert_eq!(
+            c(r#"{"b":1,"a":[1.50,true]}"#),
+            r#"{"b":1,"a":[1.50,true]}"#
+        );
+        assert_eq!(
+            c("{ \"a b\" : [ 1 ,\n\t2 ] , \"c\\\" d\":\"x \\\\\" }\r\n"),
+            r#"{"a b":[1,2],"c\" d":"x \\"}"#
+        );
+        let raw = |s: &str| Some(RawValue::from_string(s.to_string()).unwrap());
+        let what = || "v".to_string();
+        assert_eq!(
+            Format::Json.decode(what, raw(r#" {"k": "v"} "#)).unwrap(),
+            Some(br#"{"k":"v"}"#.to_vec())
+        );
+        assert_eq!(Format::Json.decode(what, None).unwrap(), None);
+        assert_eq!(
+            Format::Binary.decode(what, raw(r#""aGk=""#)).unwrap(),
+            Some(b"hi".to_vec())
+        );
+        assert!(Format::Binary.decode(what, raw("1")).is_err());
+    }
 }
