@@ -175,22 +175,9 @@ fn instance_uri(headers: &HeaderMap, group: &str, name: &str) -> String {
         .unwrap_or("localhost");
     format!(
         "http://{host}/consumers/{}/instances/{}",
-        pct(group),
-        pct(name)
+        util::pct(group),
+        util::pct(name)
     )
-}
-
-/// Percent-encodes a path segment.
-fn pct(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 async fn body_json<T: serde::de::DeserializeOwned>(

@@ -457,44 +457,10 @@ fn read_blocking(
     } else {
         max_wait
     };
-    let deadline = Instant::now() + wait;
     let mut records = Vec::new();
-    let mut bytes = 0;
     let mut high_watermark = high;
-    loop {
-        let wait = if records.is_empty() {
-            deadline.saturating_duration_since(Instant::now())
-        } else {
-            Duration::ZERO
-        };
-        match c.poll(wait) {
-            Some(Ok(m)) => {
-                if m.offset() < offset {
-                    continue;
-                }
-                let r = to_record(&m);
-                if !records.is_empty() && bytes + r.size() > max_bytes {
-                    break;
-                }
-                bytes += r.size();
-                records.push(r);
-                if bytes >= max_bytes {
-                    break;
-                }
-            }
-            Some(Err(e)) => {
-                if records.is_empty() {
-                    return Err(err(e));
-                }
-                break;
-            }
-            None => {
-                if !records.is_empty() || Instant::now() >= deadline {
-                    break;
-                }
-            }
-        }
-    }
+    // A record past max_bytes is dropped: this consumer is reassigned on the next read.
+    poll_into(c, Instant::now() + wait, max_bytes, &mut records, 0, offset)?;
     if let Some(last) = records.last() {
         high_watermark = high_watermark.max(last.offset + 1);
     }
@@ -503,6 +469,46 @@ fn read_blocking(
         high_watermark,
         log_start_offset: low,
     })
+}
+
+/// Polls `c` into `out` (which already holds `bytes`), skipping records below `from`:
+/// waits until `deadline` for the first record, then takes what is ready without waiting,
+/// up to `max_bytes` (at least one record). Returns the record that would have passed
+/// `max_bytes`, for the caller to keep. An error with nothing read is returned; after
+/// some records it ends the batch.
+fn poll_into(
+    c: &BaseConsumer,
+    deadline: Instant,
+    max_bytes: usize,
+    out: &mut Vec<Record>,
+    mut bytes: usize,
+    from: i64,
+) -> Result<Option<Record>, ServiceError> {
+    loop {
+        let wait = if out.is_empty() {
+            deadline.saturating_duration_since(Instant::now())
+        } else {
+            Duration::ZERO
+        };
+        match c.poll(wait) {
+            Some(Ok(m)) if m.offset() < from => {}
+            Some(Ok(m)) => {
+                let r = to_record(&m);
+                if !out.is_empty() && bytes + r.size() > max_bytes {
+                    return Ok(Some(r));
+                }
+                bytes += r.size();
+                out.push(r);
+                if bytes >= max_bytes {
+                    return Ok(None);
+                }
+            }
+            Some(Err(e)) if out.is_empty() => return Err(err(e)),
+            Some(Err(_)) => return Ok(None),
+            None if !out.is_empty() || Instant::now() >= deadline => return Ok(None),
+            None => {}
+        }
+    }
 }
 
 /// One group member.
@@ -615,38 +621,15 @@ impl GroupConsumer for KafkaConsumer {
                 bytes += r.size();
                 out.push(r);
             }
-            let deadline = Instant::now() + timeout;
-            loop {
-                let wait = if out.is_empty() {
-                    deadline.saturating_duration_since(Instant::now())
-                } else {
-                    Duration::ZERO
-                };
-                match c.poll(wait) {
-                    Some(Ok(m)) => {
-                        let r = to_record(&m);
-                        if !out.is_empty() && bytes + r.size() > max_bytes {
-                            pending.push_back(r);
-                            break;
-                        }
-                        bytes += r.size();
-                        out.push(r);
-                        if bytes >= max_bytes {
-                            break;
-                        }
-                    }
-                    Some(Err(e)) => {
-                        if out.is_empty() {
-                            return Err(err(e));
-                        }
-                        break;
-                    }
-                    None => {
-                        if !out.is_empty() || Instant::now() >= deadline {
-                            break;
-                        }
-                    }
-                }
+            if let Some(r) = poll_into(
+                c,
+                Instant::now() + timeout,
+                max_bytes,
+                &mut out,
+                bytes,
+                i64::MIN,
+            )? {
+                pending.push_back(r);
             }
             Ok(out)
         })

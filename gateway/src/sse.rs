@@ -136,7 +136,10 @@ pub async fn stream(
     if let Ok(mut m) = s.consumers.streams.lock() {
         m.insert(session.clone(), (group.clone(), consumer.clone()));
     }
-    let ack_uri = format!("/consumers/{}/stream/{session}/ack", pct(&group));
+    let ack_uri = format!(
+        "/consumers/{}/stream/{session}/ack",
+        crate::util::pct(&group)
+    );
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
     let first = Event::default().event("session").json_data(SessionJson {
         session_id: session.clone(),
@@ -199,18 +202,6 @@ pub async fn stream(
         r.headers_mut().insert("strata-stream-session", v);
     }
     Ok(r)
-}
-
-fn pct(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// `topic/partition/offset`.

@@ -107,3 +107,16 @@ pub fn valid_topic_name(t: &str) -> bool {
 pub fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 249 && s.chars().all(|c| !c.is_control())
 }
+
+/// Percent-encodes a path segment (RFC 3986 unreserved characters stay as they are).
+pub fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -269,18 +269,11 @@ fn backfill(
             (p["partition"].as_i64().unwrap_or(-1), t)
         })
         .collect();
-    let left = |parts: &[Value]| -> i64 {
-        parts
-            .iter()
-            .map(|p| {
-                let t = targets
-                    .get(&p["partition"].as_i64().unwrap_or(-1))
-                    .copied()
-                    .unwrap_or(0);
-                remaining(p, t)
-            })
-            .sum()
+    let partition_left = |p: &Value| {
+        let target = targets.get(&p["partition"].as_i64().unwrap_or(-1));
+        remaining(p, target.copied().unwrap_or(0))
     };
+    let left = |parts: &[Value]| -> i64 { parts.iter().map(partition_left).sum() };
     let total = left(&first).max(0) as u64;
     let bar = ProgressBar::new(total.max(1));
     bar.set_style(
@@ -297,16 +290,7 @@ fn backfill(
             bar.set_length(to_go);
         }
         bar.set_position(bar.length().unwrap_or(0) - to_go);
-        let pending = parts
-            .iter()
-            .filter(|p| {
-                let t = targets
-                    .get(&p["partition"].as_i64().unwrap_or(-1))
-                    .copied()
-                    .unwrap_or(0);
-                remaining(p, t) > 0
-            })
-            .count();
+        let pending = parts.iter().filter(|p| partition_left(p) > 0).count();
         bar.set_message(format!("{pending} partition(s) to go"));
         if to_go == 0 {
             break;

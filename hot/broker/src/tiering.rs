@@ -78,6 +78,7 @@ impl Broker {
             for p in &t.partitions {
                 let remote = p.remote();
                 let (lag_bytes, lag_secs) = if p.tiered() { lag(p, now) } else { (0, 0.0) };
+                let coverage = p.parquet_coverage();
                 partitions.push(PartitionTierStatus {
                     topic: t.name.to_string(),
                     partition: p.index,
@@ -96,8 +97,8 @@ impl Broker {
                         let n = p.parquet_progress();
                         (p.config().parquet_enable && (0..i64::MAX).contains(&n)).then_some(n)
                     },
-                    parquet_start_offset: p.parquet_coverage().map(|c| c.start_offset),
-                    parquet_backfill_next: p.parquet_coverage().and_then(|c| c.backfill_next),
+                    parquet_start_offset: coverage.map(|c| c.start_offset),
+                    parquet_backfill_next: coverage.and_then(|c| c.backfill_next),
                 });
             }
         }
