@@ -18,11 +18,11 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Header as RdHeader, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Semaphore;
 
+use crate::producer::{NativeProducer, ProducerConfig};
 use crate::service::{
     ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionInfo, PartitionOffset,
     ProduceRecord, Produced, ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition,
@@ -66,8 +66,8 @@ const PARTITIONS_TTL: Duration = Duration::from_secs(1);
 /// `Service` over librdkafka.
 pub struct KafkaService {
     config: KafkaConfig,
-    producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    producer: NativeProducer,
+    admin: Arc<AdminClient<DefaultClientContext>>,
     queue: Arc<Semaphore>,
     readers: Arc<Mutex<Vec<BaseConsumer>>>,
     partitions: Mutex<HashMap<String, (Instant, i32)>>,
@@ -102,42 +102,20 @@ fn base_config(bootstrap: &str) -> ClientConfig {
 
 impl KafkaService {
     pub fn new(config: KafkaConfig) -> Result<KafkaService, ServiceError> {
-        let producer: FutureProducer = base_config(&config.bootstrap)
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            // Bounded retries, so a broker that refuses writes (NOT_ENOUGH_REPLICAS)
-            // surfaces as 503 within about a second instead of hanging until the
-            // delivery timeout; idempotence keeps the retries free of duplicates.
-            .set("retries", "3")
-            .set("retry.backoff.ms", "100")
-            .set("retry.backoff.max.ms", "500")
-            .set("linger.ms", "1")
-            // Kafka's default partitioner: murmur2 of the key, so a key lands where a
-            // Java client would put it.
-            .set("partitioner", "murmur2_random")
-            .set(
-                "message.timeout.ms",
-                config.delivery_timeout.as_millis().to_string(),
-            )
-            // The gateway bounds what it enqueues itself (`queue`); librdkafka's own
-            // bound sits above it so QueueFull means the gateway miscounted.
-            .set(
-                "queue.buffering.max.messages",
-                (config
-                    .produce_queue_records
-                    .saturating_mul(2)
-                    .clamp(16, 10_000_000))
-                .to_string(),
-            )
-            .create()
-            .map_err(err)?;
+        // Produce goes over the wire protocol from the gateway's own idempotent producer
+        // (`crate::producer`); librdkafka serves metadata, admin calls and consumers.
+        let producer = NativeProducer::start(ProducerConfig {
+            request_timeout: config.request_timeout,
+            delivery_timeout: config.delivery_timeout,
+            ..ProducerConfig::new(config.bootstrap.clone())
+        });
         let admin: AdminClient<DefaultClientContext> =
             base_config(&config.bootstrap).create().map_err(err)?;
         Ok(KafkaService {
             queue: Arc::new(Semaphore::new(config.produce_queue_records)),
             config,
             producer,
-            admin,
+            admin: Arc::new(admin),
             readers: Arc::default(),
             partitions: Mutex::default(),
         })
@@ -147,11 +125,11 @@ impl KafkaService {
         &self,
         topic: Option<String>,
     ) -> Result<rdkafka::metadata::Metadata, ServiceError> {
-        let client = self.producer.clone();
+        let admin = self.admin.clone();
         let timeout = self.config.request_timeout;
         tokio::task::spawn_blocking(move || {
-            client
-                .client()
+            admin
+                .inner()
                 .fetch_metadata(topic.as_deref(), timeout)
                 .map_err(err)
         })
@@ -324,55 +302,8 @@ impl Service for KafkaService {
         .await
         .map_err(|_| full())?
         .map_err(|_| full())?;
-        let mut pending = Vec::with_capacity(records.len());
-        for r in &records {
-            let mut fr: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic);
-            if let Some(p) = r.partition {
-                fr = fr.partition(p);
-            }
-            if let Some(k) = &r.key {
-                fr = fr.key(k.as_slice());
-            }
-            if let Some(v) = &r.value {
-                fr = fr.payload(v.as_slice());
-            }
-            if let Some(ts) = r.timestamp {
-                fr = fr.timestamp(ts);
-            }
-            if !r.headers.is_empty() {
-                let mut h = OwnedHeaders::new_with_capacity(r.headers.len());
-                for (k, v) in &r.headers {
-                    h = h.insert(RdHeader {
-                        key: k.as_str(),
-                        value: v.as_deref(),
-                    });
-                }
-                fr = fr.headers(h);
-            }
-            pending.push(self.producer.send_result(fr).map_err(|(e, _)| err(e)));
-        }
-        // librdkafka holds copies: free the records here, on the thread that allocated
-        // them, rather than after the deliveries on whichever worker resumes the task
-        // (a cross-thread free contends for the allocator's arena locks).
-        drop(records);
-        let mut out = Vec::with_capacity(pending.len());
-        for p in pending {
-            out.push(match p {
-                Err(e) => Err(e),
-                Ok(fut) => match fut.await {
-                    Ok(Ok(d)) => Ok(Produced {
-                        partition: d.partition,
-                        offset: d.offset,
-                        timestamp: d.timestamp.to_millis(),
-                    }),
-                    Ok(Err((e, _))) => Err(err(e)),
-                    Err(_) => Err(ServiceError::new(
-                        codes::LOCAL_MSG_TIMED_OUT,
-                        "the producer was shut down before delivery",
-                    )),
-                },
-            });
-        }
+        let partitions = self.partition_count(topic).await?;
+        let out = self.producer.produce(topic, partitions, records).await;
         drop(permit);
         Ok(out)
     }

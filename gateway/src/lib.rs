@@ -13,6 +13,7 @@ pub mod error;
 pub mod idempotency;
 pub mod kafka;
 pub mod openapi;
+pub mod producer;
 pub mod service;
 mod sse;
 mod util;

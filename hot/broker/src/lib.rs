@@ -13,7 +13,7 @@ pub mod broker;
 pub mod config;
 pub mod error;
 pub mod groups;
-pub mod kafka_client;
+pub use strata_client as kafka_client;
 pub mod metadata;
 pub mod partition;
 pub mod replication;

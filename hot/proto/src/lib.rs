@@ -7,6 +7,7 @@
 //! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
 //!   validation.
 //! * [`error`]: the Kafka error codes the broker answers with.
+//! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
 //!
 //! Nothing here does IO or depends on an async runtime.
 
@@ -14,6 +15,7 @@ pub mod batch;
 pub mod config;
 pub mod error;
 pub mod ids;
+pub mod partitioner;
 
 pub use batch::{BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType};
 pub use config::{CleanupPolicy, ConfigError, TopicConfig};

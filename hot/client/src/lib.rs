@@ -1,6 +1,6 @@
 //! A minimal Kafka client connection, for broker-to-broker requests (followers fetching
-//! from leaders): one request at a time, versions chosen by the caller, every call under
-//! a deadline.
+//! from leaders) and the gateway's produce path: one request at a time, versions chosen
+//! by the caller, every call under a deadline.
 
 use std::time::Duration;
 
