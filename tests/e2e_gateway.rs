@@ -923,3 +923,266 @@ fn schemathesis_finds_no_server_errors() {
     assert!(out.status.success(), "schemathesis failed:\n{text}");
     assert!(text.contains("passed"), "{text}");
 }
+
+/// Keyed records without a partition land where Kafka's default partitioner puts them
+/// (murmur2 of the key, as a Java client or librdkafka's murmur2_random), and one key's
+/// records keep their order.
+#[test]
+fn keyed_records_land_where_a_kafka_client_puts_them() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "keyed", 5, &[]);
+    let keys: Vec<String> = (0..40).map(|i| format!("user-{i}")).collect();
+    let records: Vec<Value> = (0..120)
+        .map(|i| json!({"key": b64(keys[i % 40].as_bytes()), "value": b64(format!("{i}").as_bytes())}))
+        .collect();
+    let (s, j) = answer(gw.post(
+        "/topics/keyed",
+        BINARY_V2,
+        json!({ "records": records }).to_string(),
+    ));
+    assert_eq!(s, 200, "{j}");
+    let offs = j["offsets"].as_array().unwrap();
+    assert_eq!(offs.len(), 120);
+    let mut last: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    for (i, o) in offs.iter().enumerate() {
+        let key = keys[i % 40].as_str();
+        let (p, off) = (
+            o["partition"].as_i64().unwrap(),
+            o["offset"].as_i64().unwrap(),
+        );
+        assert_eq!(
+            p,
+            i64::from(common::kafka::kafka_partition(key.as_bytes(), 5)),
+            "key {key}"
+        );
+        if let Some((lp, lo)) = last.insert(key, (p, off)) {
+            assert!(lp == p && lo < off, "key {key}: {lp}/{lo} then {p}/{off}");
+        }
+    }
+    // librdkafka with murmur2_random agrees.
+    let (p, d) = producer(&gw.b.kafka, &[("partitioner", "murmur2_random")]);
+    for k in &keys {
+        p.send(BaseRecord::to("keyed").key(k.as_str()).payload("rd"))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    assert_eq!(d.acked.lock().unwrap().len(), 40);
+    let got = kafka_read_all(&gw.b.kafka, "keyed", 5, 160);
+    for r in got.iter().filter(|r| r.value.as_deref() == Some(b"rd")) {
+        let key = String::from_utf8(r.key.clone().unwrap()).unwrap();
+        assert_eq!(
+            i64::from(r.partition),
+            last[key.as_str()].0,
+            "librdkafka put {key} elsewhere"
+        );
+    }
+}
+
+/// A request bigger than the topic's max.message.bytes is cut into batches the broker
+/// takes (the producer learns the limit from MESSAGE_TOO_LARGE), in order; a record that
+/// is too large on its own fails alone.
+#[test]
+fn a_request_over_max_message_bytes_is_split_and_kept_in_order() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "tiny", 1, &[("max.message.bytes", "4096")]);
+    let value = |i: usize| format!("{i:04}-{}", "x".repeat(295));
+    let records: Vec<Value> = (0..60)
+        .map(|i| json!({"value": b64(value(i).as_bytes())}))
+        .collect();
+    let (s, j) = answer(gw.post(
+        "/topics/tiny",
+        BINARY_V2,
+        json!({ "records": records }).to_string(),
+    ));
+    assert_eq!(s, 200, "{j}");
+    let offsets: Vec<i64> = j["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            assert!(o["error_code"].is_null(), "{o}");
+            o["offset"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(offsets, (0..60).collect::<Vec<i64>>());
+
+    // One record over the limit among small ones: it alone fails.
+    let mixed = json!({"records": [
+        {"value": b64(b"before")},
+        {"value": b64(&vec![b'y'; 5000])},
+        {"value": b64(b"after")},
+    ]});
+    let (s, j) = answer(gw.post("/topics/tiny", BINARY_V2, mixed.to_string()));
+    assert_eq!(s, 200, "{j}");
+    let o = j["offsets"].as_array().unwrap();
+    assert!(
+        o[0]["error_code"].is_null() && o[2]["error_code"].is_null(),
+        "{j}"
+    );
+    assert_eq!(o[1]["error_code"].as_u64(), Some(41302), "{j}");
+
+    let got = kafka_read_all(&gw.b.kafka, "tiny", 1, 62);
+    let values: Vec<Vec<u8>> = got.iter().map(|r| r.value.clone().unwrap()).collect();
+    let mut want: Vec<Vec<u8>> = (0..60).map(|i| value(i).into_bytes()).collect();
+    want.push(b"before".to_vec());
+    want.push(b"after".to_vec());
+    assert_eq!(values, want);
+}
+
+/// The gateway on broker 1 produces while the leaders on brokers 2 and 3 are killed
+/// with -9 and restarted: every record is answered with an offset (an election is a
+/// pause, not an error, as for a Kafka client), every one is at its offset, and none is
+/// in the log twice (the gateway's producer is idempotent across retries and leader
+/// changes).
+#[test]
+fn produce_over_http_survives_leader_kills_without_loss_or_duplicates() {
+    use common::cluster::Cluster;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let mut c = Cluster::start(3, 3, &[]);
+    let topic = "ha";
+    let bootstrap = c.bootstrap();
+    common::kafka::create_topic_rf(&bootstrap, topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let full_isr = |parts: &[common::cluster::PartitionView]| {
+        parts.iter().all(|(l, _, isr)| *l > 0 && isr.len() == 3)
+    };
+    c.wait_for(topic, "a full ISR", Duration::from_secs(30), full_isr);
+    let http = c.brokers[0].http.clone();
+    let client = Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    while client
+        .get(format!("http://{http}/readyz"))
+        .send()
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "gateway never ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked_count = Arc::new(AtomicUsize::new(0));
+    let sender = {
+        let (stop, acked_count) = (stop.clone(), acked_count.clone());
+        std::thread::spawn(move || {
+            // (value, partition, offset) of every record answered with an offset.
+            let mut acked: Vec<(String, i64, i64)> = Vec::new();
+            let mut failed = 0usize;
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let values: Vec<String> = (i..i + 20).map(|n| format!("v{n}")).collect();
+                i += 20;
+                let body = json!({"records": values.iter().enumerate()
+                    .map(|(k, v)| json!({"key": format!("k{}", k % 7), "value": v}))
+                    .collect::<Vec<_>>()});
+                let r = client
+                    .post(format!("http://{http}/topics/{topic}"))
+                    .header("Content-Type", JSON_V2)
+                    .body(body.to_string())
+                    .send()
+                    .expect("the gateway answers");
+                let (s, j) = answer(r);
+                match s {
+                    200 => {
+                        for (v, o) in values.iter().zip(j["offsets"].as_array().unwrap()) {
+                            match (o["partition"].as_i64(), o["offset"].as_i64()) {
+                                (Some(p), Some(off)) if o["error_code"].is_null() => {
+                                    acked.push((format!("\"{v}\""), p, off));
+                                }
+                                _ => failed += 1,
+                            }
+                        }
+                    }
+                    503 => failed += values.len(),
+                    other => panic!("unexpected status {other}: {j}"),
+                }
+                acked_count.store(acked.len(), Ordering::Relaxed);
+            }
+            (acked, failed)
+        })
+    };
+    let wait_progress = |what: &str| {
+        let before = acked_count.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        while acked_count.load(Ordering::Relaxed) < before + 400 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "no produce progress over HTTP {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_progress("before the first kill");
+    let mut leader_kills = 0;
+    for round in 0..4 {
+        let parts = c.wait_for(topic, "a full ISR", Duration::from_secs(90), full_isr);
+        // A leader other than broker 1 (whose process serves the gateway), alternating.
+        let leaders: Vec<i32> = parts
+            .iter()
+            .map(|(l, _, _)| *l)
+            .filter(|l| *l != 1)
+            .collect();
+        let victim = leaders
+            .iter()
+            .copied()
+            .find(|l| *l == 2 + round % 2)
+            .or(leaders.first().copied())
+            .unwrap_or(2 + round % 2);
+        leader_kills += usize::from(leaders.contains(&victim));
+        eprintln!("round {round}: kill -9 broker {victim}; partitions {parts:?}");
+        c.broker(victim).kill9();
+        std::thread::sleep(Duration::from_millis(500));
+        wait_progress(&format!("with broker {victim} down (round {round})"));
+        c.broker(victim).restart();
+        wait_progress(&format!("after restarting broker {victim} (round {round})"));
+    }
+    assert!(leader_kills >= 2, "only {leader_kills} kills hit a leader");
+    stop.store(true, Ordering::Relaxed);
+    let (acked, failed) = sender.join().expect("sender");
+    c.wait_for(topic, "a full ISR", Duration::from_secs(90), full_isr);
+
+    let total: usize = (0..3)
+        .map(|p| {
+            let (lo, hi) = client_config(&bootstrap, &[])
+                .create::<BaseConsumer>()
+                .unwrap()
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            (hi - lo) as usize
+        })
+        .sum();
+    let got = common::kafka::consume_all(&bootstrap, topic, 3, total, Duration::from_secs(60));
+    assert_eq!(got.len(), total);
+    let mut at: BTreeMap<(i64, i64), String> = BTreeMap::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for r in &got {
+        let v = String::from_utf8(r.value.clone()).unwrap();
+        assert!(seen.insert(v.clone()), "{v} is in the log twice");
+        at.insert((i64::from(r.partition), r.offset), v);
+    }
+    for (v, p, off) in &acked {
+        assert_eq!(
+            at.get(&(*p, *off)),
+            Some(v),
+            "acknowledged {v} at {p}/{off}"
+        );
+    }
+    assert_eq!(
+        failed, 0,
+        "records answered with an error across leader kills"
+    );
+    assert_eq!(got.len(), acked.len());
+    eprintln!(
+        "{} records acknowledged over HTTP and found at their offsets, {failed} answered with an error, {} in the log, none twice",
+        acked.len(),
+        got.len()
+    );
+}

@@ -14,10 +14,11 @@
 //!   partition, and at most one batch in flight per partition, so a retried batch keeps
 //!   its sequence and the broker appends it once. Records of one partition keep their
 //!   order across requests;
-//! - bounded retries of retriable errors (backoff 100-500 ms), so a broker that refuses
-//!   writes answers within about a second; a batch whose outcome is unknown when it fails
-//!   (timeout, lost connection) retires the producer id, so a later batch can never be
-//!   taken for a duplicate of it;
+//! - retries with backoff 100-500 ms: a leader change is retried for the whole delivery
+//!   timeout (an election is a pause, not an error), a broker that refuses writes
+//!   (NOT_ENOUGH_REPLICAS) three times, so it answers within about a second; a batch
+//!   whose outcome is unknown when it fails (timeout, lost connection) retires the
+//!   producer id, so a later batch can never be taken for a duplicate of it;
 //! - a batch over the topic's max.message.bytes is split in halves and retried; a single
 //!   record over it fails with MESSAGE_TOO_LARGE.
 //!
@@ -871,11 +872,24 @@ impl Engine {
         }
     }
 
-    /// Sends `b` again after a backoff, or fails it once retries or the delivery time
-    /// are spent. `unknown`: the broker may have appended it.
+    /// Sends `b` again after a backoff, or fails it once its retries or the delivery
+    /// time are spent. `unknown`: the broker may have appended it.
+    ///
+    /// A leader change (lost connection, NOT_LEADER_OR_FOLLOWER, no leader, a timeout)
+    /// is retried for the whole delivery timeout, so an election is a pause to an HTTP
+    /// client, not an error, as with a Kafka client. Other retriable refusals
+    /// (NOT_ENOUGH_REPLICAS, a storage error) describe the cluster's state rather than a
+    /// moment in it and get `retries`, so the client hears 503 within about a second.
     fn retry_or_fail(&mut self, mut b: Batch, e: ServiceError, unknown: bool) {
         b.attempts += 1;
-        let spent = b.attempts > self.config.retries
+        let failover = matches!(
+            e.code,
+            codes::NETWORK_EXCEPTION
+                | codes::NOT_LEADER_OR_FOLLOWER
+                | codes::LEADER_NOT_AVAILABLE
+                | codes::REQUEST_TIMED_OUT
+        );
+        let spent = (!failover && b.attempts > self.config.retries)
             || b.oldest().elapsed() >= self.config.delivery_timeout;
         if spent {
             self.release(&b);

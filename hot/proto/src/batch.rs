@@ -675,7 +675,20 @@ pub mod build {
                     .collect(),
             })
             .collect();
-        let mut buf = BytesMut::new();
+        // Sized up front: growing by doubling would copy a large batch several times.
+        let estimate = 61
+            + records
+                .iter()
+                .map(|r| {
+                    24 + r.key.as_ref().map_or(0, Bytes::len)
+                        + r.value.as_ref().map_or(0, Bytes::len)
+                        + r.headers
+                            .iter()
+                            .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Bytes::len))
+                            .sum::<usize>()
+                })
+                .sum::<usize>();
+        let mut buf = BytesMut::with_capacity(estimate);
         RecordBatchEncoder::encode(
             &mut buf,
             krecords.iter(),
