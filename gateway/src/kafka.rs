@@ -22,7 +22,7 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Semaphore;
 
-use crate::producer::{NativeProducer, ProducerConfig};
+use crate::producer::{LocalLeader, NativeProducer, ProducerConfig};
 use crate::service::{
     ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionInfo, PartitionOffset,
     ProduceRecord, Produced, ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition,
@@ -42,6 +42,9 @@ pub struct KafkaConfig {
     pub delivery_timeout: Duration,
     /// Metadata and admin calls.
     pub request_timeout: Duration,
+    /// The broker in this process: produce reaches the partitions it leads without a
+    /// socket.
+    pub local: Option<LocalLeader>,
 }
 
 impl KafkaConfig {
@@ -52,6 +55,7 @@ impl KafkaConfig {
             queue_wait: Duration::from_secs(1),
             delivery_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(5),
+            local: None,
         }
     }
 }
@@ -107,6 +111,7 @@ impl KafkaService {
         let producer = NativeProducer::start(ProducerConfig {
             request_timeout: config.request_timeout,
             delivery_timeout: config.delivery_timeout,
+            local: config.local.clone(),
             ..ProducerConfig::new(config.bootstrap.clone())
         });
         let admin: AdminClient<DefaultClientContext> =

@@ -22,11 +22,12 @@
 //! - a batch over the topic's max.message.bytes is split in halves and retried; a single
 //!   record over it fails with MESSAGE_TOO_LARGE.
 //!
-//! One task owns all the state (no locks on the hot path); each leader has at most one
-//! request in flight, and records that arrive meanwhile gather into the next one, which
-//! is how batches grow under load (linger without a timer).
+//! One task owns all the state (no locks on the hot path). Each leader has up to
+//! `max_in_flight_per_leader` requests in flight, on separate connections, and a
+//! partition at most one batch; records that arrive meanwhile gather into its next
+//! batch, which is how batches grow under load (linger without a timer).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -41,7 +42,7 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use strata_client::KafkaConnection;
+use strata_client::{KafkaConnection, LocalBroker};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
 use strata_proto::partitioner::partition_for_key;
@@ -65,11 +66,29 @@ const PRODUCER_FENCED: i16 = 90;
 const RECORD_OVERHEAD: usize = 24;
 const BATCH_OVERHEAD: usize = 61;
 
+/// The broker in this process, reached without a socket for the partitions it leads
+/// (and for metadata and the producer id).
+#[derive(Clone)]
+pub struct LocalLeader {
+    pub node_id: i32,
+    pub broker: Arc<dyn LocalBroker>,
+}
+
+impl std::fmt::Debug for LocalLeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalLeader")
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How the producer is set up.
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
     /// The broker's Kafka address (HOST:PORT), for metadata and the producer id.
     pub bootstrap: String,
+    /// The broker in this process, if any.
+    pub local: Option<LocalLeader>,
     /// Connects, metadata and InitProducerId.
     pub request_timeout: Duration,
     /// How long a record may wait for acks=all, retries included.
@@ -81,17 +100,23 @@ pub struct ProducerConfig {
     pub max_batch_bytes: usize,
     /// The largest Produce request sent to one leader.
     pub max_request_bytes: usize,
+    /// Produce requests in flight to one leader, each on its own connection (a
+    /// partition still has at most one batch in flight, so its order and sequences
+    /// hold); the broker appends to different partitions in parallel.
+    pub max_in_flight_per_leader: usize,
 }
 
 impl ProducerConfig {
     pub fn new(bootstrap: impl Into<String>) -> ProducerConfig {
         ProducerConfig {
             bootstrap: bootstrap.into(),
+            local: None,
             request_timeout: Duration::from_secs(5),
             delivery_timeout: Duration::from_secs(30),
             retries: 3,
             max_batch_bytes: 1_000_000,
             max_request_bytes: 16 * 1024 * 1024,
+            max_in_flight_per_leader: 4,
         }
     }
 }
@@ -402,9 +427,11 @@ struct Engine {
     partitions: HashMap<(Arc<str>, i32), PartitionState>,
     topics: HashMap<Arc<str>, TopicMeta>,
     brokers: HashMap<i32, String>,
-    conns: HashMap<i32, KafkaConnection>,
+    /// Idle connections by leader.
+    conns: HashMap<i32, Vec<KafkaConnection>>,
     meta_conn: Option<KafkaConnection>,
-    busy_leaders: HashSet<i32>,
+    /// Requests in flight by leader.
+    in_flight: HashMap<i32, usize>,
     producer: Option<(i64, i16)>,
     generation: u64,
     /// When InitProducerId or metadata last failed: wait before asking again.
@@ -421,7 +448,7 @@ impl Engine {
             brokers: HashMap::new(),
             conns: HashMap::new(),
             meta_conn: None,
-            busy_leaders: HashSet::new(),
+            in_flight: HashMap::new(),
             producer: None,
             generation: 0,
             backoff_until: None,
@@ -570,7 +597,9 @@ impl Engine {
                 .and_then(|m| m.leaders.get(partition as usize).copied());
             match leader {
                 Some(l) if l >= 0 && self.brokers.contains_key(&l) => {
-                    if !self.busy_leaders.contains(&l) {
+                    if self.in_flight.get(&l).copied().unwrap_or(0)
+                        < self.config.max_in_flight_per_leader
+                    {
                         by_leader.entry(l).or_default().push((topic, partition));
                     }
                 }
@@ -619,8 +648,8 @@ impl Engine {
                     st.in_flight = true;
                 }
             }
-            self.busy_leaders.insert(leader);
-            let conn = self.conns.remove(&leader);
+            *self.in_flight.entry(leader).or_default() += 1;
+            let conn = self.conns.get_mut(&leader).and_then(Vec::pop);
             let addr = self.brokers.get(&leader).cloned().unwrap_or_default();
             in_flight.push(Box::pin(send(
                 leader,
@@ -715,9 +744,11 @@ impl Engine {
     }
 
     fn complete(&mut self, sent: Sent) {
-        self.busy_leaders.remove(&sent.leader);
+        if let Some(n) = self.in_flight.get_mut(&sent.leader) {
+            *n = n.saturating_sub(1);
+        }
         if let Some(c) = sent.conn {
-            self.conns.insert(sent.leader, c);
+            self.conns.entry(sent.leader).or_default().push(c);
         }
         let response = match sent.result {
             Ok(r) => r,
@@ -941,6 +972,19 @@ impl Engine {
                 }
             }
         }
+        if let Some(l) = &self.config.local {
+            let mut conn =
+                KafkaConnection::local(&self.config.bootstrap, l.broker.clone(), CLIENT_ID);
+            match conn.call(api, version, req, timeout).await {
+                Ok(r) => {
+                    self.meta_conn = Some(conn);
+                    return Ok(r);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "gateway producer: in-process {api:?} failed")
+                }
+            }
+        }
         let mut addrs = vec![self.config.bootstrap.clone()];
         addrs.extend(
             self.brokers
@@ -1104,7 +1148,12 @@ async fn send(
         }
     }
     req.topic_data = by_topic;
-    let mut conn = match conn {
+    let local = config
+        .local
+        .as_ref()
+        .filter(|l| l.node_id == leader)
+        .map(|l| KafkaConnection::local(&addr, l.broker.clone(), CLIENT_ID));
+    let mut conn = match conn.or(local) {
         Some(c) => c,
         None => match KafkaConnection::connect(&addr, CLIENT_ID, config.request_timeout).await {
             Ok(c) => c,

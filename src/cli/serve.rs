@@ -641,7 +641,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let server = Server::start_on(broker.clone(), kafka);
     // The gateway is a Kafka client of this broker's own listener (by the address it
     // advertises, which is what metadata tells clients anyway).
-    let (gateway, gateway_handle) = gateway_router(&config, &advertised, broker.cluster_id())?;
+    let (gateway, gateway_handle) = gateway_router(&config, &advertised, &broker)?;
     let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone(), gateway));
     // Tests and scripts read this line to learn the bound ports.
     println!(
@@ -674,12 +674,15 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The REST gateway over a librdkafka client of this broker.
+/// The REST gateway over a Kafka client of this broker: produce reaches the partitions
+/// this broker leads in-process (the same request frames, no socket) and other leaders
+/// over TCP; consumers are librdkafka clients of the broker's own listener.
 fn gateway_router(
     config: &ServeConfig,
     advertised: &(String, u16),
-    cluster_id: String,
+    broker: &Arc<strata_broker::Broker>,
 ) -> anyhow::Result<(axum::Router, strata_gateway::Handle)> {
+    let cluster_id = broker.cluster_id();
     let host = if advertised.0.contains(':') {
         format!("[{}]", advertised.0)
     } else {
@@ -688,6 +691,10 @@ fn gateway_router(
     let kafka = strata_gateway::kafka::KafkaConfig {
         produce_queue_records: config.http_produce_queue,
         delivery_timeout: config.http_produce_timeout,
+        local: Some(strata_gateway::producer::LocalLeader {
+            node_id: broker.node_id(),
+            broker: Arc::new(strata_broker::LocalLink::new(broker.clone())),
+        }),
         ..strata_gateway::kafka::KafkaConfig::new(format!("{host}:{}", advertised.1))
     };
     let service = strata_gateway::kafka::KafkaService::new(kafka)

@@ -24,4 +24,4 @@ pub use broker::Broker;
 pub use config::BrokerConfig;
 pub use error::ApiError;
 pub use metadata::MetadataCache;
-pub use server::Server;
+pub use server::{LocalLink, Server};

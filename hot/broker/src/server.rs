@@ -188,3 +188,54 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
         let _ = tokio::task::spawn_blocking(move || b.housekeeping(retention, checkpoint)).await;
     }
 }
+
+/// This broker as a [`strata_client::LocalBroker`]: request frames go to the same
+/// dispatch as the listener's, without a socket. What the listener would answer by
+/// closing the connection (a malformed frame) is None.
+pub struct LocalLink {
+    broker: Arc<Broker>,
+    connection_id: u64,
+}
+
+impl std::fmt::Debug for LocalLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalLink")
+            .field("node_id", &self.broker.node_id())
+            .field("connection_id", &self.connection_id)
+            .finish()
+    }
+}
+
+impl LocalLink {
+    pub fn new(broker: Arc<Broker>) -> LocalLink {
+        // Apart from the listener's ids (counted up from 1).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+        LocalLink {
+            broker,
+            connection_id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+impl strata_client::LocalBroker for LocalLink {
+    fn call(
+        &self,
+        frame: bytes::Bytes,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<bytes::Bytes>> + Send>> {
+        let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (broker, id) = (self.broker.clone(), self.connection_id);
+        // On a task of its own, as the listener handles each connection on its own task:
+        // dispatch appends before it returns, and the caller may have several requests
+        // in flight to different partitions.
+        let task = tokio::spawn(async move {
+            match api::dispatch(&broker, id, peer, frame) {
+                Ok(pending) => pending.await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "in-process request refused");
+                    None
+                }
+            }
+        });
+        Box::pin(async move { task.await.ok().flatten() })
+    }
+}

@@ -1,7 +1,15 @@
 //! A minimal Kafka client connection, for broker-to-broker requests (followers fetching
 //! from leaders) and the gateway's produce path: one request at a time, versions chosen
 //! by the caller, every call under a deadline.
+//!
+//! A connection is TCP, or a [`LocalBroker`]: the broker in the same process, handed
+//! the same request frames and answering with the same response frames as its
+//! listener, minus the socket (the gateway inside `strata serve` reaches partitions
+//! this broker leads that way).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -35,13 +43,33 @@ pub enum ClientError {
     Protocol { addr: String, reason: String },
 }
 
+/// A broker in this process: takes a request frame (header and body, without the size
+/// prefix) and answers with the response frame its listener would write (with the size
+/// prefix), or None where the listener would send nothing or close the connection.
+pub trait LocalBroker: Send + Sync + 'static {
+    fn call(&self, frame: Bytes) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>;
+}
+
+enum Link {
+    Tcp(TcpStream),
+    Local(Arc<dyn LocalBroker>),
+}
+
 /// One connection to a broker.
-#[derive(Debug)]
 pub struct KafkaConnection {
     addr: String,
-    stream: TcpStream,
+    link: Link,
     next_correlation: i32,
     client_id: StrBytes,
+}
+
+impl std::fmt::Debug for KafkaConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaConnection")
+            .field("addr", &self.addr)
+            .field("local", &matches!(self.link, Link::Local(_)))
+            .finish_non_exhaustive()
+    }
 }
 
 impl KafkaConnection {
@@ -68,10 +96,21 @@ impl KafkaConnection {
             })?;
         Ok(KafkaConnection {
             addr: addr.to_string(),
-            stream,
+            link: Link::Tcp(stream),
             next_correlation: 1,
             client_id: StrBytes::from_string(client_id.to_string()),
         })
+    }
+
+    /// A connection to the broker in this process; `name` stands for its address in
+    /// errors.
+    pub fn local(name: &str, broker: Arc<dyn LocalBroker>, client_id: &str) -> Self {
+        KafkaConnection {
+            addr: name.to_string(),
+            link: Link::Local(broker),
+            next_correlation: 1,
+            client_id: StrBytes::from_string(client_id.to_string()),
+        }
     }
 
     pub fn addr(&self) -> &str {
@@ -121,7 +160,10 @@ impl KafkaConnection {
             addr: self.addr.clone(),
             reason,
         };
-        let mut buf = BytesMut::with_capacity(256);
+        // Sized up front: a Produce request carries its batches, and growing the buffer
+        // by doubling would copy them several times.
+        let size = req.compute_size(version).unwrap_or(0);
+        let mut buf = BytesMut::with_capacity(256 + size);
         buf.put_i32(0);
         header
             .encode(&mut buf, Req::header_version(version))
@@ -134,24 +176,42 @@ impl KafkaConnection {
             let addr = addr.to_string();
             move |source| ClientError::Io { op, addr, source }
         };
-        self.stream
-            .write_all(&buf)
-            .await
-            .map_err(io("write", &self.addr))?;
-        let len = self
-            .stream
-            .read_i32()
-            .await
-            .map_err(io("read", &self.addr))?;
-        if len < 0 {
-            return Err(protocol(format!("negative response length {len}")));
-        }
-        let mut body = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut body)
-            .await
-            .map_err(io("read", &self.addr))?;
-        let mut body = Bytes::from(body);
+        let mut body = match &mut self.link {
+            Link::Tcp(stream) => {
+                stream
+                    .write_all(&buf)
+                    .await
+                    .map_err(io("write", &self.addr))?;
+                let len = stream.read_i32().await.map_err(io("read", &self.addr))?;
+                if len < 0 {
+                    return Err(protocol(format!("negative response length {len}")));
+                }
+                let mut body = vec![0u8; len as usize];
+                stream
+                    .read_exact(&mut body)
+                    .await
+                    .map_err(io("read", &self.addr))?;
+                Bytes::from(body)
+            }
+            Link::Local(broker) => {
+                let frame = buf.freeze().slice(4..);
+                let Some(mut resp) = broker.call(frame).await else {
+                    return Err(ClientError::Io {
+                        op: "read",
+                        addr: self.addr.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::ConnectionAborted,
+                            "the broker closed the connection without an answer",
+                        ),
+                    });
+                };
+                if resp.len() < 4 {
+                    return Err(protocol(format!("a {}-byte response frame", resp.len())));
+                }
+                resp.advance(4);
+                resp
+            }
+        };
         let h = ResponseHeader::decode(&mut body, Resp::header_version(version))
             .map_err(|e| protocol(format!("decode header: {e}")))?;
         if h.correlation_id != correlation {
