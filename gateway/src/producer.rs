@@ -739,6 +739,7 @@ impl Engine {
     /// Retires the producer id: the next batch of every partition starts sequence 0
     /// under a new one.
     fn retire_producer(&mut self) {
+        metrics::counter!("strata_gateway_producer_resets_total").increment(1);
         self.producer = None;
         self.generation += 1;
     }
@@ -813,6 +814,7 @@ impl Engine {
     }
 
     fn succeed(&mut self, b: Batch, base: i64, append_time: i64) {
+        metrics::counter!("strata_gateway_produce_batches_total").increment(1);
         if let Some(st) = self.partitions.get_mut(&(b.topic.clone(), b.partition)) {
             st.in_flight = false;
             if st.generation == b.generation {
@@ -932,6 +934,8 @@ impl Engine {
             b.fail(&e);
             return;
         }
+        metrics::counter!("strata_gateway_produce_retries_total", "code" => e.code.to_string())
+            .increment(1);
         let backoff = Duration::from_millis((100u64 << (b.attempts - 1).min(3)).min(500));
         if let Some(st) = self.partitions.get_mut(&(b.topic.clone(), b.partition)) {
             st.in_flight = false;
