@@ -1186,3 +1186,77 @@ fn produce_over_http_survives_leader_kills_without_loss_or_duplicates() {
         got.len()
     );
 }
+
+/// A v2 instance subscribed with Confluent's `topic_pattern` reads the topics whose
+/// whole name matches, and no other; a bad pattern or both forms at once get 422.
+#[test]
+fn a_consumer_instance_subscribes_to_a_topic_pattern() {
+    let gw = Gw::start(&[]);
+    for t in ["pat-a", "pat-b", "other-pat-c"] {
+        create_topic(&gw.b.kafka, t, 1, &[]);
+        let (s, j) = answer(gw.post(
+            &format!("/topics/{t}"),
+            BINARY_V2,
+            json!({"records": [{"value": b64(t.as_bytes())}]}).to_string(),
+        ));
+        assert_eq!(s, 200, "{j}");
+    }
+    let (s, j) = answer(gw.post(
+        "/consumers/g-pat",
+        V2,
+        r#"{"name":"i1","format":"binary","auto.offset.reset":"earliest"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    let base = "/consumers/g-pat/instances/i1";
+    let sub = format!("{base}/subscription");
+    expect_error(
+        gw.post(&sub, V2, r#"{"topics":["pat-a"],"topic_pattern":"pat-.*"}"#),
+        422,
+        42201,
+    );
+    expect_error(
+        gw.post(&sub, V2, r#"{"topic_pattern":"pat-("}"#),
+        422,
+        42202,
+    );
+    expect_error(gw.post(&sub, V2, r#"{}"#), 422, 42201);
+    assert_eq!(
+        gw.post(&sub, V2, r#"{"topic_pattern":"pat-.*"}"#).status(),
+        204
+    );
+    let mut got: BTreeSet<(String, Vec<u8>)> = BTreeSet::new();
+    let t0 = Instant::now();
+    // Until both matching records are in, then two more seconds for anything else.
+    let mut settled: Option<Instant> = None;
+    while settled.is_none_or(|t| t.elapsed() < Duration::from_secs(2)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "read only {got:?} through the pattern"
+        );
+        let r = gw
+            .http
+            .get(gw.url(&format!("{base}/records?timeout=500")))
+            .header("Accept", BINARY_V2)
+            .send()
+            .unwrap();
+        let (s, j) = answer(r);
+        assert_eq!(s, 200, "{j}");
+        for r in j.as_array().unwrap() {
+            got.insert((
+                r["topic"].as_str().unwrap().to_string(),
+                unb64(r["value"].as_str().unwrap()),
+            ));
+        }
+        if settled.is_none() && got.len() >= 2 {
+            settled = Some(Instant::now());
+        }
+    }
+    let want: BTreeSet<(String, Vec<u8>)> = ["pat-a", "pat-b"]
+        .iter()
+        .map(|t| (t.to_string(), t.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(got, want);
+    let (s, j) = answer(gw.get(&sub));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["topics"], json!(["pat-a", "pat-b"]));
+}

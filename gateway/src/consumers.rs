@@ -395,10 +395,15 @@ pub async fn delete_instance(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Topics to subscribe to.
+/// Topics to subscribe to: a list, or (Confluent's `topic_pattern`) a regular expression
+/// that a whole topic name must match; topics created later join at the consumer's next
+/// metadata refresh.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 pub struct Subscription {
+    #[serde(default)]
     pub topics: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_pattern: Option<String>,
 }
 
 /// Subscribe the instance to topics (replacing its subscription).
@@ -424,19 +429,34 @@ pub async fn subscribe(
     let req: Subscription = body_json(&s, &headers, body)
         .await?
         .ok_or_else(|| ApiError::invalid_body("a body {\"topics\": [...]} is required"))?;
-    if req.topics.is_empty() {
-        return Err(ApiError::invalid_body(
-            "topics must not be empty (topic_pattern is not supported)",
-        ));
+    match (req.topics.is_empty(), req.topic_pattern) {
+        (true, None) => Err(ApiError::invalid_body(
+            "give topics (a non-empty list) or topic_pattern (a regular expression)",
+        )),
+        (false, Some(_)) => Err(ApiError::invalid_body(
+            "give topics or topic_pattern, not both",
+        )),
+        (true, Some(pattern)) => {
+            if let Err(e) = regex::Regex::new(&format!("^(?:{pattern})$")) {
+                return Err(ApiError::invalid_field(format!(
+                    "topic_pattern '{pattern}' is not a regular expression: {e}"
+                )));
+            }
+            let _busy = i.busy.lock().await;
+            i.consumer.subscribe_pattern(&pattern).await?;
+            Ok(StatusCode::NO_CONTENT)
+        }
+        (false, None) => {
+            if let Some(t) = req.topics.iter().find(|t| !util::valid_topic_name(t)) {
+                return Err(ApiError::invalid_field(format!(
+                    "'{t}' is not a valid topic name"
+                )));
+            }
+            let _busy = i.busy.lock().await;
+            i.consumer.subscribe(req.topics).await?;
+            Ok(StatusCode::NO_CONTENT)
+        }
     }
-    if let Some(t) = req.topics.iter().find(|t| !util::valid_topic_name(t)) {
-        return Err(ApiError::invalid_field(format!(
-            "'{t}' is not a valid topic name"
-        )));
-    }
-    let _busy = i.busy.lock().await;
-    i.consumer.subscribe(req.topics).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The instance's subscription.
@@ -455,7 +475,10 @@ pub async fn get_subscription(
     Ok(util::json_response(
         StatusCode::OK,
         V2,
-        &Subscription { topics },
+        &Subscription {
+            topics,
+            topic_pattern: None,
+        },
     ))
 }
 

@@ -518,6 +518,15 @@ impl GroupConsumer for KafkaConsumer {
         .await
     }
 
+    async fn subscribe_pattern(&self, pattern: &str) -> Result<(), ServiceError> {
+        self.clear_pending();
+        // librdkafka takes a subscription starting with '^' as a regular expression; the
+        // anchors make it match whole names, as Confluent's (Java's Pattern.matches).
+        let regex = format!("^({pattern})$");
+        self.blocking(move |c| c.subscribe(&[regex.as_str()]).map_err(err))
+            .await
+    }
+
     async fn unsubscribe(&self) -> Result<(), ServiceError> {
         self.clear_pending();
         self.blocking(|c| {
@@ -530,11 +539,19 @@ impl GroupConsumer for KafkaConsumer {
     async fn subscription(&self) -> Result<Vec<String>, ServiceError> {
         self.blocking(|c| {
             let tpl = c.subscription().map_err(err)?;
+            let pattern = tpl.elements().iter().any(|e| e.topic().starts_with('^'));
+            // A pattern subscription lists the matching topics this member is assigned.
+            let tpl = if pattern {
+                c.assignment().map_err(err)?
+            } else {
+                tpl
+            };
             let mut t: Vec<String> = tpl
                 .elements()
                 .iter()
                 .map(|e| e.topic().to_string())
                 .collect();
+            t.sort();
             t.dedup();
             Ok(t)
         })

@@ -259,6 +259,11 @@ pub trait Service: Send + Sync + 'static {
 #[async_trait]
 pub trait GroupConsumer: Send + Sync + 'static {
     async fn subscribe(&self, topics: Vec<String>) -> Result<(), ServiceError>;
+    /// Subscribes to every topic whose whole name matches `pattern` (a regular
+    /// expression), including topics created later (at the next metadata refresh).
+    async fn subscribe_pattern(&self, pattern: &str) -> Result<(), ServiceError>;
+    /// The subscribed topics (for a pattern: the matching topics assigned to this
+    /// member).
     async fn unsubscribe(&self) -> Result<(), ServiceError>;
     async fn subscription(&self) -> Result<Vec<String>, ServiceError>;
     /// Records up to about `max_bytes` (at least one when any arrives), waiting up to

@@ -155,6 +155,10 @@ impl GroupConsumer for FakeConsumer {
         *self.topics.lock().unwrap() = topics;
         Ok(())
     }
+    async fn subscribe_pattern(&self, pattern: &str) -> Result<(), ServiceError> {
+        *self.topics.lock().unwrap() = vec![format!("^{pattern}$")];
+        Ok(())
+    }
     async fn unsubscribe(&self) -> Result<(), ServiceError> {
         self.topics.lock().unwrap().clear();
         Ok(())
