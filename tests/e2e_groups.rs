@@ -818,3 +818,85 @@ fn the_offsets_log_is_bounded_by_checkpoints_and_reloads_the_latest_commits() {
             .collect::<Vec<_>>()
     );
 }
+
+/// The broker coordinating a group dies (kill -9): the members carry on with the same
+/// generation and assignment on the new coordinator, without a rebalance, and read what
+/// is produced after, because the coordinator writes each Stable generation's
+/// membership to `__consumer_offsets` as Kafka's does.
+#[test]
+fn members_carry_on_without_a_rebalance_when_the_coordinator_broker_dies() {
+    use common::cluster::Cluster;
+    let mut c = Cluster::start(3, 3, &[]);
+    let b = c.bootstrap();
+    common::kafka::create_topic_rf(&b, TOPIC, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    produce(&b, 0, 100);
+    let rebalances = Rebalances::default();
+    let g: BaseConsumer<Rebalances> = client_config(
+        &b,
+        &[
+            ("group.id", "carry-on"),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("session.timeout.ms", "15000"),
+            ("heartbeat.interval.ms", "500"),
+        ],
+    )
+    .create_with_context(rebalances.clone())
+    .expect("consumer");
+    g.subscribe(&[TOPIC]).expect("subscribe");
+    let read = |want: usize, what: &str, got: &mut BTreeSet<String>| {
+        let t0 = Instant::now();
+        while got.len() < want {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{what}: read {} of {want}",
+                got.len()
+            );
+            if let Some(Ok(m)) = g.poll(Duration::from_millis(200)) {
+                got.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into());
+            }
+        }
+    };
+    let mut before = BTreeSet::new();
+    read(100, "before the kill", &mut before);
+    assert_eq!(rebalances.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let assignment = assigned_ctx(&g);
+    assert_eq!(assignment.len(), PARTITIONS as usize);
+    // The coordinator writes the Stable generation within its 100 ms tick.
+    for _ in 0..10 {
+        g.poll(Duration::from_millis(100));
+    }
+
+    let index = strata_group::partition_for("carry-on", {
+        let parts = common::cluster::metadata(&b, "__consumer_offsets").expect("offsets topic");
+        parts.len() as i32
+    });
+    let coordinator =
+        common::cluster::metadata(&b, "__consumer_offsets").unwrap()[index as usize].0;
+    eprintln!("kill -9 broker {coordinator}, the group's coordinator");
+    c.broker(coordinator).kill9();
+    let b2: String = c
+        .nodes
+        .iter()
+        .filter(|n| n.id != coordinator)
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    produce(&b2, 100, 30);
+    let mut after = BTreeSet::new();
+    read(30, "after the kill", &mut after);
+    // A few more seconds of heartbeats against the new coordinator.
+    for _ in 0..20 {
+        if let Some(Ok(m)) = g.poll(Duration::from_millis(100)) {
+            after.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into());
+        }
+    }
+    let want: BTreeSet<String> = (100..130).map(|i| format!("v{i}")).collect();
+    assert_eq!(after, want, "exactly the records produced after the kill");
+    assert_eq!(
+        rebalances.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no rebalance on the coordinator move"
+    );
+    assert_eq!(assigned_ctx(&g), assignment);
+}

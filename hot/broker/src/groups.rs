@@ -454,6 +454,13 @@ impl Broker {
                     let (k, v) = strata_group::offset_commit_record(&g, &t, i, &c);
                     (k, Some(v))
                 })
+                // And the membership last written of groups that hold members.
+                .chain(
+                    s.coordinator
+                        .persisted_records()
+                        .into_iter()
+                        .map(|(k, v)| (k, Some(v))),
+                )
                 .collect()
         })?;
         let p = self
@@ -580,7 +587,7 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
 }
 
 /// Reads an offsets partition's log into a new coordinator.
-fn load(p: &Partition) -> Result<GroupCoordinator, ApiError> {
+fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
     let mut coordinator = GroupCoordinator::new(group_config());
     let end = p.log.log_end_offset();
     let mut at = p.log.log_start_offset();
@@ -605,6 +612,9 @@ fn load(p: &Partition) -> Result<GroupCoordinator, ApiError> {
         }
         at = r.next_offset;
     }
+    // Restored members get a full session from now: their heartbeats went to the
+    // previous coordinator.
+    coordinator.loaded(now);
     Ok(coordinator)
 }
 
@@ -667,7 +677,8 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 continue;
             }
             let b = broker.clone();
-            let loaded = tokio::task::spawn_blocking(move || load(&p)).await;
+            let now = broker.clock.now_ms();
+            let loaded = tokio::task::spawn_blocking(move || load(&p, now)).await;
             match loaded {
                 Ok(Ok(coordinator)) => {
                     b.groups
@@ -696,6 +707,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
         }
         let now = broker.clock.now_ms();
         let mut due = Vec::new();
+        let mut persist = Vec::new();
         let check = now - last_checkpoint_check >= 5_000;
         if check {
             last_checkpoint_check = now;
@@ -709,6 +721,12 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             for (&index, s) in shards.iter_mut() {
                 let done = s.coordinator.tick(now);
                 s.deliver(done);
+                // Groups that became Stable (or Empty after Stable) since the last tick:
+                // their members are written, so a new coordinator keeps them.
+                let records = s.coordinator.take_persist();
+                if !records.is_empty() {
+                    persist.push((index, records));
+                }
                 // Bound the partition to its live offsets plus what came after them.
                 if check && let Some(p) = broker.partition(OFFSETS_TOPIC, index) {
                     let held = p.log.log_end_offset() - p.log.log_start_offset();
@@ -718,6 +736,24 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                     }
                 }
             }
+        }
+        for (index, records) in persist {
+            let b = broker.clone();
+            tokio::spawn(async move {
+                let n = records.len();
+                if let Err(e) = b
+                    .append_offsets_records(
+                        index,
+                        records.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+                        None,
+                    )
+                    .await
+                {
+                    // Only the membership is lost: if the coordinator moves before the
+                    // next generation is written, the members rejoin.
+                    tracing::warn!(partition = index, groups = n, error = %e.message, "cannot write group membership; after a coordinator move the members rejoin");
+                }
+            });
         }
         for index in due {
             let mut last = broker

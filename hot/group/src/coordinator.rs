@@ -283,6 +283,11 @@ struct Group {
     subscribed_topics: Option<BTreeSet<String>>,
     state_timestamp_ms: i64,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// The group metadata last written for this group: (generation, whether it held
+    /// members, the record's key and value). A Stable generation is written so that a
+    /// new coordinator restores the members (they carry on without a rebalance, as
+    /// Kafka's); an Empty one after a Stable one, so they are not restored.
+    persisted: Option<(i32, bool, Bytes, Bytes)>,
 }
 
 impl Group {
@@ -305,6 +310,7 @@ impl Group {
             subscribed_topics: Some(BTreeSet::new()),
             state_timestamp_ms: now,
             offsets: BTreeMap::new(),
+            persisted: None,
         }
     }
 
@@ -1406,12 +1412,124 @@ impl GroupCoordinator {
         ))
     }
 
+    /// The group metadata records to write now: every group that became Stable in a
+    /// generation not yet written, and every group that became Empty after a Stable
+    /// generation was written. Marks them written (write them before the next call).
+    pub fn take_persist(&mut self) -> Vec<(Bytes, Bytes)> {
+        let mut out = Vec::new();
+        for g in self.groups.values_mut() {
+            let stable = match g.state {
+                GroupState::Stable => true,
+                GroupState::Empty => false,
+                _ => continue,
+            };
+            let due = match &g.persisted {
+                None => stable,
+                Some((generation, held, _, _)) => {
+                    if stable {
+                        *generation != g.generation_id || !held
+                    } else {
+                        *held
+                    }
+                }
+            };
+            if due {
+                let (k, v) = records::group_metadata_record(&g.group_id, &g.metadata_value());
+                g.persisted = Some((g.generation_id, stable, k.clone(), v.clone()));
+                out.push((k, v));
+            }
+        }
+        out
+    }
+
+    /// The last written group metadata record of every group whose members it holds
+    /// (what an offsets checkpoint must write again).
+    pub fn persisted_records(&self) -> Vec<(Bytes, Bytes)> {
+        self.groups
+            .values()
+            .filter_map(|g| match &g.persisted {
+                Some((_, true, k, v)) => Some((k.clone(), v.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Ends a load: members restored by [`Self::replay`] get a full session from `now`
+    /// (their heartbeats went to the previous coordinator).
+    pub fn loaded(&mut self, now: i64) {
+        for g in self.groups.values_mut() {
+            for m in g.members.values_mut() {
+                m.heartbeat_deadline_ms = now + i64::from(m.session_timeout_ms);
+            }
+        }
+    }
+
+    /// Restores a Stable generation's members from its metadata record.
+    fn restore_members(&mut self, group_id: &str, v: records::GroupMetadataValue) {
+        let mut seq = self.next_member_seq;
+        let g = self.group_or_create(group_id);
+        g.members.clear();
+        g.static_members.clear();
+        g.pending_sync.clear();
+        g.pending_members.clear();
+        g.leader_id = None;
+        g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type.clone());
+        g.generation_id = v.generation_id;
+        g.state_timestamp_ms = v.current_state_timestamp_ms;
+        let restorable = v.protocol_name.is_some()
+            && !v.members.is_empty()
+            && v.leader
+                .as_ref()
+                .is_some_and(|l| v.members.iter().any(|m| &m.member_id == l));
+        if !restorable {
+            g.protocol_name = None;
+            g.subscribed_topics = Some(BTreeSet::new());
+            g.state = GroupState::Empty;
+            return;
+        }
+        let protocol = v.protocol_name.clone().unwrap_or_default();
+        for m in v.members {
+            seq += 1;
+            if let Some(i) = &m.group_instance_id {
+                g.static_members.insert(i.clone(), m.member_id.clone());
+            }
+            g.members.insert(
+                m.member_id.clone(),
+                Member {
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    protocol_type: v.protocol_type.clone(),
+                    protocols: vec![(protocol.clone(), m.subscription)],
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    assignment: m.assignment,
+                    assignment_generation: v.generation_id,
+                    join_ticket: None,
+                    sync_ticket: None,
+                    heartbeat_deadline_ms: 0,
+                    seq,
+                },
+            );
+        }
+        g.protocol_name = Some(protocol);
+        g.leader_id = v.leader;
+        g.subscribed_topics = compute_subscribed_topics(g);
+        g.state = GroupState::Stable;
+        self.next_member_seq = seq;
+    }
+
     /// Rebuilds state from one `__consumer_offsets` record (`value == None` is a
-    /// tombstone), in log order. Offsets are restored exactly; a group metadata record
-    /// restores the group as Empty with its protocol type and generation (members are not
-    /// restored: they rejoin, getting UNKNOWN_MEMBER_ID first). A group tombstone removes
-    /// the group unless offsets remain.
+    /// tombstone), in log order; end a load with [`Self::loaded`]. Offsets are restored
+    /// exactly. A group metadata record replaces what an earlier one restored: a Stable
+    /// generation's members come back as they were (so they carry on, heartbeating with
+    /// their member ids and generation, without a rebalance, as with Kafka's
+    /// coordinator); an Empty one restores the group with its protocol type and
+    /// generation but no members. A group tombstone removes the group unless offsets
+    /// remain.
     pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), DecodeError> {
+        let raw = value;
         match records::decode_record(key, value)? {
             ConsumerOffsetsRecord::Offset {
                 group_id,
@@ -1428,24 +1546,33 @@ impl GroupCoordinator {
             },
             ConsumerOffsetsRecord::Group { group_id, value } => match value {
                 Some(v) => {
-                    let g = self.group_or_create(&group_id);
-                    if g.members.is_empty() {
-                        g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
-                        g.generation_id = g.generation_id.max(v.generation_id);
-                        g.state_timestamp_ms = v.current_state_timestamp_ms;
+                    let stable = !v.members.is_empty();
+                    let record =
+                        raw.map(|b| (Bytes::copy_from_slice(key), Bytes::copy_from_slice(b)));
+                    self.restore_members(&group_id, v);
+                    if let (Some(g), Some((k, b))) = (self.groups.get_mut(&group_id), record) {
+                        let held = stable && g.state == GroupState::Stable;
+                        g.persisted = Some((g.generation_id, held, k, b));
                     }
                 }
                 None => {
+                    // The group was deleted (only an Empty group can be): no members
+                    // come back, whatever an earlier record restored.
                     let remove = self
                         .groups
                         .get(&group_id)
-                        .is_some_and(|g| g.members.is_empty() && g.offsets.is_empty());
+                        .is_some_and(|g| g.offsets.is_empty());
                     if remove {
                         self.groups.remove(&group_id);
-                    } else if let Some(g) = self.groups.get_mut(&group_id)
-                        && g.members.is_empty()
-                    {
+                    } else if let Some(g) = self.groups.get_mut(&group_id) {
+                        g.members.clear();
+                        g.static_members.clear();
+                        g.leader_id = None;
+                        g.protocol_name = None;
                         g.protocol_type = None;
+                        g.subscribed_topics = Some(BTreeSet::new());
+                        g.state = GroupState::Empty;
+                        g.persisted = None;
                     }
                 }
             },

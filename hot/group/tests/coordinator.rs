@@ -743,7 +743,7 @@ fn records_round_trip_and_replay() {
     assert_eq!(c.committed("grp", "topic", 7), None);
     assert_eq!(c.offsets("grp").len(), 1);
 
-    // Group metadata: persisted from a live group, replayed as an Empty group.
+    // Group metadata: persisted from a live group, replayed with its members.
     let mut live = C::new(cfg(0));
     let (a, _b) = two_member_group(&mut live);
     let (gk, gv) = live.group_metadata_record(G).expect("group");
@@ -764,8 +764,13 @@ fn records_round_trip_and_replay() {
     c.replay(&gk, Some(&gv)).expect("group replay");
     let d = c.describe(G).expect("restored");
     assert_eq!(
-        (d.state, d.protocol_type.as_str(), d.generation_id),
-        ("Empty", "consumer", 2)
+        (
+            d.state,
+            d.protocol_type.as_str(),
+            d.generation_id,
+            d.members.len()
+        ),
+        ("Stable", "consumer", 2, 2)
     );
     c.replay(&group_tombstone(G), None)
         .expect("group tombstone");
@@ -830,4 +835,64 @@ fn subscription_parsing() {
         Some(vec!["a".to_string(), "b".to_string()])
     );
     assert_eq!(parse_consumer_subscription_topics(&[0, 1, 0]), None);
+}
+
+/// A Stable generation is written once; a new coordinator that replays it keeps the
+/// members, their generation and assignments (they carry on heartbeating without a
+/// rebalance, and a session that lapses after the load still expires); once the
+/// group empties, that is written too and nobody is restored.
+#[test]
+fn stable_members_survive_a_coordinator_move() {
+    let mut live = C::new(cfg(0));
+    let (a, b) = two_member_group(&mut live);
+    let written = live.take_persist();
+    assert_eq!(written.len(), 1, "the Stable generation");
+    assert!(live.take_persist().is_empty(), "written once");
+    assert_eq!(live.persisted_records(), written);
+
+    let mut moved = C::new(cfg(0));
+    for (k, v) in &written {
+        moved.replay(k, Some(v)).expect("replay");
+    }
+    moved.loaded(1_000);
+    assert!(moved.take_persist().is_empty(), "nothing new to write");
+    let d = moved.describe(G).expect("restored");
+    assert_eq!((d.state, d.generation_id), ("Stable", 2));
+    assert_eq!(moved.heartbeat(1_100, G, 2, &a, None), ErrorCode::None);
+    assert_eq!(moved.heartbeat(1_100, G, 2, &b, None), ErrorCode::None);
+    // A follower re-syncing gets its assignment back.
+    let sb = moved
+        .sync(1_200, 1, sync_req(2, &b, &[]))
+        .expect("Stable answers at once");
+    assert_eq!(sb.assignment, Bytes::from_static(b"B2"));
+    moved.check_invariants().expect("invariants");
+    // b stops heartbeating: its session lapses, and the group rebalances around a.
+    let session = i64::from(join_req("", "x").session_timeout_ms);
+    moved.tick(1_100 + session / 2);
+    assert_eq!(
+        moved.heartbeat(1_100 + session / 2, G, 2, &a, None),
+        ErrorCode::None
+    );
+    moved.tick(1_200 + session + 1);
+    assert_eq!(state(&moved), "PreparingRebalance");
+
+    // Both leave the live group: the Empty generation is written, and a coordinator
+    // replaying everything restores no members.
+    live.leave(2_000, G, vec![(a.clone(), None), (b.clone(), None)]);
+    live.tick(2_001);
+    assert_eq!(state(&live), "Empty");
+    let emptied = live.take_persist();
+    assert_eq!(emptied.len(), 1);
+    assert!(live.persisted_records().is_empty());
+    let mut later = C::new(cfg(0));
+    for (k, v) in written.iter().chain(&emptied) {
+        later.replay(k, Some(v)).expect("replay");
+    }
+    later.loaded(3_000);
+    let d = later.describe(G).expect("group");
+    assert_eq!((d.state, d.members.len()), ("Empty", 0));
+    assert_eq!(
+        later.heartbeat(3_001, G, 2, &a, None),
+        ErrorCode::UnknownMemberId
+    );
 }
