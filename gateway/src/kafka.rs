@@ -1,10 +1,13 @@
-//! The gateway's `Service` over librdkafka, against the broker's own Kafka listener.
+//! The gateway's `Service` as a Kafka client of its own broker.
 //!
 //! Why a Kafka client rather than calls into the broker: a v2 consumer instance must be
 //! a real group member (an HTTP instance and a Java consumer in the same group share
 //! partitions), and the produce path must keep every Kafka semantic (partitioner,
-//! idempotence, acks=all, errors). librdkafka gives all of it. Its cost is threads per
-//! client, so consumer instances are capped and expire (see `crate::consumers`).
+//! idempotence, acks=all, errors). Consumers, metadata and admin calls are librdkafka
+//! against the broker's listener; librdkafka costs threads per client, so consumer
+//! instances are capped and expire (see `crate::consumers`). Produce is the gateway's
+//! own idempotent producer (`crate::producer`), in-process to the partitions this broker
+//! leads.
 //!
 //! librdkafka calls that block run on tokio's blocking pool, never on the runtime.
 
@@ -67,7 +70,7 @@ const READER_POOL: usize = 4;
 /// metadata round trip.
 const PARTITIONS_TTL: Duration = Duration::from_secs(1);
 
-/// `Service` over librdkafka.
+/// `Service` over librdkafka (consumers, metadata, admin) and the native producer.
 pub struct KafkaService {
     config: KafkaConfig,
     producer: NativeProducer,

@@ -639,8 +639,9 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
     let http_addr = http.local_addr()?;
     let server = Server::start_on(broker.clone(), kafka);
-    // The gateway is a Kafka client of this broker's own listener (by the address it
-    // advertises, which is what metadata tells clients anyway).
+    // The gateway is a Kafka client of this broker: of its own listener (by the address
+    // it advertises, which is what metadata tells clients anyway), and in-process for
+    // producing to the partitions it leads.
     let (gateway, gateway_handle) = gateway_router(&config, &advertised, &broker)?;
     let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone(), gateway));
     // Tests and scripts read this line to learn the bound ports.
