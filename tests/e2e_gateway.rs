@@ -75,6 +75,20 @@ impl Gw {
             .unwrap()
     }
 
+    /// One poll of a binary-format consumer instance at `base` (up to 500 ms): its
+    /// records.
+    fn poll_binary(&self, base: &str) -> Vec<Value> {
+        let r = self
+            .http
+            .get(self.url(&format!("{base}/records?timeout=500")))
+            .header("Accept", BINARY_V2)
+            .send()
+            .unwrap();
+        let (s, j) = answer(r);
+        assert_eq!(s, 200, "{j}");
+        j.as_array().unwrap().clone()
+    }
+
     fn cluster_id(&self) -> String {
         let (_, j) = answer(self.get("/v3/clusters"));
         j["data"][0]["cluster_id"].as_str().unwrap().to_string()
@@ -367,15 +381,7 @@ fn records_produced_with_a_kafka_client_read_the_same_over_http() {
             "read {} of 10",
             got.len()
         );
-        let r = gw
-            .http
-            .get(gw.url(&format!("{base}/records?timeout=500")))
-            .header("Accept", BINARY_V2)
-            .send()
-            .unwrap();
-        let (s, j) = answer(r);
-        assert_eq!(s, 200, "{j}");
-        got.extend(j.as_array().unwrap().iter().map(rec_of_json));
+        got.extend(gw.poll_binary(base).iter().map(rec_of_json));
     }
     got.sort();
     assert_eq!(got, expected);
@@ -952,7 +958,10 @@ fn keyed_records_land_where_a_kafka_client_puts_them() {
         );
         assert_eq!(
             p,
-            i64::from(common::kafka::kafka_partition(key.as_bytes(), 5)),
+            i64::from(strata_proto::partitioner::partition_for_key(
+                key.as_bytes(),
+                5
+            )),
             "key {key}"
         );
         if let Some((lp, lo)) = last.insert(key, (p, off)) {
@@ -1233,15 +1242,7 @@ fn a_consumer_instance_subscribes_to_a_topic_pattern() {
             t0.elapsed() < Duration::from_secs(60),
             "read only {got:?} through the pattern"
         );
-        let r = gw
-            .http
-            .get(gw.url(&format!("{base}/records?timeout=500")))
-            .header("Accept", BINARY_V2)
-            .send()
-            .unwrap();
-        let (s, j) = answer(r);
-        assert_eq!(s, 200, "{j}");
-        for r in j.as_array().unwrap() {
+        for r in gw.poll_binary(base) {
             got.insert((
                 r["topic"].as_str().unwrap().to_string(),
                 unb64(r["value"].as_str().unwrap()),

@@ -700,6 +700,23 @@ fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
     );
 }
 
+/// Kills (-9) the broker coordinating `group`, the leader of its `__consumer_offsets`
+/// partition; returns the bootstrap list of the brokers left.
+fn kill_coordinator(c: &mut common::cluster::Cluster, group: &str) -> String {
+    let offsets =
+        common::cluster::metadata(&c.bootstrap(), "__consumer_offsets").expect("offsets topic");
+    let index = strata_group::partition_for(group, offsets.len() as i32);
+    let coordinator = offsets[index as usize].0;
+    eprintln!("kill -9 broker {coordinator}, the coordinator of group {group}");
+    c.broker(coordinator).kill9();
+    c.nodes
+        .iter()
+        .filter(|n| n.id != coordinator)
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[test]
 fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
     use common::cluster::Cluster;
@@ -713,23 +730,8 @@ fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
     commit(&g);
     drop(g);
 
-    // Which broker coordinates the group: the leader of its __consumer_offsets partition.
-    let index = strata_group::partition_for("survivor", {
-        let parts = common::cluster::metadata(&b, "__consumer_offsets").expect("offsets topic");
-        parts.len() as i32
-    });
-    let coordinator =
-        common::cluster::metadata(&b, "__consumer_offsets").unwrap()[index as usize].0;
-    c.broker(coordinator).kill9();
-
+    let b2 = kill_coordinator(&mut c, "survivor");
     // The group resumes on the new coordinator exactly after its commit.
-    let b2: String = c
-        .nodes
-        .iter()
-        .filter(|n| n.id != coordinator)
-        .map(|n| n.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
     produce(&b2, 300, 30);
     let g = consumer(&b2, "survivor", &[]);
     let mut after = Vec::new();
@@ -867,21 +869,7 @@ fn members_carry_on_without_a_rebalance_when_the_coordinator_broker_dies() {
         g.poll(Duration::from_millis(100));
     }
 
-    let index = strata_group::partition_for("carry-on", {
-        let parts = common::cluster::metadata(&b, "__consumer_offsets").expect("offsets topic");
-        parts.len() as i32
-    });
-    let coordinator =
-        common::cluster::metadata(&b, "__consumer_offsets").unwrap()[index as usize].0;
-    eprintln!("kill -9 broker {coordinator}, the group's coordinator");
-    c.broker(coordinator).kill9();
-    let b2: String = c
-        .nodes
-        .iter()
-        .filter(|n| n.id != coordinator)
-        .map(|n| n.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let b2 = kill_coordinator(&mut c, "carry-on");
     produce(&b2, 100, 30);
     let mut after = BTreeSet::new();
     read(30, "after the kill", &mut after);

@@ -12,6 +12,7 @@ use common::kafka::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
+use strata_proto::partitioner::partition_for_key;
 
 /// 100k keyed records over 8 partitions: every key's records come back in order on one
 /// partition (Kafka's murmur2 partition), offsets are dense, nothing is missing or extra;
@@ -68,7 +69,7 @@ fn keyed_records_keep_their_order_and_partition_across_a_restart() {
         grouped.sort_by_key(|g| (g.partition, g.offset));
         for g in grouped {
             let key = g.key.clone().expect("keyed");
-            assert_eq!(g.partition, kafka_partition(&key, 8), "murmur2 partition");
+            assert_eq!(g.partition, partition_for_key(&key, 8), "murmur2 partition");
             let text = String::from_utf8(g.value.clone()).unwrap();
             let (k, s) = text.rsplit_once(':').unwrap();
             assert_eq!(k.as_bytes(), &key[..]);

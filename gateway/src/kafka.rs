@@ -145,6 +145,35 @@ impl KafkaService {
         .map_err(blocking_err)?
     }
 
+    /// A topic's partitions as metadata shows them, by index; unknown (or without
+    /// partitions): UNKNOWN_TOPIC_OR_PARTITION.
+    async fn partitions_of(&self, topic: &str) -> Result<Vec<PartitionInfo>, ServiceError> {
+        let md = self.metadata(Some(topic.to_string())).await?;
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| ServiceError::unknown_topic(topic))?;
+        if let Some(e) = t.error() {
+            return Err(topic_error(topic, e));
+        }
+        let mut partitions: Vec<PartitionInfo> = t
+            .partitions()
+            .iter()
+            .map(|p| PartitionInfo {
+                partition: p.id(),
+                leader: p.leader(),
+                replicas: p.replicas().to_vec(),
+                isr: p.isr().to_vec(),
+            })
+            .collect();
+        partitions.sort_by_key(|p| p.partition);
+        if partitions.is_empty() {
+            return Err(ServiceError::unknown_topic(topic));
+        }
+        Ok(partitions)
+    }
+
     fn reader(&self) -> Result<BaseConsumer, ServiceError> {
         if let Some(c) = self.readers.lock().ok().and_then(|mut r| r.pop()) {
             return Ok(c);
@@ -207,29 +236,7 @@ impl Service for KafkaService {
     }
 
     async fn describe_topic(&self, topic: &str) -> Result<TopicInfo, ServiceError> {
-        let md = self.metadata(Some(topic.to_string())).await?;
-        let t = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .ok_or_else(|| ServiceError::unknown_topic(topic))?;
-        if let Some(e) = t.error() {
-            return Err(topic_error(topic, e));
-        }
-        let mut partitions: Vec<PartitionInfo> = t
-            .partitions()
-            .iter()
-            .map(|p| PartitionInfo {
-                partition: p.id(),
-                leader: p.leader(),
-                replicas: p.replicas().to_vec(),
-                isr: p.isr().to_vec(),
-            })
-            .collect();
-        partitions.sort_by_key(|p| p.partition);
-        if partitions.is_empty() {
-            return Err(ServiceError::unknown_topic(topic));
-        }
+        let partitions = self.partitions_of(topic).await?;
         // Configs are a nicety: the topic is described without them if the admin call
         // fails.
         let mut configs = BTreeMap::new();
@@ -265,19 +272,7 @@ impl Service for KafkaService {
         {
             return Ok(n);
         }
-        let md = self.metadata(Some(topic.to_string())).await?;
-        let t = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .ok_or_else(|| ServiceError::unknown_topic(topic))?;
-        if let Some(e) = t.error() {
-            return Err(topic_error(topic, e));
-        }
-        if t.partitions().is_empty() {
-            return Err(ServiceError::unknown_topic(topic));
-        }
-        let n = t.partitions().len() as i32;
+        let n = self.partitions_of(topic).await?.len() as i32;
         if let Ok(mut m) = self.partitions.lock() {
             // Bounded by the topics that exist (unknown ones are not cached).
             m.insert(topic.to_string(), (now, n));

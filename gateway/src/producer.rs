@@ -338,7 +338,7 @@ impl NativeProducer {
                 timestamp: r.timestamp.unwrap_or(now),
             };
             let size = record_bytes(&rec);
-            let p = open.entry(partition).or_insert_with(|| Pending {
+            let empty = || Pending {
                 topic: topic.clone(),
                 partition,
                 records: Vec::new(),
@@ -346,21 +346,10 @@ impl NativeProducer {
                 bytes: 0,
                 sink: sink.clone(),
                 enqueued,
-            });
+            };
+            let p = open.entry(partition).or_insert_with(empty);
             if !p.records.is_empty() && p.bytes + size > self.max_batch_bytes {
-                let full = std::mem::replace(
-                    p,
-                    Pending {
-                        topic: topic.clone(),
-                        partition,
-                        records: Vec::new(),
-                        idx: Vec::new(),
-                        bytes: 0,
-                        sink: sink.clone(),
-                        enqueued,
-                    },
-                );
-                out.push(full);
+                out.push(std::mem::replace(p, empty()));
             }
             p.records.push(rec);
             p.idx.push(i);
@@ -437,6 +426,7 @@ struct Engine {
     /// When InitProducerId or metadata last failed: wait before asking again.
     backoff_until: Option<Instant>,
     last_error: Option<ServiceError>,
+    last_expire: Instant,
 }
 
 impl Engine {
@@ -453,6 +443,7 @@ impl Engine {
             generation: 0,
             backoff_until: None,
             last_error: None,
+            last_expire: Instant::now(),
         }
     }
 
@@ -463,15 +454,12 @@ impl Engine {
         loop {
             self.expire();
             self.start_requests(&mut in_flight).await;
-            if !open
-                && in_flight.is_empty()
-                && !self.partitions.values().any(PartitionState::has_work)
-            {
+            let waiting = self.partitions.values().any(PartitionState::has_work);
+            if !open && in_flight.is_empty() && !waiting {
                 return;
             }
             // Wake for a new request, a response, or (while work waits on a backoff or a
             // busy leader) a short tick.
-            let waiting = self.partitions.values().any(PartitionState::has_work);
             let tick = tokio::time::sleep(if waiting {
                 Duration::from_millis(20)
             } else {
@@ -512,9 +500,14 @@ impl Engine {
     }
 
     /// Fails queued records older than the delivery timeout (a leader that stays away).
+    /// At most every 100 ms: the loop runs once per request and response.
     fn expire(&mut self) {
         let timeout = self.config.delivery_timeout;
         let now = Instant::now();
+        if now.duration_since(self.last_expire) < Duration::from_millis(100) {
+            return;
+        }
+        self.last_expire = now;
         for ((topic, partition), st) in &mut self.partitions {
             while st
                 .queue

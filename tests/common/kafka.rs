@@ -176,53 +176,6 @@ pub fn consume_all(
     out
 }
 
-/// Kafka's murmur2 (as in org.apache.kafka.common.utils.Utils.murmur2), the default
-/// partitioner's hash.
-pub fn murmur2(data: &[u8]) -> i32 {
-    let seed: u32 = 0x9747_b28c;
-    let m: u32 = 0x5bd1_e995;
-    let r = 24;
-    let len = data.len();
-    let mut h: u32 = seed ^ len as u32;
-    let chunks = data.chunks_exact(4);
-    let tail = chunks.remainder();
-    for c in chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(m);
-        k ^= k >> r;
-        k = k.wrapping_mul(m);
-        h = h.wrapping_mul(m);
-        h ^= k;
-    }
-    match tail.len() {
-        3 => {
-            h ^= (tail[2] as u32) << 16;
-            h ^= (tail[1] as u32) << 8;
-            h ^= tail[0] as u32;
-            h = h.wrapping_mul(m);
-        }
-        2 => {
-            h ^= (tail[1] as u32) << 8;
-            h ^= tail[0] as u32;
-            h = h.wrapping_mul(m);
-        }
-        1 => {
-            h ^= tail[0] as u32;
-            h = h.wrapping_mul(m);
-        }
-        _ => {}
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(m);
-    h ^= h >> 15;
-    h as i32
-}
-
-/// Kafka's partition for a key: toPositive(murmur2(key)) % n.
-pub fn kafka_partition(key: &[u8], n: i32) -> i32 {
-    (murmur2(key) & 0x7fff_ffff) % n
-}
-
 /// Groups records by partition, in offset order.
 pub fn by_partition(got: &[Got]) -> HashMap<i32, Vec<Got>> {
     let mut m: HashMap<i32, Vec<Got>> = HashMap::new();

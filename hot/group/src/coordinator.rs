@@ -314,6 +314,19 @@ impl Group {
         }
     }
 
+    /// Forgets every member (a load replacing what an earlier record restored, or a
+    /// deleted group): Empty, no leader, protocol or subscriptions.
+    fn clear_members(&mut self) {
+        self.members.clear();
+        self.static_members.clear();
+        self.pending_sync.clear();
+        self.pending_members.clear();
+        self.leader_id = None;
+        self.protocol_name = None;
+        self.subscribed_topics = Some(BTreeSet::new());
+        self.state = GroupState::Empty;
+    }
+
     fn transition(&mut self, state: GroupState, now: i64) {
         self.state = state;
         self.state_timestamp_ms = now;
@@ -1468,11 +1481,7 @@ impl GroupCoordinator {
     fn restore_members(&mut self, group_id: &str, v: records::GroupMetadataValue) {
         let mut seq = self.next_member_seq;
         let g = self.group_or_create(group_id);
-        g.members.clear();
-        g.static_members.clear();
-        g.pending_sync.clear();
-        g.pending_members.clear();
-        g.leader_id = None;
+        g.clear_members();
         g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type.clone());
         g.generation_id = v.generation_id;
         g.state_timestamp_ms = v.current_state_timestamp_ms;
@@ -1482,9 +1491,6 @@ impl GroupCoordinator {
                 .as_ref()
                 .is_some_and(|l| v.members.iter().any(|m| &m.member_id == l));
         if !restorable {
-            g.protocol_name = None;
-            g.subscribed_topics = Some(BTreeSet::new());
-            g.state = GroupState::Empty;
             return;
         }
         let protocol = v.protocol_name.clone().unwrap_or_default();
@@ -1565,13 +1571,8 @@ impl GroupCoordinator {
                     if remove {
                         self.groups.remove(&group_id);
                     } else if let Some(g) = self.groups.get_mut(&group_id) {
-                        g.members.clear();
-                        g.static_members.clear();
-                        g.leader_id = None;
-                        g.protocol_name = None;
+                        g.clear_members();
                         g.protocol_type = None;
-                        g.subscribed_topics = Some(BTreeSet::new());
-                        g.state = GroupState::Empty;
                         g.persisted = None;
                     }
                 }
