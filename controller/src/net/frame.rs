@@ -43,9 +43,40 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
             format!("frame of {len} bytes exceeds {MAX_FRAME}"),
         ));
     }
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf).await?;
+    // Grown as bytes arrive (read_to_end doubles from a small start), not reserved from
+    // the peer's claim: four bytes saying "64 MiB" must not cost 64 MiB.
+    let mut buf = Vec::new();
+    r.take(len as u64).read_to_end(&mut buf).await?;
+    if buf.len() < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("a frame of {len} bytes ended after {}", buf.len()),
+        ));
+    }
     serde_json::from_slice(&buf)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_frame_claiming_more_than_it_sends_is_an_error() {
+        // "64 MiB follow", then three bytes and the end of the stream.
+        let mut input: &[u8] = &[0x04, 0x00, 0x00, 0x00, b'{', b'}', b' '];
+        let r = read_frame::<_, serde_json::Value>(&mut input).await;
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        // Over the limit: refused before anything is read.
+        let mut input: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
+        let r = read_frame::<_, serde_json::Value>(&mut input).await;
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::InvalidData);
+        // A whole frame still reads.
+        let frame = encode(&serde_json::json!({"a": 1})).unwrap();
+        let got: serde_json::Value = read_frame(&mut &frame[..]).await.unwrap().unwrap();
+        assert_eq!(got["a"], 1);
+    }
 }

@@ -174,7 +174,9 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
         };
         if conn.as_ref().is_none_or(|c| c.addr() != addr) {
             match KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3)).await {
-                Ok(c) => conn = Some(c),
+                // A leader's answer is bounded like a request to this broker: the fetch
+                // asks for 16 MiB, and KIP-74 lets one batch (max.message.bytes) exceed it.
+                Ok(c) => conn = Some(c.with_max_response_bytes(broker.config.max_request_bytes)),
                 Err(e) => {
                     tracing::debug!(leader, error = %e, "cannot reach the leader");
                     tokio::select! {

@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
@@ -135,14 +134,7 @@ async fn connection(
                 tracing::warn!(%peer, len, max, "closing connection: invalid request size");
                 return Ok(());
             }
-            let mut frame = BytesMut::with_capacity(len as usize);
-            while frame.len() < len as usize {
-                let want = len as u64 - frame.len() as u64;
-                let n = (&mut rd).take(want).read_buf(&mut frame).await?;
-                if n == 0 {
-                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request truncated"));
-                }
-            }
+            let frame = strata_client::read_frame(&mut rd, len as usize).await?;
             match api::dispatch(&broker, id, peer, frame.freeze()) {
                 Ok(pending) => {
                     if tx.send(pending).await.is_err() {

@@ -55,12 +55,49 @@ enum Link {
     Local(Arc<dyn LocalBroker>),
 }
 
+/// The largest response frame a connection reads unless told otherwise (the size of
+/// Kafka's socket.request.max.bytes, 100 MiB): a peer's size prefix is checked against
+/// it before a byte is reserved.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 100 << 20;
+
+/// The first reservation for a frame's body. A size prefix is only a claim: reserving
+/// all of it up front would let a peer that sends four bytes make us hold the whole
+/// limit. Past this the buffer grows with the bytes that actually arrive. 1 MiB holds
+/// a typical produce request (librdkafka's message.max.bytes) without a copy.
+const FIRST_RESERVATION: usize = 1 << 20;
+
+/// Reads a `len`-byte frame body (its size prefix already read and checked against a
+/// limit by the caller), holding at most about twice the bytes received so far. The
+/// broker's listener reads requests with it too.
+pub async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    len: usize,
+) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::with_capacity(len.min(FIRST_RESERVATION));
+    while frame.len() < len {
+        if frame.len() == frame.capacity() {
+            // Doubling: the copies cost at most once more the frame.
+            frame.reserve((len - frame.len()).min(frame.len().max(FIRST_RESERVATION)));
+        }
+        let want = (len - frame.len()) as u64;
+        let n = (&mut *rd).take(want).read_buf(&mut frame).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "frame truncated",
+            ));
+        }
+    }
+    Ok(frame)
+}
+
 /// One connection to a broker.
 pub struct KafkaConnection {
     addr: String,
     link: Link,
     next_correlation: i32,
     client_id: StrBytes,
+    max_response_bytes: usize,
 }
 
 impl std::fmt::Debug for KafkaConnection {
@@ -99,7 +136,15 @@ impl KafkaConnection {
             link: Link::Tcp(stream),
             next_correlation: 1,
             client_id: StrBytes::from_string(client_id.to_string()),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// Refuse response frames larger than `max` (a replica fetcher sets its fetch size
+    /// plus headroom).
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
     }
 
     /// A connection to the broker in this process; `name` stands for its address in
@@ -110,6 +155,7 @@ impl KafkaConnection {
             link: Link::Local(broker),
             next_correlation: 1,
             client_id: StrBytes::from_string(client_id.to_string()),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -183,15 +229,16 @@ impl KafkaConnection {
                     .await
                     .map_err(io("write", &self.addr))?;
                 let len = stream.read_i32().await.map_err(io("read", &self.addr))?;
-                if len < 0 {
-                    return Err(protocol(format!("negative response length {len}")));
+                if len < 0 || len as usize > self.max_response_bytes {
+                    return Err(protocol(format!(
+                        "response length {len} (at most {} accepted)",
+                        self.max_response_bytes
+                    )));
                 }
-                let mut body = vec![0u8; len as usize];
-                stream
-                    .read_exact(&mut body)
+                read_frame(stream, len as usize)
                     .await
-                    .map_err(io("read", &self.addr))?;
-                Bytes::from(body)
+                    .map_err(io("read", &self.addr))?
+                    .freeze()
             }
             Link::Local(broker) => {
                 let frame = buf.freeze().slice(4..);

@@ -63,6 +63,11 @@ pub enum BatchError {
     UnknownCompression(u8),
     #[error("cannot decompress {codec:?} records: {reason}")]
     Decompress { codec: Compression, reason: String },
+    #[error(
+        "the {codec:?} records decompress to more than {limit} bytes (the broker's \
+         --max-decompressed-batch-bytes); send smaller batches"
+    )]
+    DecompressedTooLarge { codec: Compression, limit: usize },
     #[error("invalid record: {0}")]
     InvalidRecord(&'static str),
 }
@@ -73,7 +78,8 @@ impl BatchError {
         match self {
             BatchError::Truncated { .. }
             | BatchError::BadLength(_)
-            | BatchError::CrcMismatch { .. } => ErrorCode::CorruptMessage,
+            | BatchError::CrcMismatch { .. }
+            | BatchError::DecompressedTooLarge { .. } => ErrorCode::CorruptMessage,
             BatchError::BadMagic(_) => ErrorCode::UnsupportedForMessageFormat,
             BatchError::TooLarge { .. } => ErrorCode::MessageTooLarge,
             BatchError::UnknownCompression(_) => ErrorCode::UnsupportedCompressionType,
@@ -339,36 +345,38 @@ impl<'a> RecordBatch<'a> {
         Ok(())
     }
 
-    /// The batch's records, decompressed if needed. Uncompressed records are borrowed.
+    /// The batch's records, decompressed if needed (up to the process-wide cap,
+    /// [`crate::compression::max_decompressed_bytes`]). Uncompressed records are borrowed.
     pub fn records(&self) -> Result<Records<'a>, BatchError> {
+        self.records_with_limit(crate::compression::max_decompressed_bytes())
+    }
+
+    /// [`Self::records`] with an explicit cap on the decompressed size.
+    pub fn records_with_limit(&self, limit: usize) -> Result<Records<'a>, BatchError> {
         let codec = self.compression()?;
         let body = &self.bytes[HEADER_LEN..];
         let data = match codec {
             Compression::None => RecordsData::Borrowed(body),
-            _ => RecordsData::Owned(decompress(codec, body)?),
+            _ => RecordsData::Owned(Bytes::from(crate::compression::decompress(
+                codec, body, limit,
+            )?)),
         };
         Ok(Records {
             header: self.header,
             data,
         })
     }
-}
 
-fn decompress(codec: Compression, body: &[u8]) -> Result<Bytes, BatchError> {
-    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
-    let mut input = Bytes::copy_from_slice(body);
-    let take = |b: &mut Bytes| Ok(std::mem::take(b));
-    let out = match codec {
-        Compression::None => Ok(input),
-        Compression::Gzip => Gzip::decompress(&mut input, take),
-        Compression::Snappy => Snappy::decompress(&mut input, take),
-        Compression::Lz4 => Lz4::decompress(&mut input, take),
-        Compression::Zstd => Zstd::decompress(&mut input, take),
-    };
-    out.map_err(|e| BatchError::Decompress {
-        codec,
-        reason: format!("{e:#}"),
-    })
+    /// Checks that the records decompress within `limit` bytes without keeping them
+    /// (a scratch buffer, not the output): what the produce path asks of a compressed
+    /// batch before it is stored, so no later reader meets a bomb.
+    pub fn check_decompressed_size(&self, limit: usize) -> Result<(), BatchError> {
+        let codec = self.compression()?;
+        if codec != Compression::None {
+            crate::compression::decompressed_len(codec, &self.bytes[HEADER_LEN..], limit)?;
+        }
+        Ok(())
+    }
 }
 
 /// Splits a buffer of concatenated batches into batches. Stops with an error at the

@@ -3,7 +3,8 @@
 //! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
 //! * [`batch`]: a zero-copy view over Kafka RecordBatch v2 bytes: header fields,
 //!   CRC-32C validation, the offset/epoch rewrites a broker makes, and record
-//!   iteration (compressed batches are decompressed through the kafka-protocol crate).
+//!   iteration.
+//! * [`compression`]: bounded decompression of records for every Kafka codec.
 //! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
 //!   validation.
 //! * [`error`]: the Kafka error codes the broker answers with.
@@ -12,6 +13,7 @@
 //! Nothing here does IO or depends on an async runtime.
 
 pub mod batch;
+pub mod compression;
 pub mod config;
 pub mod error;
 pub mod ids;

@@ -124,18 +124,74 @@ pub(crate) fn ready(frame: Option<Bytes>) -> Pending {
     Box::pin(futures::future::ready(frame))
 }
 
-fn decode<T: Decodable>(body: &mut Bytes, ctx: &RequestContext) -> Result<T, ProtocolError> {
-    T::decode(body, ctx.version)
-        .map_err(|e| ProtocolError::Malformed(format!("{:?} v{}: {e:#}", ctx.api, ctx.version)))
+/// The header fields of a parsed request.
+#[derive(Clone, Debug)]
+pub struct RequestHead {
+    pub api: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
 }
 
-/// Parses a request frame (without its length prefix) and starts handling it.
-pub fn dispatch(
-    broker: &Arc<Broker>,
-    connection_id: u64,
-    peer: std::net::SocketAddr,
-    mut frame: Bytes,
-) -> Result<Pending, ProtocolError> {
+macro_rules! requests {
+    ($($api:ident => $ty:ident),* $(,)?) => {
+        /// A decoded request body, one variant per API this broker serves.
+        #[derive(Debug)]
+        pub enum Request {
+            /// ApiVersions keeps its body: any version is answered, even one this
+            /// broker cannot decode (the answer says what it speaks).
+            ApiVersions(Bytes),
+            /// Produce keeps the body its batches are slices of (appended in place).
+            Produce(kafka_protocol::messages::ProduceRequest, Bytes),
+            $($api(kafka_protocol::messages::$ty),)*
+        }
+
+        fn decode_body(head: &RequestHead, body: &mut Bytes) -> Result<Request, ProtocolError> {
+            Ok(match head.api {
+                $(ApiKey::$api => Request::$api(decode(body, head)?),)*
+                other => return Err(ProtocolError::UnsupportedApi { api: other }),
+            })
+        }
+    };
+}
+
+requests! {
+    Fetch => FetchRequest,
+    ListOffsets => ListOffsetsRequest,
+    Metadata => MetadataRequest,
+    CreateTopics => CreateTopicsRequest,
+    DeleteTopics => DeleteTopicsRequest,
+    CreatePartitions => CreatePartitionsRequest,
+    DescribeConfigs => DescribeConfigsRequest,
+    AlterConfigs => AlterConfigsRequest,
+    IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
+    InitProducerId => InitProducerIdRequest,
+    DescribeCluster => DescribeClusterRequest,
+    OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
+    FindCoordinator => FindCoordinatorRequest,
+    JoinGroup => JoinGroupRequest,
+    SyncGroup => SyncGroupRequest,
+    Heartbeat => HeartbeatRequest,
+    LeaveGroup => LeaveGroupRequest,
+    OffsetCommit => OffsetCommitRequest,
+    OffsetFetch => OffsetFetchRequest,
+    ListGroups => ListGroupsRequest,
+    DescribeGroups => DescribeGroupsRequest,
+    DeleteGroups => DeleteGroupsRequest,
+    OffsetDelete => OffsetDeleteRequest,
+}
+
+fn decode<T: Decodable>(body: &mut Bytes, head: &RequestHead) -> Result<T, ProtocolError> {
+    T::decode(body, head.version)
+        .map_err(|e| ProtocolError::Malformed(format!("{:?} v{}: {e:#}", head.api, head.version)))
+}
+
+/// Decodes a request frame (without its length prefix): the header, the version check
+/// against [`SUPPORTED`], and the body. Pure: no broker, no IO. The decoder under it is
+/// kafka-protocol with every length checked against the bytes left before anything is
+/// allocated (vendor/kafka-protocol), so what a frame can make this allocate is bounded
+/// by a small multiple of its size.
+pub fn parse_request(mut frame: Bytes) -> Result<(RequestHead, Request), ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::Malformed(format!(
             "a {}-byte frame has no room for a request header",
@@ -148,22 +204,17 @@ pub fn dispatch(
     let header_version = api.request_header_version(version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| ProtocolError::Malformed(format!("request header: {e:#}")))?;
-    let ctx = RequestContext {
+    let head = RequestHead {
         api,
         version,
         correlation_id: header.correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
-        connection_id,
-        peer,
     };
     // The header's strings are slices of the frame: drop them, so a produce request's
     // frame can become uniquely owned (and its batches appended in place).
     drop(header);
-    metrics::counter!("strata_requests_total", "api" => api_name(api)).increment(1);
-    tracing::trace!(?api, version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     if api == ApiKey::ApiVersions {
-        // Any version, even one from the future: the answer tells the client what we speak.
-        return Ok(cluster::api_versions(&ctx, &mut frame));
+        return Ok((head, Request::ApiVersions(frame)));
     }
     let Some((min, max)) = supported(api) else {
         return Err(ProtocolError::UnsupportedApi { api });
@@ -178,50 +229,61 @@ pub fn dispatch(
             max,
         });
     }
+    if api == ApiKey::Produce {
+        let body = frame.clone();
+        let req = decode(&mut frame, &head)?;
+        return Ok((head, Request::Produce(req, body)));
+    }
+    let req = decode_body(&head, &mut frame)?;
+    Ok((head, req))
+}
+
+/// Parses a request frame (without its length prefix) and starts handling it.
+pub fn dispatch(
+    broker: &Arc<Broker>,
+    connection_id: u64,
+    peer: std::net::SocketAddr,
+    frame: Bytes,
+) -> Result<Pending, ProtocolError> {
+    let (head, req) = parse_request(frame)?;
+    let ctx = RequestContext {
+        api: head.api,
+        version: head.version,
+        correlation_id: head.correlation_id,
+        client_id: head.client_id,
+        connection_id,
+        peer,
+    };
+    metrics::counter!("strata_requests_total", "api" => api_name(ctx.api)).increment(1);
+    tracing::trace!(api = ?ctx.api, version = ctx.version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     let b = broker.clone();
-    Ok(match api {
-        ApiKey::Produce => {
-            let body = frame.clone();
-            let req = decode(&mut frame, &ctx)?;
-            drop(frame);
-            produce::handle(&b, ctx.clone(), req, body)
-        }
-        ApiKey::Fetch => fetch::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::ListOffsets => list_offsets::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::Metadata => metadata::handle(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::CreateTopics => admin::create_topics(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::DeleteTopics => admin::delete_topics(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::CreatePartitions => {
-            admin::create_partitions(b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::DescribeConfigs => {
-            admin::describe_configs(&b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::AlterConfigs => admin::alter_configs(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::IncrementalAlterConfigs => {
-            admin::incremental_alter_configs(b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::InitProducerId => {
-            cluster::init_producer_id(b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::DescribeCluster => {
-            cluster::describe_cluster(&b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::OffsetForLeaderEpoch => epochs::handle(&b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::FindCoordinator => {
-            group::find_coordinator(b, ctx.clone(), decode(&mut frame, &ctx)?)
-        }
-        ApiKey::JoinGroup => group::join_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::SyncGroup => group::sync_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::Heartbeat => group::heartbeat(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::LeaveGroup => group::leave_group(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::OffsetCommit => group::offset_commit(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::OffsetFetch => group::offset_fetch(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::ListGroups => group::list_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::DescribeGroups => group::describe_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::DeleteGroups => group::delete_groups(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        ApiKey::OffsetDelete => group::offset_delete(b, ctx.clone(), decode(&mut frame, &ctx)?),
-        other => return Err(ProtocolError::UnsupportedApi { api: other }),
+    let c = ctx.clone();
+    Ok(match req {
+        Request::ApiVersions(mut body) => cluster::api_versions(&ctx, &mut body),
+        Request::Produce(req, body) => produce::handle(&b, c, req, body),
+        Request::Fetch(r) => fetch::handle(b, c, r),
+        Request::ListOffsets(r) => list_offsets::handle(b, c, r),
+        Request::Metadata(r) => metadata::handle(b, c, r),
+        Request::CreateTopics(r) => admin::create_topics(b, c, r),
+        Request::DeleteTopics(r) => admin::delete_topics(b, c, r),
+        Request::CreatePartitions(r) => admin::create_partitions(b, c, r),
+        Request::DescribeConfigs(r) => admin::describe_configs(&b, c, r),
+        Request::AlterConfigs(r) => admin::alter_configs(b, c, r),
+        Request::IncrementalAlterConfigs(r) => admin::incremental_alter_configs(b, c, r),
+        Request::InitProducerId(r) => cluster::init_producer_id(b, c, r),
+        Request::DescribeCluster(r) => cluster::describe_cluster(&b, c, r),
+        Request::OffsetForLeaderEpoch(r) => epochs::handle(&b, c, r),
+        Request::FindCoordinator(r) => group::find_coordinator(b, c, r),
+        Request::JoinGroup(r) => group::join_group(b, c, r),
+        Request::SyncGroup(r) => group::sync_group(b, c, r),
+        Request::Heartbeat(r) => group::heartbeat(b, c, r),
+        Request::LeaveGroup(r) => group::leave_group(b, c, r),
+        Request::OffsetCommit(r) => group::offset_commit(b, c, r),
+        Request::OffsetFetch(r) => group::offset_fetch(b, c, r),
+        Request::ListGroups(r) => group::list_groups(b, c, r),
+        Request::DescribeGroups(r) => group::describe_groups(b, c, r),
+        Request::DeleteGroups(r) => group::delete_groups(b, c, r),
+        Request::OffsetDelete(r) => group::offset_delete(b, c, r),
     })
 }
 
