@@ -108,7 +108,9 @@ fn parse_full(stdout: &str) -> Vec<Rec> {
 #[test]
 fn topics_produce_and_consume_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &[]);
+    // Without auto-creation (the production setting), so a produce to a topic that does
+    // not exist gets the CLI's error instead of creating it.
+    let broker = Broker::start(dir.path(), &["--auto-create-topics", "false"]);
     let k = broker.kafka.as_str();
 
     // create, list, describe

@@ -159,9 +159,10 @@ fn create_describe_alter_grow_delete() {
 }
 
 #[test]
-fn unknown_topics_are_created_only_when_enabled() {
+fn unknown_topics_are_created_unless_disabled() {
+    // Off, as production setups run it: a typo fails instead of creating a topic.
     let dir = tempfile::tempdir().unwrap();
-    let broker = common::Broker::start(dir.path(), &[]);
+    let broker = common::Broker::start(dir.path(), &["--auto-create-topics", "false"]);
     let (p, d) = producer(&broker.kafka, &[("message.timeout.ms", "3000")]);
     send(&p, "typo", None, b"x");
     let _ = rdkafka::producer::Producer::flush(&p, Duration::from_secs(10));
@@ -173,11 +174,10 @@ fn unknown_topics_are_created_only_when_enabled() {
     );
     assert_eq!(metadata_partitions(&broker.kafka, "typo"), None);
 
+    // The default (Kafka's auto.create.topics.enable=true): a producer's first record
+    // creates the topic with --default-partitions.
     let dir = tempfile::tempdir().unwrap();
-    let broker = common::Broker::start(
-        dir.path(),
-        &["--auto-create-topics", "true", "--default-partitions", "3"],
-    );
+    let broker = common::Broker::start(dir.path(), &["--default-partitions", "3"]);
     let (p, d) = producer(&broker.kafka, &[]);
     send(&p, "fresh", None, b"x");
     flush(&p);

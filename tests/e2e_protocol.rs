@@ -195,7 +195,7 @@ fn bad_batches_get_their_kafka_error_codes() {
     two.extend_from_slice(&good);
     let (code, _) = produce_error(addr, "small", Bytes::from(two));
     assert_eq!(code, ErrorCode::InvalidRecord);
-    // An unknown topic (auto-creation is off by default).
+    // An unknown topic: Produce never creates one (only Metadata does, as Kafka's).
     let (code, _) = produce_error(addr, "no-such-topic", good.clone());
     assert_eq!(code, ErrorCode::UnknownTopicOrPartition);
     // Nothing of the above reached the log; the good batch still appends at offset 0.

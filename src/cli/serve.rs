@@ -47,7 +47,8 @@ pub struct ServeArgs {
     /// file://DIR or s3://BUCKET/PREFIX [default: file://<data-dir>/cold]
     #[arg(long, env = "STRATA_OBJECT_STORE")]
     pub object_store: Option<String>,
-    /// Create unknown topics when clients ask for them (Kafka's auto.create.topics.enable)
+    /// Create unknown topics when clients ask for them (Kafka's auto.create.topics.enable;
+    /// turn it off in production) [default: true]
     #[arg(long, env = "STRATA_AUTO_CREATE_TOPICS")]
     pub auto_create_topics: Option<bool>,
     /// Partitions of auto-created topics and of CreateTopics without a count [default: 1]
@@ -494,7 +495,7 @@ impl ServeConfig {
             auto_create_topics: args
                 .auto_create_topics
                 .or(file.auto_create_topics)
-                .unwrap_or(false),
+                .unwrap_or(BrokerConfig::default().auto_create_topics),
             default_partitions,
             offsets_checkpoint_records,
             object_store_url,
@@ -776,6 +777,8 @@ mod tests {
         assert_eq!(c.kafka_addr.to_string(), "127.0.0.1:9092");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.data_dir, PathBuf::from("strata-data"));
+        // A development single node creates topics on first use, as Kafka does by default.
+        assert!(c.auto_create_topics);
         assert_eq!(
             c.object_store,
             ObjectStoreUrl::File(PathBuf::from("strata-data/cold"))
@@ -817,7 +820,7 @@ mod tests {
         let f = dir.path().join("s.toml");
         std::fs::write(
             &f,
-            "data-dir = \"/tmp/x\"\nnode-id = 7\nauto-create-topics = true\n",
+            "data-dir = \"/tmp/x\"\nnode-id = 7\nauto-create-topics = false\n",
         )
         .unwrap();
         let c = ServeConfig::resolve(ServeArgs {
@@ -828,7 +831,14 @@ mod tests {
         .unwrap();
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.node_id, 3);
-        assert!(c.auto_create_topics);
+        assert!(!c.auto_create_topics, "the file turns the default off");
+        let c = ServeConfig::resolve(ServeArgs {
+            config: Some(f.clone()),
+            auto_create_topics: Some(true),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(c.auto_create_topics, "a flag beats the file");
         std::fs::write(&f, "data_dir = \"/tmp/x\"\n").unwrap();
         let e = ServeConfig::resolve(ServeArgs {
             config: Some(f),

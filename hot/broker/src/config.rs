@@ -17,7 +17,9 @@ pub struct BrokerConfig {
     /// binds a wildcard address this must be set: advertising 0.0.0.0 breaks every client.
     pub advertised_addr: Option<(String, u16)>,
     /// Create a topic when a client asks for metadata of an unknown one (Kafka's
-    /// auto.create.topics.enable). Off by default: typos should not create topics.
+    /// auto.create.topics.enable). On by default, as Kafka's, so a development single node
+    /// works with any client as it comes; production setups turn it off (a typo in a
+    /// producer's topic name would otherwise create a topic).
     pub auto_create_topics: bool,
     /// Partitions of auto-created topics and of CreateTopics with num_partitions -1.
     pub default_partitions: i32,
@@ -57,7 +59,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("strata-data"),
             kafka_addr: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_addr: None,
-            auto_create_topics: false,
+            auto_create_topics: true,
             default_partitions: 1,
             max_request_bytes: 100 * 1024 * 1024,
             max_in_flight_per_connection: 256,
