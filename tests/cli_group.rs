@@ -67,11 +67,16 @@ fn parse_hours(s: &str) -> Option<f64> {
 
 /// Partition -> row of the describe table for TOPIC.
 fn rows(describe: &str) -> BTreeMap<i32, Row> {
+    rows_of(describe, TOPIC)
+}
+
+/// Partition -> row of the describe table for `topic`.
+fn rows_of(describe: &str, topic: &str) -> BTreeMap<i32, Row> {
     describe
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 9 || f[0] != TOPIC || f[1].parse::<i32>().is_err() {
+            if f.len() < 9 || f[0] != topic || f[1].parse::<i32>().is_err() {
                 return None;
             }
             Some((
@@ -245,8 +250,17 @@ fn describe_shows_lag_and_reset_offsets_moves_the_group() {
     }
     assert!(!out.contains("OUT OF RETENTION"), "{out}");
 
-    // Without --topic and with no members, the topics are unknown: say to give --topic.
-    fails_with(cli(k, &["group", "describe", GROUP]), &["--topic"]);
+    // Without --topic and with no members: every topic the group committed offsets for
+    // (OffsetFetch for all topics), the same rows.
+    let out = ok(cli(k, &["group", "describe", GROUP]));
+    assert!(out.contains("no active members"), "{out}");
+    let all = rows(&out);
+    assert_eq!(committed(&all), committed(&r), "{out}");
+    assert_eq!(
+        all.values().map(|r| r.lag).collect::<Vec<_>>(),
+        r.values().map(|r| r.lag).collect::<Vec<_>>(),
+        "{out}"
+    );
 
     // list shows the group (once the broker answers ListGroups).
     let out = cli(k, &["group", "list"]);
@@ -444,7 +458,10 @@ fn bad_input_fails_cleanly_naming_the_flag() {
         cli(k, &["group", "describe", "ghost", "--topic", TOPIC]),
         &["group 'ghost' does not exist"],
     );
-    fails_with(cli(k, &["group", "describe", "ghost"]), &["--topic"]);
+    fails_with(
+        cli(k, &["group", "describe", "ghost"]),
+        &["group 'ghost' does not exist", "no committed offsets"],
+    );
     fails_with(
         cli(k, &["group", "describe", "ghost", "--topic", "nope"]),
         &["--topic nope", "does not exist"],
@@ -527,4 +544,82 @@ fn describe_flags_a_group_whose_committed_offset_fell_out_of_retention() {
     assert_eq!(row[2], "2", "{out}");
     assert!(row[3].parse::<i64>().unwrap() > 2, "log start: {out}");
     assert_eq!(row[7], "OUT-OF-RETENTION", "{out}");
+}
+
+/// A group whose consumers are gone keeps its committed offsets: `group describe` without
+/// --topic finds every topic it committed offsets for (one OffsetFetch for all topics, as
+/// Kafka's kafka-consumer-groups.sh), with each partition's committed offset and lag, and
+/// leaves out the topics it never committed for.
+#[test]
+fn describe_without_topic_lists_every_committed_offset_of_a_group_without_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let k = broker.kafka.as_str();
+    create_topic(k, TOPIC, PARTITIONS, &[]);
+    create_topic(k, "refunds", 2, &[]);
+    create_topic(k, "unrelated", 1, &[]);
+    produce(k, now_ms() - 60_000);
+    let (p, d) = producer(k, &[("acks", "all"), ("linger.ms", "1")]);
+    for (topic, partitions, n) in [("refunds", 2, 10), ("unrelated", 1, 5)] {
+        for part in 0..partitions {
+            for _ in 0..n {
+                let rec = BaseRecord::<(), [u8]>::to(topic)
+                    .partition(part)
+                    .payload(&b"r"[..]);
+                p.send(rec).map_err(|(e, _)| e).expect("send");
+            }
+        }
+    }
+    flush(&p);
+    assert!(d.errors.lock().unwrap().is_empty());
+
+    // Standalone commits (the group never had a member), then nobody.
+    let g: BaseConsumer = client_config(k, &[("group.id", "audit")]).create().unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for (topic, part, offset) in [(TOPIC, 0, 7), (TOPIC, 2, PER_PARTITION), ("refunds", 1, 4)] {
+        tpl.add_partition_offset(topic, part, rdkafka::Offset::Offset(offset))
+            .unwrap();
+    }
+    // A broker that just started may still be loading the offsets partition.
+    let t0 = Instant::now();
+    while let Err(e) = g.commit(&tpl, CommitMode::Sync) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "commit: {e}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(g);
+
+    let out = ok(cli(k, &["group", "describe", "audit"]));
+    assert!(out.contains("no active members"), "{out}");
+    let orders = rows_of(&out, TOPIC);
+    assert_eq!(
+        committed(&orders),
+        vec![Some(7), None, Some(PER_PARTITION)],
+        "{out}"
+    );
+    assert_eq!(
+        orders.values().map(|r| r.lag).collect::<Vec<_>>(),
+        vec![Some(PER_PARTITION - 7), None, Some(0)],
+        "{out}"
+    );
+    assert!(orders.values().all(|r| r.log_end == PER_PARTITION), "{out}");
+    let refunds = rows_of(&out, "refunds");
+    assert_eq!(committed(&refunds), vec![None, Some(4)], "{out}");
+    assert_eq!(
+        refunds
+            .values()
+            .map(|r| (r.log_end, r.lag))
+            .collect::<Vec<_>>(),
+        vec![(10, None), (10, Some(6))],
+        "{out}"
+    );
+    assert!(rows_of(&out, "unrelated").is_empty(), "{out}");
+    assert!(out.contains("retention of refunds: "), "{out}");
+
+    // --topic still narrows it down.
+    let out = ok(cli(
+        k,
+        &["group", "describe", "audit", "--topic", "refunds"],
+    ));
+    assert!(rows_of(&out, TOPIC).is_empty(), "{out}");
+    assert_eq!(committed(&rows_of(&out, "refunds")), vec![None, Some(4)]);
 }

@@ -574,6 +574,172 @@ mod wire_requests {
         let r: DeleteGroupsResponse = call(&mut s, ApiKey::DeleteGroups, 2, &del);
         assert_eq!(r.results[0].error_code, ErrorCode::NonEmptyGroup.code());
     }
+
+    /// A standalone commit (no members) of `offsets` as (topic, partition, offset).
+    fn commit_offsets(group: &str, offsets: &[(&str, i32, i64)]) -> OffsetCommitRequest {
+        let mut c = OffsetCommitRequest::default();
+        c.group_id = GroupId(StrBytes::from_string(group.into()));
+        c.generation_id_or_member_epoch = -1;
+        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for &(t, partition, offset) in offsets {
+            let mut p = OffsetCommitRequestPartition::default();
+            p.partition_index = partition;
+            p.committed_offset = offset;
+            p.committed_leader_epoch = -1;
+            topics.entry(t).or_default().push(p);
+        }
+        c.topics = topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let mut t = OffsetCommitRequestTopic::default();
+                t.name = TopicName(StrBytes::from_string(name.into()));
+                t.partitions = partitions;
+                t
+            })
+            .collect();
+        c
+    }
+
+    type Offsets = BTreeMap<(String, i32), i64>;
+
+    /// OffsetFetch with topics = null at `version` (v1-7: one group; v8+: each of
+    /// `groups`): the top-level (or each group's) error code and committed offsets.
+    fn fetch_all(
+        s: &mut std::net::TcpStream,
+        version: i16,
+        groups: &[&str],
+    ) -> Vec<(i16, Offsets)> {
+        let mut f = OffsetFetchRequest::default();
+        if version >= 8 {
+            f.groups = groups
+                .iter()
+                .map(|g| {
+                    let mut rg = offset_fetch_request::OffsetFetchRequestGroup::default();
+                    rg.group_id = GroupId(StrBytes::from_string(g.to_string()));
+                    rg.topics = None;
+                    rg
+                })
+                .collect();
+            let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, version, &f);
+            assert_eq!(r.groups.len(), groups.len());
+            r.groups
+                .iter()
+                .zip(groups)
+                .map(|(g, name)| {
+                    assert_eq!(g.group_id.as_str(), *name);
+                    let offsets = g
+                        .topics
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions.iter().map(|p| {
+                                assert_eq!(p.error_code, 0);
+                                (
+                                    (t.name.as_str().to_string(), p.partition_index),
+                                    p.committed_offset,
+                                )
+                            })
+                        })
+                        .collect();
+                    (g.error_code, offsets)
+                })
+                .collect()
+        } else {
+            assert_eq!(groups.len(), 1);
+            f.group_id = GroupId(StrBytes::from_string(groups[0].to_string()));
+            f.topics = None;
+            let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, version, &f);
+            let offsets = r
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| {
+                        assert_eq!(p.error_code, 0);
+                        (
+                            (t.name.as_str().to_string(), p.partition_index),
+                            p.committed_offset,
+                        )
+                    })
+                })
+                .collect();
+            vec![(r.error_code, offsets)]
+        }
+    }
+
+    /// OffsetFetch with topics = null (Kafka's admin listConsumerGroupOffsets, which
+    /// kafka-consumer-groups.sh describes a group with) answers every committed offset of
+    /// the group, and only of that group, at v7 (one group) and v8 (a list of groups), also
+    /// after a restart (the offsets replayed from __consumer_offsets).
+    #[test]
+    fn offset_fetch_with_null_topics_answers_every_committed_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut broker = Broker::start(dir.path(), &[]);
+        let b = broker.kafka.clone();
+        create_topic(&b, "alpha", 3, &[]);
+        create_topic(&b, "beta", 1, &[]);
+        create_topic(&b, "gamma", 2, &[]);
+        let mut s = connect(&b);
+        let committed = [("alpha", 0, 5), ("alpha", 2, 9), ("beta", 0, 1)];
+        let (code, _) = retrying(|| {
+            let r: OffsetCommitResponse = call(
+                &mut s,
+                ApiKey::OffsetCommit,
+                8,
+                &commit_offsets("all", &committed),
+            );
+            let codes: BTreeSet<i16> = r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect();
+            assert_eq!(codes.len(), 1, "{r:?}");
+            (*codes.first().unwrap(), r)
+        });
+        assert_eq!(code, 0);
+        let r: OffsetCommitResponse = call(
+            &mut s,
+            ApiKey::OffsetCommit,
+            8,
+            &commit_offsets("other", &[("gamma", 1, 3)]),
+        );
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+        let want: Offsets = committed
+            .iter()
+            .map(|&(t, p, o)| ((t.to_string(), p), o))
+            .collect();
+        let other: Offsets = [(("gamma".to_string(), 1), 3)].into_iter().collect();
+
+        for round in ["before a restart", "after a restart"] {
+            let (code, got) = retrying(|| fetch_all(&mut s, 7, &["all"]).remove(0));
+            assert_eq!((code, &got), (0, &want), "v7 {round}");
+            let (code, _) = retrying(|| {
+                let r = fetch_all(&mut s, 8, &["all", "other", "nobody"]);
+                (r.iter().map(|g| g.0).find(|&c| c != 0).unwrap_or(0), r)
+            });
+            assert_eq!(code, 0, "v8 {round}");
+            let r = fetch_all(&mut s, 8, &["all", "other", "nobody"]);
+            assert_eq!(r[0], (0, want.clone()), "v8 {round}");
+            assert_eq!(r[1], (0, other.clone()), "v8 {round}");
+            assert_eq!(
+                r[2],
+                (0, Offsets::new()),
+                "v8 {round}: an unknown group has none"
+            );
+            // v2 (the first with null topics) and v5 answer the same.
+            for v in [2, 5] {
+                assert_eq!(
+                    fetch_all(&mut s, v, &["all"]),
+                    vec![(0, want.clone())],
+                    "v{v} {round}"
+                );
+            }
+            if round == "before a restart" {
+                drop(s);
+                broker.stop();
+                broker.restart();
+                s = connect(&broker.kafka);
+            }
+        }
+    }
 }
 
 /// A counter or gauge from the broker's Prometheus endpoint whose line starts with

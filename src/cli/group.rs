@@ -6,7 +6,9 @@
 //! Nothing here joins a group: committed offsets are read and written by a consumer that
 //! carries the group's id but never subscribes (OffsetFetch, and a "standalone" OffsetCommit
 //! that Kafka accepts only while the group has no active members), and records are peeked
-//! by an assign()-ed consumer with a throwaway group id that never commits.
+//! by an assign()-ed consumer with a throwaway group id that never commits. Every committed
+//! offset of a group (OffsetFetch with topics = null, which librdkafka's Rust binding does
+//! not expose) is asked for over the wire protocol directly (`super::wire`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,6 +24,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::client::{CliContext, ClientArgs, admin, admin_options};
+use super::wire::Conn;
 
 #[derive(Args, Debug)]
 pub struct GroupArgs {
@@ -39,8 +42,8 @@ pub enum GroupCommand {
     /// age and the time left before the oldest unconsumed record reaches retention.ms.
     Describe {
         group: String,
-        /// A topic to report on (repeatable) [default: the topics the group's members
-        /// subscribe to or are assigned]
+        /// A topic to report on (repeatable) [default: every topic the group has committed
+        /// offsets for, and those its members subscribe to or are assigned]
         #[arg(long = "topic", value_name = "TOPIC")]
         topics: Vec<String>,
     },
@@ -491,6 +494,202 @@ fn committed(
     Ok(out)
 }
 
+/// What one attempt at reading every committed offset of a group came to.
+enum AllCommitted {
+    Done(Option<BTreeMap<(String, i32), i64>>),
+    /// The coordinator moved, is loading or is not there yet: ask again.
+    Retry(String),
+}
+
+fn retriable_code(code: i16) -> bool {
+    use strata_proto::ErrorCode as E;
+    [
+        E::NotCoordinator,
+        E::CoordinatorLoadInProgress,
+        E::CoordinatorNotAvailable,
+    ]
+    .iter()
+    .any(|e| e.code() == code)
+}
+
+fn code_name(code: i16) -> String {
+    strata_proto::ErrorCode::from_code(code)
+        .map_or_else(|| format!("error {code}"), |e| e.to_string())
+}
+
+/// Every committed offset of the group (None: the broker cannot list them, OffsetFetch
+/// below v2), from its coordinator: OffsetFetch with topics = null, as Kafka's
+/// kafka-consumer-groups.sh lists a group's offsets. Retried within --timeout while the
+/// coordinator moves or loads.
+fn committed_all(
+    c: &ClientArgs,
+    group: &str,
+) -> anyhow::Result<Option<BTreeMap<(String, i32), i64>>> {
+    let deadline = Instant::now() + c.timeout;
+    let mut errors = Vec::new();
+    let mut boot = None;
+    for addr in c.bootstrap.split(',') {
+        match Conn::connect(addr, c.timeout) {
+            Ok(conn) => {
+                boot = Some(conn);
+                break;
+            }
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+    }
+    let Some(mut boot) = boot else {
+        bail!(
+            "cannot reach a broker for OffsetFetch ({}): {}",
+            errors.join("; "),
+            c.what_to_check()
+        );
+    };
+    loop {
+        match committed_all_once(c, &mut boot, group)? {
+            AllCommitted::Done(r) => return Ok(r),
+            AllCommitted::Retry(why) if Instant::now() < deadline => {
+                tracing::debug!("retrying OffsetFetch: {why}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            AllCommitted::Retry(why) => bail!(
+                "cannot read the committed offsets of group '{group}' within {} (--timeout): {why}",
+                humantime::format_duration(c.timeout)
+            ),
+        }
+    }
+}
+
+fn committed_all_once(
+    c: &ClientArgs,
+    boot: &mut Conn,
+    group: &str,
+) -> anyhow::Result<AllCommitted> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::{
+        ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, OffsetFetchRequest,
+        OffsetFetchResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    // The group's coordinator (v0-3 name one key, v4+ a list of them).
+    let key = StrBytes::from_string(group.to_string());
+    let (code, host, port) = if let Some(v) = boot.version(ApiKey::FindCoordinator, 0..=3) {
+        let mut req = FindCoordinatorRequest::default();
+        req.key = key;
+        let r: FindCoordinatorResponse = boot.call(ApiKey::FindCoordinator, v, &req)?;
+        (r.error_code, r.host.to_string(), r.port)
+    } else if let Some(v) = boot.version(ApiKey::FindCoordinator, 4..=6) {
+        let mut req = FindCoordinatorRequest::default();
+        req.coordinator_keys = vec![key];
+        let r: FindCoordinatorResponse = boot.call(ApiKey::FindCoordinator, v, &req)?;
+        let co = r
+            .coordinators
+            .into_iter()
+            .next()
+            .context("FindCoordinator: an answer without a coordinator")?;
+        (co.error_code, co.host.to_string(), co.port)
+    } else {
+        bail!("the broker does not support FindCoordinator");
+    };
+    if retriable_code(code) {
+        return Ok(AllCommitted::Retry(format!(
+            "FindCoordinator: {}",
+            code_name(code)
+        )));
+    }
+    if code != 0 {
+        bail!(
+            "cannot find the coordinator of group '{group}': {}",
+            code_name(code)
+        );
+    }
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let mut co = Conn::connect(&addr, c.timeout)
+        .with_context(|| format!("the coordinator of group '{group}'"))?;
+
+    // topics = null: all of them (v2+; v8+ per group, the request's own group and topics
+    // fields then left at their defaults, as v8 has none).
+    let Some(v) = co.version(ApiKey::OffsetFetch, 2..=9) else {
+        return Ok(AllCommitted::Done(None));
+    };
+    let mut req = OffsetFetchRequest::default();
+    let gid = GroupId(StrBytes::from_string(group.to_string()));
+    if v >= 8 {
+        let mut g = OffsetFetchRequestGroup::default();
+        g.group_id = gid;
+        g.topics = None;
+        req.groups = vec![g];
+    } else {
+        req.group_id = gid;
+        req.topics = None;
+    }
+    let r: OffsetFetchResponse = co.call(ApiKey::OffsetFetch, v, &req)?;
+    let mut out = BTreeMap::new();
+    let mut add = |topic: &str, partition: i32, offset: i64, code: i16| -> anyhow::Result<()> {
+        if code != 0 {
+            bail!(
+                "cannot read the committed offset of {topic}-{partition}: {}",
+                code_name(code)
+            );
+        }
+        if offset >= 0 {
+            out.insert((topic.to_string(), partition), offset);
+        }
+        Ok(())
+    };
+    let code = if v >= 8 {
+        let g = r
+            .groups
+            .into_iter()
+            .find(|g| g.group_id.as_str() == group)
+            .context("OffsetFetch: an answer without the group")?;
+        if g.error_code == 0 {
+            for t in &g.topics {
+                for p in &t.partitions {
+                    add(
+                        t.name.as_str(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.error_code,
+                    )?;
+                }
+            }
+        }
+        g.error_code
+    } else {
+        if r.error_code == 0 {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    add(
+                        t.name.as_str(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.error_code,
+                    )?;
+                }
+            }
+        }
+        r.error_code
+    };
+    if retriable_code(code) {
+        return Ok(AllCommitted::Retry(format!(
+            "OffsetFetch: {}",
+            code_name(code)
+        )));
+    }
+    if code != 0 {
+        bail!(
+            "cannot read the committed offsets of group '{group}': {}",
+            code_name(code)
+        );
+    }
+    Ok(AllCommitted::Done(Some(out)))
+}
+
 /// (log start, log end) of every partition.
 fn watermarks(
     c: &ClientArgs,
@@ -677,10 +876,17 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
     let gc = consumer(c, group)?;
     let desc = describe_group(c, &gc, group)?;
 
-    // Which topics: --topic, else what the members subscribe to or are assigned.
+    // Which topics: --topic, else every topic the group has committed offsets for (all of
+    // them in one OffsetFetch, as Kafka's tool) and what its members subscribe to or are
+    // assigned.
     let mut wanted: BTreeSet<String> = topics.iter().cloned().collect();
-    let from_members = wanted.is_empty();
-    if from_members {
+    let from_group = wanted.is_empty();
+    let all_committed = if from_group {
+        committed_all(c, group)?
+    } else {
+        None
+    };
+    if from_group {
         for m in desc.iter().flat_map(|d| &d.members) {
             for (t, _) in m.assignment.iter().flatten() {
                 wanted.insert(t.clone());
@@ -689,15 +895,33 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
                 wanted.insert(t.clone());
             }
         }
+        for (t, _) in all_committed.iter().flat_map(BTreeMap::keys) {
+            wanted.insert(t.clone());
+        }
     }
+    let members = desc.as_ref().map_or(0, |d| d.members.len());
     if wanted.is_empty() {
-        let why = match &desc {
-            Some(d) if d.state == "Dead" => "the broker does not know it (no members)",
-            Some(_) => "it has no active members telling which topics they read",
-            None => "the broker does not describe groups",
+        if all_committed.is_some() && members == 0 {
+            bail!(
+                "group '{group}' does not exist: it has no active members and no committed \
+                 offsets (check the name with `strata group list`)"
+            );
+        }
+        let why = match (&desc, &all_committed) {
+            (_, Some(_)) => {
+                "it has no committed offsets and its members do not say which topics they read"
+            }
+            (Some(d), None) if d.state == "Dead" => "the broker does not know it (no members)",
+            (Some(_), None) => "it has no active members telling which topics they read",
+            (None, None) => "the broker does not describe groups",
+        };
+        let listing = if all_committed.is_some() {
+            ""
+        } else {
+            " and the broker cannot list a group's committed offsets (OffsetFetch v2+)"
         };
         bail!(
-            "group '{group}': {why}, so the topics it has committed offsets for are unknown: \
+            "group '{group}': {why}{listing}, so the topics to report on are unknown: \
              give --topic TOPIC (repeatable)"
         );
     }
@@ -706,15 +930,24 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
     for t in &wanted {
         match counts.get(t) {
             Some(n) => parts.extend((0..*n).map(|p| (t.clone(), p))),
-            None if from_members => {
-                eprintln!("warning: the group's members name topic '{t}', which does not exist")
-            }
+            None if from_group => eprintln!(
+                "warning: group '{group}' has committed offsets for, or members reading, topic \
+                 '{t}', which does not exist"
+            ),
             None => bail!("--topic {t}: the topic does not exist"),
         }
     }
-    let offsets = committed(c, &gc, &parts)?;
-    let members = desc.as_ref().map_or(0, |d| d.members.len());
-    if members == 0 && offsets.values().all(Option::is_none) {
+    let offsets = match &all_committed {
+        Some(all) => parts
+            .iter()
+            .map(|k| (k.clone(), all.get(k).copied()))
+            .collect(),
+        None => committed(c, &gc, &parts)?,
+    };
+    if members == 0
+        && offsets.values().all(Option::is_none)
+        && all_committed.as_ref().is_none_or(BTreeMap::is_empty)
+    {
         let names = wanted.iter().cloned().collect::<Vec<_>>().join(", ");
         bail!(
             "group '{group}' does not exist: it has no active members and no committed offsets \

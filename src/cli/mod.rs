@@ -8,6 +8,7 @@ mod produce;
 pub mod serve;
 mod tier;
 mod topic;
+mod wire;
 
 use clap::{Parser, Subcommand};
 
