@@ -1261,3 +1261,90 @@ fn a_consumer_instance_subscribes_to_a_topic_pattern() {
     assert_eq!(s, 200, "{j}");
     assert_eq!(j["topics"], json!(["pat-a", "pat-b"]));
 }
+
+/// A commit without offsets commits everything the instance has read, as Confluent's
+/// REST proxy does: with the body `{}` as without a body.
+#[test]
+fn a_commit_without_offsets_commits_everything_read() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "done", 2, &[]);
+    let base = "/consumers/g-done/instances/i1";
+    let (s, j) = answer(gw.post(
+        "/consumers/g-done",
+        V2,
+        r#"{"name":"i1","format":"binary","auto.offset.reset":"earliest"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(
+        gw.post(
+            &format!("{base}/subscription"),
+            V2,
+            r#"{"topics":["done"]}"#
+        )
+        .status(),
+        204
+    );
+    let committed = || -> BTreeMap<i64, i64> {
+        let r = gw
+            .http
+            .get(gw.url(&format!("{base}/offsets")))
+            .header("Content-Type", V2)
+            .body(
+                r#"{"partitions":[{"topic":"done","partition":0},{"topic":"done","partition":1}]}"#,
+            )
+            .send()
+            .unwrap();
+        let (s, j) = answer(r);
+        assert_eq!(s, 200, "{j}");
+        j["offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["partition"].as_i64().unwrap(),
+                    o["offset"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let mut read = 0;
+    for (round, body) in [(1usize, Some("{}")), (2, None)] {
+        // Three more records in each partition, read over HTTP.
+        let (p, d) = producer(&gw.b.kafka, &[("acks", "all")]);
+        for i in 0..6 {
+            p.send(
+                BaseRecord::<(), str>::to("done")
+                    .partition(i % 2)
+                    .payload("x"),
+            )
+            .unwrap();
+        }
+        p.flush(Duration::from_secs(10)).unwrap();
+        assert_eq!(d.acked.lock().unwrap().len(), 6);
+        let t0 = Instant::now();
+        while read < 6 * round {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "read {read} of {}",
+                6 * round
+            );
+            read += gw.poll_binary(base).len();
+        }
+        let mut r = gw
+            .http
+            .post(gw.url(&format!("{base}/offsets")))
+            .header("Content-Type", V2);
+        if let Some(b) = body {
+            r = r.body(b);
+        }
+        let r = r.send().unwrap();
+        assert_eq!(r.status(), 204, "{body:?}: {:?}", r.text());
+        let n = 3 * round as i64;
+        assert_eq!(
+            committed(),
+            BTreeMap::from([(0, n), (1, n)]),
+            "{body:?}: the group resumes after everything read"
+        );
+    }
+}

@@ -645,6 +645,14 @@ pub struct Offsets {
     pub offsets: Vec<OffsetJson>,
 }
 
+/// A commit's body: the offsets to commit. Without them (`{}`, `"offsets": null` or
+/// `"offsets": []`, as without a body) everything the instance has read is committed, as
+/// Confluent's.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct CommitOffsets {
+    pub offsets: Option<Vec<OffsetJson>>,
+}
+
 /// A committed offset.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CommittedJson {
@@ -688,14 +696,14 @@ fn check_offsets(offsets: &[OffsetJson]) -> ApiResult<()> {
     Ok(())
 }
 
-/// Commit offsets. With a body, each given offset is the last record processed (the
-/// group resumes after it, as Confluent's); without one, everything the instance has
-/// read so far.
+/// Commit offsets. With offsets in the body, each given offset is the last record
+/// processed (the group resumes after it, as Confluent's); without a body, or without
+/// offsets in it, everything the instance has read so far.
 #[utoipa::path(post, path = "/consumers/{group}/instances/{instance}/offsets", tag = "v2 consumers",
     params(("group" = String, Path), ("instance" = String, Path)),
     request_body(content(
-        (Offsets = "application/vnd.kafka.v2+json"),
-        (Offsets = "application/json"),
+        (CommitOffsets = "application/vnd.kafka.v2+json"),
+        (CommitOffsets = "application/json"),
     )),
     responses(
         (status = 204, description = "Committed"),
@@ -710,12 +718,12 @@ pub async fn commit(
     body: Body,
 ) -> ApiResult<StatusCode> {
     let i = s.consumers.get(&group, &name)?;
-    let req: Option<Offsets> = body_json(&s, &headers, body).await?;
-    let offsets = match req {
-        Some(r) if !r.offsets.is_empty() => {
-            check_offsets(&r.offsets)?;
+    let req: Option<CommitOffsets> = body_json(&s, &headers, body).await?;
+    let offsets = match req.and_then(|r| r.offsets) {
+        Some(offsets) if !offsets.is_empty() => {
+            check_offsets(&offsets)?;
             Some(
-                r.offsets
+                offsets
                     .into_iter()
                     .map(|o| PartitionOffset {
                         topic: o.topic,

@@ -170,10 +170,16 @@ impl GroupConsumer for FakeConsumer {
         Ok(Vec::new())
     }
     async fn commit(&self, offsets: Option<Vec<PartitionOffset>>) -> Result<(), ServiceError> {
+        // "Everything read so far" is recorded as one entry for topic "*".
+        let all = PartitionOffset {
+            topic: "*".into(),
+            partition: -1,
+            offset: -1,
+        };
         self.committed
             .lock()
             .unwrap()
-            .extend(offsets.unwrap_or_default());
+            .extend(offsets.unwrap_or_else(|| vec![all]));
         Ok(())
     }
     async fn committed(
@@ -680,6 +686,41 @@ async fn consumer_instances_are_found_conflict_and_expire() {
     assert_eq!(call(&app, commit).await.status, StatusCode::NO_CONTENT);
     let a = call(&app, get("/consumers/g/instances/c1/offsets")).await;
     assert_eq!(a.json()["offsets"][0]["offset"], 5);
+    // Without offsets in the body (none, `{}`, null or empty): everything read so far,
+    // as Confluent's; a body that is not offsets is still refused.
+    for (n, body) in ["", "{}", r#"{"offsets":null}"#, r#"{"offsets":[]}"#]
+        .into_iter()
+        .enumerate()
+    {
+        let commit = post(
+            "/consumers/g/instances/c1/offsets",
+            Some("application/vnd.kafka.v2+json"),
+            body,
+        );
+        assert_eq!(
+            call(&app, commit).await.status,
+            StatusCode::NO_CONTENT,
+            "{body:?}"
+        );
+        let a = call(&app, get("/consumers/g/instances/c1/offsets")).await;
+        let all = a.json()["offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["topic"] == "*")
+            .count();
+        assert_eq!(all, n + 1, "{body:?}: everything read is committed");
+    }
+    for body in [r#"{"offsets":{}}"#, r#"{"offsets":[{"topic":"t"}]}"#, "[]"] {
+        let commit = post(
+            "/consumers/g/instances/c1/offsets",
+            Some("application/vnd.kafka.v2+json"),
+            body,
+        );
+        call(&app, commit)
+            .await
+            .error(StatusCode::UNPROCESSABLE_ENTITY, 42201);
+    }
     let a = call(&app, get("/consumers/g/instances/c1/records")).await;
     assert_eq!(a.status, StatusCode::OK);
     assert_eq!(a.headers[header::CONTENT_TYPE], BINARY_V2);
