@@ -481,7 +481,15 @@ fn bad_input_fails_cleanly_naming_the_flag() {
 #[test]
 fn describe_flags_a_group_whose_committed_offset_fell_out_of_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--retention-check-interval", "200ms"]);
+    let broker = Broker::start(
+        dir.path(),
+        &[
+            "--retention-check-interval",
+            "200ms",
+            "--min-segment-bytes",
+            "1",
+        ],
+    );
     let k = broker.kafka.as_str();
     let topic = "aging";
     create_topic(

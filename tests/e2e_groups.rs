@@ -754,7 +754,15 @@ fn metric_line(b: &Broker, prefix: &str) -> Option<f64> {
 #[test]
 fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--retention-check-interval", "1s"]);
+    let broker = Broker::start(
+        dir.path(),
+        &[
+            "--retention-check-interval",
+            "1s",
+            "--min-segment-bytes",
+            "1",
+        ],
+    );
     let b = broker.kafka.clone();
     // Tiny segments and a one-minute retention: records stamped an hour ago go as
     // soon as retention runs (all but the active segment).

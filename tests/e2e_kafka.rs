@@ -235,7 +235,7 @@ fn every_producer_codec_round_trips() {
 #[test]
 fn offsets_by_time_and_watermarks() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = common::Broker::start(dir.path(), &[]);
+    let broker = common::Broker::start(dir.path(), &["--min-segment-bytes", "1"]);
     let topic = "times";
     create_topic(&broker.kafka, topic, 1, &[("segment.bytes", "4096")]);
     let (p, _d) = producer(&broker.kafka, &[("linger.ms", "0")]);

@@ -73,7 +73,10 @@ fn sealed_segments_become_parquet_files_an_independent_reader_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
     let url = format!("file://{}", cold.display());
-    let broker = Broker::start(&dir.path().join("data"), &["--object-store", &url]);
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &["--object-store", &url, "--min-segment-bytes", "1"],
+    );
     let b = broker.kafka.clone();
     create_topic(
         &b,
@@ -287,6 +290,8 @@ fn backfill_converts_segments_offloaded_before_parquet_was_enabled() {
             "0",
             "--retention-check-interval",
             "1s",
+            "--min-segment-bytes",
+            "1",
         ],
         &s3.env(),
     );
@@ -389,7 +394,10 @@ fn kill_9_during_conversion_leaves_no_duplicate_or_missing_offset() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
     let url = format!("file://{}", cold.display());
-    let mut broker = Broker::start(&dir.path().join("data"), &["--object-store", &url]);
+    let mut broker = Broker::start(
+        &dir.path().join("data"),
+        &["--object-store", &url, "--min-segment-bytes", "1"],
+    );
     let b = broker.kafka.clone();
     create_topic(
         &b,
@@ -441,7 +449,10 @@ fn json_values_become_typed_columns_and_misfits_land_in_raw() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
     let url = format!("file://{}", cold.display());
-    let broker = Broker::start(&dir.path().join("data"), &["--object-store", &url]);
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &["--object-store", &url, "--min-segment-bytes", "1"],
+    );
     let b = broker.kafka.clone();
     let schema = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"amount","type":"float64"},{"name":"n","type":"int64","nullable":true}]}"#;
     create_topic(

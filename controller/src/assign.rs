@@ -13,6 +13,9 @@ use crate::error::Rejection;
 use crate::state::ClusterMetadata;
 use crate::types::BrokerId;
 
+/// The most partitions one assignment makes.
+pub const MAX_NEW_PARTITIONS: i32 = 1_000_000;
+
 /// Replica lists for `count` new partitions with `replication_factor` replicas each,
 /// over the unfenced brokers of `meta`. `first_partition` is the index of the first new
 /// partition (the current partition count when a topic grows).
@@ -26,6 +29,15 @@ pub fn assign_replicas(
         return Err(Rejection::InvalidPartitions {
             count,
             reason: "must be at least 1".into(),
+        });
+    }
+    // Brokers refuse more than their --max-partitions-per-request long before this; the
+    // controller's own bound is for a request that reaches its RPC directly, so no count
+    // makes it build a list it cannot hold.
+    if count > MAX_NEW_PARTITIONS {
+        return Err(Rejection::InvalidPartitions {
+            count,
+            reason: format!("at most {MAX_NEW_PARTITIONS} partitions can be added at once"),
         });
     }
     let brokers = meta.live_brokers();

@@ -120,6 +120,39 @@ pub struct ServeArgs {
     /// [default: 30s]
     #[arg(long, env = "STRATA_HTTP_PRODUCE_TIMEOUT")]
     pub http_produce_timeout: Option<String>,
+    /// Largest Kafka request accepted (Kafka's socket.request.max.bytes) [default: 100MiB]
+    #[arg(long, env = "STRATA_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<String>,
+    /// Kafka connections open at once; more are closed at accept (Kafka's
+    /// max.connections) [default: 10000]
+    #[arg(long, env = "STRATA_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Kafka connections open at once from one client address (Kafka's
+    /// max.connections.per.ip) [default: 1000]
+    #[arg(long, env = "STRATA_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Request bytes one connection may have unanswered before the broker stops reading
+    /// it [default: 100MiB]
+    #[arg(long, env = "STRATA_MAX_IN_FLIGHT_BYTES_PER_CONNECTION")]
+    pub max_in_flight_bytes_per_connection: Option<String>,
+    /// Request bytes all connections may hold at once, non-produce requests counted 40x
+    /// for what decoding makes of them (Kafka's queued.max.request.bytes) [default: 1GiB]
+    #[arg(long, env = "STRATA_QUEUED_MAX_REQUEST_BYTES")]
+    pub queued_max_request_bytes: Option<String>,
+    /// Partitions one CreateTopics or CreatePartitions request may add [default: 10000]
+    #[arg(long, env = "STRATA_MAX_PARTITIONS_PER_REQUEST")]
+    pub max_partitions_per_request: Option<i64>,
+    /// Partition replicas per broker (averaged over the live brokers) beyond which new
+    /// topics and partitions are refused [default: 10000]
+    #[arg(long, env = "STRATA_MAX_PARTITIONS_PER_BROKER")]
+    pub max_partitions_per_broker: Option<i64>,
+    /// What one record batch may decompress to; larger ones are refused with
+    /// CORRUPT_MESSAGE [default: 64MiB]
+    #[arg(long, env = "STRATA_MAX_DECOMPRESSED_BATCH_BYTES")]
+    pub max_decompressed_batch_bytes: Option<String>,
+    /// The smallest segment.bytes a topic may set (Kafka 4.0's floor) [default: 1MiB]
+    #[arg(long, env = "STRATA_MIN_SEGMENT_BYTES")]
+    pub min_segment_bytes: Option<String>,
 }
 
 /// The same settings in a TOML file.
@@ -154,6 +187,15 @@ struct FileSettings {
     http_max_consumers: Option<usize>,
     http_produce_queue: Option<usize>,
     http_produce_timeout: Option<String>,
+    max_request_bytes: Option<String>,
+    max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
+    max_in_flight_bytes_per_connection: Option<String>,
+    queued_max_request_bytes: Option<String>,
+    max_partitions_per_request: Option<i64>,
+    max_partitions_per_broker: Option<i64>,
+    max_decompressed_batch_bytes: Option<String>,
+    min_segment_bytes: Option<String>,
 }
 
 /// An object store location.
@@ -204,6 +246,10 @@ pub struct ServeConfig {
     pub http_max_consumers: usize,
     pub http_produce_queue: usize,
     pub http_produce_timeout: std::time::Duration,
+    /// Kafka's socket.request.max.bytes.
+    pub max_request_bytes: usize,
+    /// What one client may make the broker hold.
+    pub limits: strata_broker::limits::Limits,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -474,7 +520,94 @@ impl ServeConfig {
         if http_produce_queue == 0 {
             bail!("--http-produce-queue must be at least 1");
         }
+        let defaults = strata_broker::limits::Limits::default();
+        let count = |flag: &str, v: Option<usize>, default: usize| -> anyhow::Result<usize> {
+            let n = v.unwrap_or(default);
+            if n == 0 {
+                bail!("{flag} must be at least 1");
+            }
+            Ok(n)
+        };
+        let partitions = |flag: &str, v: Option<i64>, default: i64| -> anyhow::Result<i64> {
+            let n = v.unwrap_or(default);
+            if n < 1 {
+                bail!("{flag} {n} must be at least 1");
+            }
+            Ok(n)
+        };
+        let max_request_bytes = size(
+            "--max-request-bytes",
+            args.max_request_bytes,
+            file.max_request_bytes,
+            BrokerConfig::default().max_request_bytes as u64,
+        )?;
+        if !(1024..=i32::MAX as u64).contains(&max_request_bytes) {
+            bail!("--max-request-bytes {max_request_bytes} must be between 1KiB and 2GiB");
+        }
+        let queued_max_request_bytes = size(
+            "--queued-max-request-bytes",
+            args.queued_max_request_bytes,
+            file.queued_max_request_bytes,
+            defaults.queued_max_request_bytes as u64,
+        )?;
+        if queued_max_request_bytes < max_request_bytes {
+            bail!(
+                "--queued-max-request-bytes {queued_max_request_bytes} must be at least --max-request-bytes ({max_request_bytes}), or the largest request could never be read"
+            );
+        }
+        let max_decompressed_batch_bytes = size(
+            "--max-decompressed-batch-bytes",
+            args.max_decompressed_batch_bytes,
+            file.max_decompressed_batch_bytes,
+            defaults.max_decompressed_batch_bytes as u64,
+        )?;
+        if max_decompressed_batch_bytes < 1 << 20 {
+            bail!(
+                "--max-decompressed-batch-bytes {max_decompressed_batch_bytes} must be at least 1MiB"
+            );
+        }
+        let limits = strata_broker::limits::Limits {
+            max_connections: count(
+                "--max-connections",
+                args.max_connections.or(file.max_connections),
+                defaults.max_connections,
+            )?,
+            max_connections_per_ip: count(
+                "--max-connections-per-ip",
+                args.max_connections_per_ip.or(file.max_connections_per_ip),
+                defaults.max_connections_per_ip,
+            )?,
+            max_in_flight_bytes_per_connection: size(
+                "--max-in-flight-bytes-per-connection",
+                args.max_in_flight_bytes_per_connection,
+                file.max_in_flight_bytes_per_connection,
+                defaults.max_in_flight_bytes_per_connection as u64,
+            )?
+            .max(1) as usize,
+            queued_max_request_bytes: queued_max_request_bytes as usize,
+            max_partitions_per_request: partitions(
+                "--max-partitions-per-request",
+                args.max_partitions_per_request
+                    .or(file.max_partitions_per_request),
+                defaults.max_partitions_per_request,
+            )?,
+            max_partitions_per_broker: partitions(
+                "--max-partitions-per-broker",
+                args.max_partitions_per_broker
+                    .or(file.max_partitions_per_broker),
+                defaults.max_partitions_per_broker,
+            )?,
+            max_decompressed_batch_bytes: max_decompressed_batch_bytes as usize,
+            min_segment_bytes: size(
+                "--min-segment-bytes",
+                args.min_segment_bytes,
+                file.min_segment_bytes,
+                defaults.min_segment_bytes,
+            )?,
+        };
         Ok(ServeConfig {
+            max_request_bytes: max_request_bytes as usize,
+            limits,
             http_auth,
             http_max_body,
             http_consumer_timeout,
@@ -526,9 +659,26 @@ impl ServeConfig {
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
             heartbeat_interval: self.broker_session_timeout / 6,
+            max_request_bytes: self.max_request_bytes,
+            limits: self.limits.clone(),
             ..BrokerConfig::default()
         }
     }
+}
+
+/// Binds the Kafka listener with a 4096-connection accept queue (tokio's default is
+/// 1024): a burst of connects (clients restarting together, or a flood) waits in the
+/// kernel's queue to be admitted or refused by --max-connections, instead of having
+/// handshakes dropped and retried for seconds.
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -545,6 +695,8 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("cannot install the metrics recorder")?;
+    // Partitions and connections each hold descriptors: take what the hard limit allows.
+    strata_broker::resources::raise_nofile_limit();
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!(
             "--data-dir {}: cannot create the directory",
@@ -603,14 +755,12 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let client = ControllerClient::new(voters.iter().map(|v| v.addr.clone()));
     let tier = open_tier(&config).await?;
     // Bound before registering, so the advertised port is known (port 0 picks one).
-    let kafka = tokio::net::TcpListener::bind(config.kafka_addr)
-        .await
-        .with_context(|| {
-            format!(
-                "--kafka-addr {}: cannot listen (is another broker running?)",
-                config.kafka_addr
-            )
-        })?;
+    let kafka = listen(config.kafka_addr).with_context(|| {
+        format!(
+            "--kafka-addr {}: cannot listen (is another broker running?)",
+            config.kafka_addr
+        )
+    })?;
     let bound = kafka.local_addr()?;
     let advertised = config
         .advertised_kafka_addr

@@ -253,9 +253,16 @@ fn describe(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
             .map(|e| RDKafkaErrorCode::from(e).to_string())
             .unwrap_or_else(|| "-".into());
         // Kafka's --under-replicated-partitions / --unavailable-partitions views.
+        let storage_error = p
+            .error()
+            .is_some_and(|e| RDKafkaErrorCode::from(e) == RDKafkaErrorCode::KafkaStorageError);
         let state = if p.leader() < 0 {
             offline += 1;
             "OFFLINE"
+        } else if storage_error {
+            // The leader's replica cannot be opened (see its log).
+            offline += 1;
+            "STORAGE-ERROR"
         } else if p.isr().len() < p.replicas().len() {
             under += 1;
             "UNDER-REPLICATED"

@@ -32,12 +32,29 @@ pub struct TopicState {
     /// The cluster id the topic's objects are stored under (a recovered topic keeps the
     /// one it was written under).
     pub storage_cluster_id: Option<String>,
+    /// Replicas assigned here that could not be opened (a corrupt or unreadable
+    /// directory, no file descriptors left), with the reason: offline, answered with
+    /// KAFKA_STORAGE_ERROR, retried at each reconcile. The topic's other partitions serve.
+    pub offline: BTreeMap<i32, String>,
 }
 
 impl TopicState {
     /// The hosted replica of partition `index`, if any.
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
         self.partitions.iter().find(|p| p.index == index)
+    }
+
+    /// The error for a request to partition `index` when no replica of it is open here:
+    /// KAFKA_STORAGE_ERROR if its replica here is offline, NOT_LEADER_OR_FOLLOWER if the
+    /// topic has it (on other brokers), UNKNOWN_TOPIC_OR_PARTITION otherwise.
+    pub fn missing_partition_code(&self, index: i32) -> strata_proto::ErrorCode {
+        if self.offline.contains_key(&index) {
+            strata_proto::ErrorCode::KafkaStorageError
+        } else if index >= 0 && index < self.partition_count {
+            strata_proto::ErrorCode::NotLeaderOrFollower
+        } else {
+            strata_proto::ErrorCode::UnknownTopicOrPartition
+        }
     }
 }
 
@@ -85,6 +102,11 @@ impl Broker {
                 format!("cannot create data dir {}: {e}", config.data_dir.display()),
             )
         })?;
+        // Every crate that reads records (the log, the tier, Parquet, the coordinators)
+        // decompresses through strata-proto under this one cap.
+        strata_proto::compression::set_max_decompressed_bytes(
+            config.limits.max_decompressed_batch_bytes,
+        );
         let metadata =
             Arc::new(MetadataCache::connect(controller, config.controller_timeout).await?);
         let broker = Arc::new(Broker {
@@ -426,16 +448,45 @@ impl Broker {
         }
         let mut alters = Vec::new();
         for rec in md.topics.values() {
-            let config = TopicConfig::resolve(&rec.configs)
-                .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
             let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
             let name: Arc<str> = Arc::from(rec.name.as_str());
             let mut partitions = Vec::new();
-            for pr in rec
+            let mut offline = BTreeMap::new();
+            let local = rec
                 .partitions
                 .iter()
-                .filter(|pr| pr.replicas.contains(&node))
-            {
+                .filter(|pr| pr.replicas.contains(&node));
+            // One topic's bad config (written by an older version, say) takes that
+            // topic's replicas offline, not the broker.
+            let config = match TopicConfig::resolve(&rec.configs) {
+                Ok(c) => c,
+                Err(e) => {
+                    for pr in local {
+                        self.note_offline(
+                            existing,
+                            &rec.name,
+                            pr.partition,
+                            format!("its config is invalid: {e}"),
+                            &mut offline,
+                        );
+                    }
+                    next.insert(
+                        name.clone(),
+                        Arc::new(TopicState {
+                            name,
+                            id: rec.id,
+                            overrides: rec.configs.clone(),
+                            config: TopicConfig::default(),
+                            partitions,
+                            partition_count: rec.partitions.len() as i32,
+                            storage_cluster_id: rec.storage_cluster_id.clone(),
+                            offline,
+                        }),
+                    );
+                    continue;
+                }
+            };
+            for pr in local {
                 let p = match existing.and_then(|s| s.partition(pr.partition)) {
                     Some(p) => {
                         if existing.is_some_and(|s| s.overrides != rec.configs) {
@@ -445,7 +496,7 @@ impl Broker {
                     }
                     None => {
                         let dir = self.partition_dir(&rec.name, pr.partition);
-                        let (p, report) = Partition::open(
+                        match Partition::open(
                             &dir,
                             name.clone(),
                             rec.id,
@@ -454,11 +505,35 @@ impl Broker {
                             self.clock.clone(),
                             self.config.log_config(&config),
                             node,
-                        )?;
-                        if !report.truncations.is_empty() {
-                            tracing::warn!(topic = %rec.name, partition = pr.partition, ?report.truncations, "partition recovered with truncation");
+                        ) {
+                            Ok((p, report)) => {
+                                if !report.truncations.is_empty() {
+                                    tracing::warn!(topic = %rec.name, partition = pr.partition, ?report.truncations, "partition recovered with truncation");
+                                }
+                                if existing.is_some_and(|s| s.offline.contains_key(&pr.partition)) {
+                                    tracing::info!(topic = %rec.name, partition = pr.partition, "offline partition opened");
+                                }
+                                Arc::new(p)
+                            }
+                            Err(e) => {
+                                let reason = match &e {
+                                    strata_log::LogError::Io { source, .. }
+                                        if crate::resources::is_out_of_files(source) =>
+                                    {
+                                        format!("{e}: {}", crate::resources::out_of_files_hint())
+                                    }
+                                    _ => e.to_string(),
+                                };
+                                self.note_offline(
+                                    existing,
+                                    &rec.name,
+                                    pr.partition,
+                                    reason,
+                                    &mut offline,
+                                );
+                                continue;
+                            }
                         }
-                        Arc::new(p)
                     }
                 };
                 if pr.leader >= 0 {
@@ -486,14 +561,39 @@ impl Broker {
                     partitions,
                     partition_count: rec.partitions.len() as i32,
                     storage_cluster_id: rec.storage_cluster_id.clone(),
+                    offline,
                 }),
             );
         }
+        let offline: usize = next.values().map(|t| t.offline.len()).sum();
+        metrics::gauge!("strata_offline_partitions").set(offline as f64);
         *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
         for t in removed {
             self.remove_topic_files(&t);
         }
         Ok(alters)
+    }
+
+    /// Records a replica that cannot be opened: logged (once per reason, not at every
+    /// reconcile), answered with KAFKA_STORAGE_ERROR.
+    fn note_offline(
+        &self,
+        existing: Option<&Arc<TopicState>>,
+        topic: &str,
+        partition: i32,
+        reason: String,
+        offline: &mut BTreeMap<i32, String>,
+    ) {
+        if existing.and_then(|s| s.offline.get(&partition)) != Some(&reason) {
+            tracing::error!(
+                topic,
+                partition,
+                dir = %self.partition_dir(topic, partition).display(),
+                %reason,
+                "partition offline: its replica here cannot be opened; requests for it get KAFKA_STORAGE_ERROR, the broker's other partitions serve, and opening is retried at each metadata change"
+            );
+        }
+        offline.insert(partition, reason);
     }
 
     /// Deletes a removed topic's directories: renamed at once (so a topic created again

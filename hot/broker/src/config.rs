@@ -50,6 +50,8 @@ pub struct BrokerConfig {
     /// Checkpoint an offsets partition once it holds this many records beyond twice its
     /// live committed offsets (see `Broker::request_offsets_checkpoint`).
     pub offsets_checkpoint_records: i64,
+    /// What one client may make this broker hold.
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for BrokerConfig {
@@ -73,6 +75,7 @@ impl Default for BrokerConfig {
             heartbeat_interval: Duration::from_millis(1500),
             offsets_topic_partitions: 16,
             offsets_checkpoint_records: 100_000,
+            limits: crate::limits::Limits::default(),
         }
     }
 }

@@ -591,22 +591,45 @@ fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
     let mut coordinator = GroupCoordinator::new(group_config());
     let end = p.log.log_end_offset();
     let mut at = p.log.log_start_offset();
+    // What does not decode is skipped, logged and counted: one bad record (or batch)
+    // must never keep every group of this partition from loading.
+    let skip = |what: &str, offset: i64, error: &dyn std::fmt::Display| {
+        metrics::counter!("strata_group_load_skipped_total", "what" => what.to_string())
+            .increment(1);
+        tracing::warn!(partition = p.index, offset, error = %error, "skipping an unreadable offsets {what}");
+    };
     while at < end {
         let r = p.log.read(at, 1 << 20, None)?;
         if r.data.is_empty() || r.next_offset <= at {
             break;
         }
         for b in strata_proto::batch::batches(&r.data) {
-            let b = b.map_err(|e| ApiError::new(ErrorCode::CorruptMessage, e.to_string()))?;
-            let records = b
-                .records()
-                .map_err(|e| ApiError::new(ErrorCode::CorruptMessage, e.to_string()))?;
+            let b = match b {
+                Ok(b) => b,
+                Err(e) => {
+                    // The rest of this read does not frame; go on after it.
+                    skip("batch", at, &e);
+                    break;
+                }
+            };
+            let records = match b.records() {
+                Ok(r) => r,
+                Err(e) => {
+                    skip("batch", b.base_offset(), &e);
+                    continue;
+                }
+            };
             for rec in records.iter() {
-                let rec =
-                    rec.map_err(|e| ApiError::new(ErrorCode::CorruptMessage, e.to_string()))?;
+                let rec = match rec {
+                    Ok(r) => r,
+                    Err(e) => {
+                        skip("batch", b.base_offset(), &e);
+                        break;
+                    }
+                };
                 let Some(key) = rec.key else { continue };
                 if let Err(e) = coordinator.replay(key, rec.value) {
-                    tracing::warn!(partition = p.index, error = %e, "skipping an unreadable offsets record");
+                    skip("record", rec.offset, &e);
                 }
             }
         }

@@ -13,10 +13,12 @@ pub mod broker;
 pub mod config;
 pub mod error;
 pub mod groups;
+pub mod limits;
 pub use strata_client as kafka_client;
 pub mod metadata;
 pub mod partition;
 pub mod replication;
+pub mod resources;
 pub mod server;
 pub mod tiering;
 

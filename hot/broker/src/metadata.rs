@@ -29,6 +29,25 @@ impl From<InvalidTopicName> for ApiError {
     }
 }
 
+/// Topics only the broker's own coordinators write (Kafka's Topic.isInternal):
+/// clients may read them, but not produce to, delete, repartition or reconfigure them.
+pub fn is_internal_topic(name: &str) -> bool {
+    name == crate::groups::OFFSETS_TOPIC
+}
+
+/// The topic configs a client may change on an internal topic: the ones that do not
+/// change what its coordinator reads back (retention, cleanup, tiering and Parquet
+/// would drop or move commits under it).
+pub const INTERNAL_TOPIC_MUTABLE_CONFIGS: &[&str] = &[
+    "segment.bytes",
+    "segment.ms",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+];
+
 /// Kafka's rules for topic names (Topic.validate): 1..=249 characters of
 /// `[a-zA-Z0-9._-]`, and not "." or "..".
 pub fn validate_topic_name(name: &str) -> Result<(), InvalidTopicName> {

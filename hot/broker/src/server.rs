@@ -12,9 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Pending};
 use crate::broker::Broker;
+use crate::limits::{self, ConnectionCounter, HeldBytes, Refused, RequestMemory};
 
 /// Kafka's connections.max.idle.ms: a connection that sends nothing this long is closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long a request's body may take to arrive once its size is read (plus a second
+/// per MiB): the bytes it will need are held meanwhile.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A running Kafka listener.
 #[derive(Debug)]
@@ -52,26 +57,55 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
     let mut next_connection: u64 = 0;
+    let counter = ConnectionCounter::new(&broker.config.limits);
+    let memory = RequestMemory::new(&broker.config.limits);
+    let mut last_refusal_log: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let slot = match counter.admit(peer.ip()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            // Closed at once (the client sees a reset and backs off), so
+                            // one address cannot hold every slot, nor all of them the
+                            // descriptors the partitions need.
+                            let (reason, flag) = match why {
+                                Refused::Total => ("max_connections", "--max-connections"),
+                                Refused::PerIp => ("max_connections_per_ip", "--max-connections-per-ip"),
+                            };
+                            metrics::counter!("strata_connections_refused_total", "reason" => reason).increment(1);
+                            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                                last_refusal_log = Some(tokio::time::Instant::now());
+                                tracing::warn!(%peer, open = counter.open(), "refusing connections: {flag} reached");
+                            }
+                            drop(stream);
+                            continue;
+                        }
+                    };
                     next_connection += 1;
                     let id = next_connection;
                     let b = broker.clone();
                     let s = shutdown.clone();
+                    let m = memory.clone();
                     connections.spawn(async move {
                         metrics::gauge!("strata_connections").increment(1.0);
-                        if let Err(e) = connection(b, id, stream, peer, s).await {
+                        if let Err(e) = connection(b, id, stream, peer, m, s).await {
                             tracing::debug!(%peer, error = %e, "connection closed");
                         }
                         metrics::gauge!("strata_connections").decrement(1.0);
+                        drop(slot);
                     });
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    if crate::resources::is_out_of_files(&e) {
+                        metrics::counter!("strata_connections_refused_total", "reason" => "out_of_files").increment(1);
+                        tracing::error!(error = %e, "accept failed: {}", crate::resources::out_of_files_hint());
+                    } else {
+                        tracing::warn!(error = %e, "accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
@@ -89,18 +123,20 @@ async fn connection(
     id: u64,
     stream: TcpStream,
     peer: SocketAddr,
+    memory: RequestMemory,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
-    let (tx, mut rx) = mpsc::channel::<Pending>(broker.config.max_in_flight_per_connection.max(1));
+    let (tx, mut rx) =
+        mpsc::channel::<(Pending, HeldBytes)>(broker.config.max_in_flight_per_connection.max(1));
 
     // Writes responses in request order. A response that is not ready yet (a long poll)
     // is waited for only after what is already written has been flushed.
     let writer = tokio::spawn(async move {
         let mut wr = BufWriter::with_capacity(64 * 1024, wr);
-        while let Some(mut pending) = rx.recv().await {
+        while let Some((mut pending, held)) = rx.recv().await {
             let frame = match (&mut pending).now_or_never() {
                 Some(f) => f,
                 None => {
@@ -111,6 +147,8 @@ async fn connection(
             if let Some(frame) = frame {
                 wr.write_all(&frame).await?;
             }
+            // The request's bytes are free once its answer is on its way.
+            drop(held);
             if rx.is_empty() {
                 wr.flush().await?;
             }
@@ -120,6 +158,7 @@ async fn connection(
     });
 
     let max = broker.config.max_request_bytes;
+    let budget = RequestMemory::connection_budget(&broker.config.limits);
     let result: std::io::Result<()> = async {
         loop {
             let len = tokio::select! {
@@ -130,19 +169,43 @@ async fn connection(
                     Ok(r) => r?,
                 },
             };
-            if len < 0 || len as usize > max {
-                tracing::warn!(%peer, len, max, "closing connection: invalid request size");
+            if len < 2 || len as usize > max {
+                refused("invalid_size", peer, &format!("closing connection: invalid request size {len} (at most {max}, --max-request-bytes)"));
                 return Ok(());
             }
-            let frame = strata_client::read_frame(&mut rd, len as usize).await?;
+            let len = len as usize;
+            // What the request may cost depends on its API: read the key, then hold
+            // its weight before reading (and so allocating) the rest.
+            let mut key = [0u8; 2];
+            match tokio::time::timeout(BODY_TIMEOUT, rd.read_exact(&mut key)).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    refused("stalled", peer, "closing connection: a request size and no request");
+                    return Ok(());
+                }
+            };
+            let weight = limits::decoded_weight(i16::from_be_bytes(key), len);
+            let Some(held) = memory.hold(&budget, weight).await else {
+                refused("too_heavy", peer, &format!("closing connection: a {len}-byte request weighs {weight} bytes, more than --queued-max-request-bytes"));
+                return Ok(());
+            };
+            // A request that stalls half sent holds its bytes: give it a deadline.
+            let deadline = BODY_TIMEOUT + Duration::from_secs((len >> 20) as u64);
+            let frame = match tokio::time::timeout(deadline, strata_client::read_frame_after(&mut rd, &key, len)).await {
+                Ok(f) => f?,
+                Err(_) => {
+                    refused("stalled", peer, &format!("closing connection: a {len}-byte request did not arrive in {deadline:?}"));
+                    return Ok(());
+                }
+            };
             match api::dispatch(&broker, id, peer, frame.freeze()) {
                 Ok(pending) => {
-                    if tx.send(pending).await.is_err() {
+                    if tx.send((pending, held)).await.is_err() {
                         return Ok(());
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection");
+                    refused("malformed", peer, &format!("closing connection: {e}"));
                     return Ok(());
                 }
             }
@@ -155,6 +218,28 @@ async fn connection(
     result
 }
 
+/// Logs why a connection was closed, counted by reason. A hostile client can make this
+/// happen thousands of times a second, so at most one warning per ten seconds reaches
+/// the log (the rest at debug); the counter has them all.
+fn refused(reason: &'static str, peer: SocketAddr, message: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_WARN_SECS: AtomicU64 = AtomicU64::new(0);
+    metrics::counter!("strata_connections_closed_total", "reason" => reason).increment(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST_WARN_SECS.load(Ordering::Relaxed);
+    if now >= last + 10
+        && LAST_WARN_SECS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(%peer, "{message} (further closings for 10 s at debug level; see strata_connections_closed_total)");
+    } else {
+        tracing::debug!(%peer, "{message}");
+    }
+}
+
 /// Housekeeping on its own thread pool slot: segment.ms rolls, flush.ms, retention, checkpoints.
 async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
     let c = broker.config.clone();
@@ -162,6 +247,8 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_retention = tokio::time::Instant::now();
     let mut last_checkpoint = tokio::time::Instant::now();
+    let mut last_files = tokio::time::Instant::now();
+    let mut files_warned = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -175,6 +262,10 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
         }
         if checkpoint {
             last_checkpoint = now;
+        }
+        if now - last_files >= Duration::from_secs(10) {
+            last_files = now;
+            crate::resources::watch_open_files(&mut files_warned);
         }
         let b = broker.clone();
         let _ = tokio::task::spawn_blocking(move || b.housekeeping(retention, checkpoint)).await;

@@ -73,7 +73,18 @@ pub async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
     rd: &mut R,
     len: usize,
 ) -> std::io::Result<BytesMut> {
-    let mut frame = BytesMut::with_capacity(len.min(FIRST_RESERVATION));
+    read_frame_after(rd, &[], len).await
+}
+
+/// [`read_frame`] for a body whose first bytes (`prefix`, at most `len`) were already
+/// read: the listener reads the API key first, to know what a request may cost.
+pub async fn read_frame_after<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    prefix: &[u8],
+    len: usize,
+) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::with_capacity(len.min(FIRST_RESERVATION).max(prefix.len()));
+    frame.extend_from_slice(&prefix[..prefix.len().min(len)]);
     while frame.len() < len {
         if frame.len() == frame.capacity() {
             // Doubling: the copies cost at most once more the frame.

@@ -25,13 +25,42 @@ use strata_proto::{ErrorCode, TopicConfig, TopicId};
 use super::{Pending, RequestContext, encode_response, msg, ready};
 use crate::broker::Broker;
 use crate::error::ApiError;
-use crate::metadata::validate_topic_name;
+use crate::limits::check_new_partitions;
+use crate::metadata::{INTERNAL_TOPIC_MUTABLE_CONFIGS, is_internal_topic, validate_topic_name};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+
+/// Partition replicas in the cluster now.
+fn replicas_now(broker: &Broker) -> i64 {
+    broker
+        .cluster()
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.replicas.len() as i64)
+        .sum()
+}
+
+/// What the broker's limits ask of a topic's resolved config, beyond the key's own
+/// validation.
+pub(crate) fn check_topic_config(broker: &Broker, c: &TopicConfig) -> Result<(), ApiError> {
+    let floor = broker.config.limits.min_segment_bytes;
+    if c.segment_bytes < floor {
+        return Err(ApiError::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "segment.bytes {} is below {floor} (the broker's --min-segment-bytes): every \
+                 segment holds files open, so tiny segments exhaust descriptors",
+                c.segment_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -70,6 +99,9 @@ pub(super) fn create_topics(
             .map(|t| t.name.0.to_string())
             .filter(|n| !seen.insert(n.clone()))
             .collect();
+        // Partitions the request has added so far (--max-partitions-per-request counts
+        // the whole request).
+        let mut added = 0i64;
         for t in req.topics {
             let name = t.name.0.to_string();
             let mut r = CreatableTopicResult::default();
@@ -81,6 +113,9 @@ pub(super) fn create_topics(
                     return Err(ApiError::new(ErrorCode::InvalidRequest, format!("topic '{name}' appears more than once in the request")));
                 }
                 validate_topic_name(&name)?;
+                if is_internal_topic(&name) {
+                    return Err(ApiError::new(ErrorCode::InvalidTopicException, format!("'{name}' is an internal topic: the broker creates it when a group first needs it")));
+                }
                 if t.configs.iter().any(|c| c.name.as_str() == RECOVER_CONFIG && c.value.as_deref() == Some("true")) {
                     return recover_topic(&broker, &name, req.validate_only).await;
                 }
@@ -100,13 +135,18 @@ pub(super) fn create_topics(
                 if rf > live {
                     return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor {rf} is larger than the number of live brokers ({live})")));
                 }
+                // An RF of -1 is the controller's default: at most 3, at most the live brokers.
+                let rf_estimate = if rf == -1 { i64::from(live.clamp(1, 3)) } else { i64::from(rf) };
+                check_new_partitions(&broker.config.limits, added, i64::from(partitions), rf_estimate, replicas_now(&broker), i64::from(live))?;
+                added += i64::from(partitions);
                 let mut configs = BTreeMap::new();
                 for c in &t.configs {
                     if let Some(v) = &c.value {
                         configs.insert(c.name.to_string(), v.to_string());
                     }
                 }
-                TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+                let resolved = TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+                check_topic_config(&broker, &resolved)?;
                 if req.validate_only {
                     if broker.cluster().topics.contains_key(&name) {
                         return Err(ApiError::new(ErrorCode::TopicAlreadyExists, format!("topic '{name}' already exists")));
@@ -249,6 +289,15 @@ pub(super) fn delete_topics(
                     .code();
                     r.error_message = msg("no such topic");
                 }
+                Some(t) if is_internal_topic(&t.name) => {
+                    r.name = Some(TopicName(s(t.name.to_string())));
+                    r.topic_id = t.id.0;
+                    r.error_code = ErrorCode::InvalidTopicException.code();
+                    r.error_message = msg(format!(
+                        "'{}' is an internal topic: deleting it would lose every group's committed offsets",
+                        t.name
+                    ));
+                }
                 Some(t) => {
                     r.name = Some(TopicName(s(t.name.to_string())));
                     r.topic_id = t.id.0;
@@ -281,6 +330,7 @@ pub(super) fn create_partitions(
 ) -> Pending {
     Box::pin(async move {
         let mut resp = CreatePartitionsResponse::default();
+        let mut added = 0i64;
         for t in req.topics {
             let name = t.name.0.to_string();
             let mut r = CreatePartitionsTopicResult::default();
@@ -292,6 +342,12 @@ pub(super) fn create_partitions(
                         format!("topic '{name}' does not exist"),
                     )
                 })?;
+                if is_internal_topic(&name) {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidPartitions,
+                        format!("'{name}' is an internal topic: groups are hashed over its partition count, so it cannot change"),
+                    ));
+                }
                 let have = current.partition_count;
                 if t.count <= have {
                     return Err(ApiError::new(
@@ -305,6 +361,23 @@ pub(super) fn create_partitions(
                         "manual replica assignments are not supported",
                     ));
                 }
+                let new = i64::from(t.count) - i64::from(have);
+                let md = broker.cluster();
+                let rf = md
+                    .topics
+                    .get(&name)
+                    .and_then(|t| t.partitions.first())
+                    .map_or(1, |p| p.replicas.len() as i64);
+                let live = md.brokers.values().filter(|b| !b.fenced).count() as i64;
+                check_new_partitions(
+                    &broker.config.limits,
+                    added,
+                    new,
+                    rf,
+                    replicas_now(&broker),
+                    live,
+                )?;
+                added += new;
                 if req.validate_only {
                     return Ok(());
                 }
@@ -452,7 +525,25 @@ async fn set_topic_configs(
     })?;
     let mut configs = t.overrides.clone();
     change(&mut configs)?;
-    TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+    if is_internal_topic(name) {
+        let keys: std::collections::BTreeSet<&String> =
+            configs.keys().chain(t.overrides.keys()).collect();
+        for k in keys {
+            if configs.get(k) != t.overrides.get(k)
+                && !INTERNAL_TOPIC_MUTABLE_CONFIGS.contains(&k.as_str())
+            {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "'{name}' is an internal topic: its coordinator depends on '{k}', which cannot be changed"
+                    ),
+                ));
+            }
+        }
+    }
+    let resolved =
+        TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+    check_topic_config(broker, &resolved)?;
     if validate_only {
         return Ok(());
     }

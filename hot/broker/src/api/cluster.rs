@@ -84,7 +84,7 @@ pub(super) fn init_producer_id(
         resp.producer_id = ProducerId(-1);
         resp.producer_epoch = -1;
         if req.transactional_id.is_some() {
-            tracing::warn!(client = ?ctx.client_id, "transactional producer refused: transactions are not supported");
+            tracing::debug!(client = ?ctx.client_id, "transactional producer refused: transactions are not supported");
             resp.error_code = ErrorCode::UnsupportedVersion.code();
         } else {
             match broker.next_producer_id().await {

@@ -33,7 +33,9 @@ pub(super) fn handle(
                 .as_ref()
                 .is_some_and(|s| rp.partition >= 0 && rp.partition < s.partition_count);
             let code = match state.as_ref().and_then(|s| s.partition(rp.partition)) {
-                None if known => ErrorCode::NotLeaderOrFollower,
+                None if known => state.as_ref().map_or(ErrorCode::NotLeaderOrFollower, |s| {
+                    s.missing_partition_code(rp.partition)
+                }),
                 None => ErrorCode::UnknownTopicOrPartition,
                 Some(p) if !p.is_leader() => ErrorCode::NotLeaderOrFollower,
                 Some(p) => {

@@ -109,17 +109,14 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
             let p = state.as_ref().and_then(|t| t.partition(fp.partition));
             let (code, plan) = match (p, follower) {
                 (None, _) => {
-                    let known = state
+                    let code = match state
                         .as_ref()
-                        .is_some_and(|t| fp.partition >= 0 && fp.partition < t.partition_count);
-                    (
-                        if known {
-                            ErrorCode::NotLeaderOrFollower
-                        } else {
-                            unknown_code
-                        },
-                        Plan::Done,
-                    )
+                        .map(|t| t.missing_partition_code(fp.partition))
+                    {
+                        Some(ErrorCode::UnknownTopicOrPartition) | None => unknown_code,
+                        Some(code) => code,
+                    };
+                    (code, Plan::Done)
                 }
                 (Some(p), Some(replica)) => {
                     watches.push(p.watch_log_end());

@@ -34,7 +34,14 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                 r.leader_epoch = -1;
                 let p = state.as_ref().and_then(|t| t.partition(lp.partition_index));
                 let result = match p {
-                    None => Err(ErrorCode::UnknownTopicOrPartition),
+                    None => Err(state
+                        .as_ref()
+                        .map_or(ErrorCode::UnknownTopicOrPartition, |t| {
+                            t.missing_partition_code(lp.partition_index)
+                        })),
+                    // Offsets come from the leader only, as Kafka answers: a follower's
+                    // high-water mark and log end lag the leader's.
+                    Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
                     Some(p) => lookup(&ctx, p, lp.timestamp, lp.current_leader_epoch).await,
                 };
                 match result {

@@ -29,7 +29,11 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: MetadataRequ
         let mut topics = Vec::new();
         if all {
             let md = broker.cluster();
-            topics = md.topics.values().map(|t| describe(&md, t)).collect();
+            topics = md
+                .topics
+                .values()
+                .map(|t| describe(&broker, &md, t))
+                .collect();
         } else {
             for rt in req.topics.unwrap_or_default() {
                 let md = broker.cluster();
@@ -38,7 +42,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: MetadataRequ
                     None => md.topic_by_id(strata_proto::TopicId(rt.topic_id)).cloned(),
                 };
                 let topic = match (found, &rt.name) {
-                    (Some(t), _) => describe(&md, &t),
+                    (Some(t), _) => describe(&broker, &md, &t),
                     (None, Some(name)) => {
                         let name = name.0.to_string();
                         if let Err(e) = validate_topic_name(&name) {
@@ -47,7 +51,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: MetadataRequ
                         } else if may_create {
                             match auto_create(&broker, &name).await {
                                 Ok(md) => match md.topics.get(&name) {
-                                    Some(t) => describe(&md, t),
+                                    Some(t) => describe(&broker, &md, t),
                                     None => error_topic(
                                         Some(&name),
                                         rt.topic_id,
@@ -131,12 +135,16 @@ fn error_topic(name: Option<&str>, id: uuid::Uuid, code: ErrorCode) -> MetadataR
     t
 }
 
-fn describe(md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
+fn describe(broker: &Broker, md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
+    // Replicas of this topic that are offline here (cannot be opened).
+    let local = broker.topic(&t.name).filter(|s| s.id == t.id);
+    let offline_here = |p: i32| local.as_ref().is_some_and(|s| s.offline.contains_key(&p));
+    let node = broker.node_id();
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(t.name.clone())));
     out.topic_id = t.id.0;
     // As Kafka marks it: clients leave internal topics out of regex subscriptions.
-    out.is_internal = t.name == crate::groups::OFFSETS_TOPIC;
+    out.is_internal = crate::metadata::is_internal_topic(&t.name);
     out.topic_authorized_operations = i32::MIN;
     out.partitions = t
         .partitions
@@ -151,12 +159,16 @@ fn describe(md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
             mp.offline_replicas = p
                 .replicas
                 .iter()
-                .filter(|r| !md.is_live(**r))
+                .filter(|r| !md.is_live(**r) || (**r == node && offline_here(p.partition)))
                 .map(|r| BrokerId(*r))
                 .collect();
             if p.leader < 0 {
                 // No live in-sync replica: the partition is offline until one returns.
                 mp.error_code = ErrorCode::LeaderNotAvailable.code();
+            } else if p.leader == node && offline_here(p.partition) {
+                // Led here, but its replica here cannot be opened (Kafka's answer for a
+                // replica on a failed log directory).
+                mp.error_code = ErrorCode::KafkaStorageError.code();
             }
             mp
         })

@@ -205,6 +205,13 @@ fn produce_partition(
     acks: i16,
 ) -> Result<Appended, (ErrorCode, String)> {
     let name = topic.unwrap_or("?");
+    if crate::metadata::is_internal_topic(name) {
+        // Kafka: "Cannot append to internal topic" (only its coordinator writes it).
+        return Err((
+            ErrorCode::InvalidTopicException,
+            format!("'{name}' is an internal topic: only the broker's coordinator writes to it"),
+        ));
+    }
     let md = broker.cluster();
     let Some(t) = topic.and_then(|t| md.topics.get(t)) else {
         return Err((
@@ -218,8 +225,15 @@ fn produce_partition(
             format!("{name} has no partition {index}"),
         ));
     }
-    let p = broker
-        .partition(name, index)
+    let state = broker.topic(name);
+    if let Some(reason) = state.as_ref().and_then(|s| s.offline.get(&index)) {
+        return Err((
+            ErrorCode::KafkaStorageError,
+            format!("{name}-{index} is offline on this broker: {reason}"),
+        ));
+    }
+    let p = state
+        .and_then(|s| s.partition(index).cloned())
         .filter(|p| p.is_leader())
         .ok_or_else(|| {
             (
@@ -248,6 +262,11 @@ fn produce_partition(
                 "transactions are not supported".into(),
             ));
         }
+        // A compressed batch is small on the wire whatever it expands to: check what it
+        // decompresses to (streamed, nothing kept), so no later reader of the log meets
+        // a bomb.
+        b.check_decompressed_size(broker.config.limits.max_decompressed_batch_bytes)
+            .map_err(|e| (e.error_code(), e.to_string()))?;
     }
     if count != 1 {
         return Err((
