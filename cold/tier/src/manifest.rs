@@ -128,7 +128,9 @@ impl Manifest {
     }
 
     pub fn total_bytes(&self) -> u64 {
-        self.segments.iter().map(|s| s.size_bytes).sum()
+        self.segments
+            .iter()
+            .fold(0u64, |t, s| t.saturating_add(s.size_bytes))
     }
 
     pub fn max_epoch(&self) -> i32 {
@@ -548,6 +550,20 @@ mod tests {
             has_producer_state: base % 2 == 0,
             committed_at_ms: 1000 + base,
         }
+    }
+
+    /// Fuzzing found it (fuzz/corpus/tier_manifest/regress-segment-sizes-overflow-u64):
+    /// sizes read from a bucket object summed past u64::MAX; the total saturates.
+    #[test]
+    fn total_bytes_saturates() {
+        let mut m = Manifest::new();
+        let mut a = seg(0, 10, 1, 1);
+        a.size_bytes = u64::MAX;
+        let mut b = seg(10, 20, 1, 1);
+        b.size_bytes = u64::MAX;
+        m.apply(&ManifestOp::Add(a)).unwrap();
+        m.apply(&ManifestOp::Add(b)).unwrap();
+        assert_eq!(m.total_bytes(), u64::MAX);
     }
 
     #[test]

@@ -1489,7 +1489,19 @@ impl GroupCoordinator {
             && !v.members.is_empty()
             && v.leader
                 .as_ref()
-                .is_some_and(|l| v.members.iter().any(|m| &m.member_id == l));
+                .is_some_and(|l| v.members.iter().any(|m| &m.member_id == l))
+            && {
+                // One member id or instance id twice is no record this coordinator
+                // wrote: restoring it would leave a static mapping dangling.
+                let mut ids = BTreeSet::new();
+                let mut instances = BTreeSet::new();
+                v.members.iter().all(|m| {
+                    ids.insert(m.member_id.as_str())
+                        && m.group_instance_id
+                            .as_deref()
+                            .is_none_or(|i| instances.insert(i))
+                })
+            };
         if !restorable {
             return;
         }

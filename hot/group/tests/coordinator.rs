@@ -896,3 +896,27 @@ fn stable_members_survive_a_coordinator_move() {
         ErrorCode::UnknownMemberId
     );
 }
+
+/// Fuzzing found it (fuzz/corpus/offsets_records/regress-duplicate-member-id): a group
+/// metadata record naming one member id twice, with two instance ids, left a static
+/// mapping dangling. Such a record is not restored; the offsets still load.
+#[test]
+fn a_group_record_with_a_member_twice_restores_no_one() {
+    let mut live = C::new(cfg(0));
+    let (a, _b) = two_member_group(&mut live);
+    let (gk, gv) = live.group_metadata_record(G).expect("group");
+    let ConsumerOffsetsRecord::Group {
+        value: Some(mut v), ..
+    } = decode_record(&gk, Some(&gv)).expect("decodes")
+    else {
+        panic!("a group record");
+    };
+    v.members[1].member_id = a.clone();
+    v.members[0].group_instance_id = Some("worker-1".into());
+    v.members[1].group_instance_id = Some("worker-2".into());
+    let (gk, gv) = group_metadata_record(G, &v);
+    let mut c = C::new(cfg(0));
+    c.replay(&gk, Some(&gv)).expect("replay");
+    c.check_invariants().expect("invariants");
+    assert!(c.describe(G).is_none_or(|d| d.members.is_empty()));
+}

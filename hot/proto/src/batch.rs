@@ -234,6 +234,16 @@ pub fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     if magic != MAGIC_V2 {
         return Err(BatchError::BadMagic(magic));
     }
+    // The base offset is not CRC-covered: a corrupt or hostile one must not make
+    // last_offset()/next_offset() overflow.
+    let (base_offset, last_offset_delta) = (be_i64(buf, 0), be_i32(buf, 23));
+    if base_offset
+        .checked_add(i64::from(last_offset_delta))
+        .and_then(|o| o.checked_add(1))
+        .is_none()
+    {
+        return Err(BatchError::InvalidRecord("batch offsets overflow"));
+    }
     Ok(BatchHeader {
         base_offset: be_i64(buf, 0),
         batch_length,
@@ -550,7 +560,10 @@ fn parse_record<'a>(buf: &mut &'a [u8], h: &BatchHeader) -> Result<Record<'a>, B
         h.base_timestamp.wrapping_add(timestamp_delta)
     };
     Ok(Record {
-        offset: h.base_offset + offset_delta as i64,
+        offset: h
+            .base_offset
+            .checked_add(i64::from(offset_delta))
+            .ok_or(BatchError::InvalidRecord("record offset overflows"))?,
         timestamp,
         key,
         value,
@@ -742,6 +755,23 @@ mod tests {
                 timestamp: 1_700_000_000_000 + (i as i64) * 13,
             })
             .collect()
+    }
+
+    /// Fuzzing found it (fuzz/corpus/record_batch/regress-base-offset-i64-max): the
+    /// base offset is not CRC-covered, and one near i64::MAX made last_offset() overflow.
+    #[test]
+    fn offsets_that_overflow_are_refused() {
+        let mut b = batch(&sample(2), Compression::None, None).to_vec();
+        set_base_offset(&mut b, i64::MAX);
+        assert_eq!(
+            parse_header(&b).map(|_| ()),
+            Err(BatchError::InvalidRecord("batch offsets overflow"))
+        );
+        assert!(RecordBatch::parse(&b).is_err());
+        // Two records: offsets MAX-2 and MAX-1, and the next offset MAX still fits.
+        set_base_offset(&mut b, i64::MAX - 2);
+        let (rb, _) = RecordBatch::parse(&b).expect("the last offset fits");
+        assert_eq!(rb.next_offset(), i64::MAX);
     }
 
     const CODECS: [Compression; 5] = [
