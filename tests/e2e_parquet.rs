@@ -193,9 +193,17 @@ fn sealed_segments_become_parquet_files_an_independent_reader_reads_back() {
     }
     find(&cold, &mut manifests);
     assert_eq!(manifests.len(), 1, "{manifests:?}");
-    let m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifests[0]).unwrap()).unwrap();
-    assert!(m["next_offset"].as_i64().unwrap() > last, "{m}");
+    // A file is PUT before the manifest names it: the last one read may be a moment
+    // ahead of the manifest.
+    wait_for(
+        "the manifest to name the last file",
+        Duration::from_secs(30),
+        || {
+            let m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&manifests[0]).unwrap()).unwrap();
+            m["next_offset"].as_i64().unwrap() > last
+        },
+    );
 }
 
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -569,4 +577,178 @@ fn json_values_become_typed_columns_and_misfits_land_in_raw() {
         metrics.contains("strata_parquet_raw_values_total"),
         "misfits are counted"
     );
+}
+
+/// The base offset of the partition's active (highest) local segment: every offset
+/// below it is in a sealed segment.
+fn active_segment_base(partition_dir: &Path) -> i64 {
+    std::fs::read_dir(partition_dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_suffix(".log")?.parse::<i64>().ok()
+        })
+        .max()
+        .expect("a segment file")
+}
+
+/// Starts a broker on `kafka` (the address of one that just stopped), retrying while the
+/// port lingers.
+fn start_again(data: &Path, kafka: &str, extra: &[&str]) -> Broker {
+    let mut attempt = 0;
+    loop {
+        match std::panic::catch_unwind(|| Broker::start_on(data, kafka, extra)) {
+            Ok(b) => return b,
+            Err(e) if attempt == 50 => std::panic::resume_unwind(e),
+            Err(_) => attempt += 1,
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A batch that can no longer be converted: among good records, one zstd batch whose
+/// record decompresses to 2 MiB is produced (under the default cap) into the active
+/// segment; the broker restarts with --max-decompressed-batch-bytes 1MiB, so once that
+/// segment seals its conversion fails on that batch. The batch's offset becomes a dead
+/// letter in the manifest (and in /v1/tier/status and the metrics), every good record
+/// around it, in the same segment, is in a Parquet file at its offset, conversion
+/// reaches the sealed end of the log, and local retention moves past the segment.
+#[test]
+fn a_batch_that_cannot_be_converted_is_set_aside_and_conversion_goes_on() {
+    use strata_proto::Compression;
+    use strata_proto::batch::build::{NewRecord, batch};
+
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let data = dir.path().join("data");
+    let url = format!("file://{}", cold.display());
+    let flags = [
+        "--object-store",
+        &url,
+        "--min-segment-bytes",
+        "1",
+        "--retention-check-interval",
+        "1s",
+    ];
+    let mut broker = Broker::start(&data, &flags);
+    let b = broker.kafka.clone();
+    create_topic(
+        &b,
+        "poison",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            // Everything produced before the restart stays in the active segment.
+            ("segment.bytes", "65536"),
+            ("local.retention.bytes", "70000"),
+        ],
+    );
+    let base = now_ms() - 60_000;
+    produce_numbered(&b, "poison", 0, 200, base);
+    let bad_offset = 200;
+    let bomb = batch(
+        &[NewRecord::value(vec![b'z'; 2 << 20], base + bad_offset)],
+        Compression::Zstd,
+        None,
+    );
+    assert!(bomb.len() < 64 << 10, "{} bytes compressed", bomb.len());
+    assert_eq!(
+        common::wire::produce(&b, "poison", 0, -1, bomb, Duration::from_secs(30)),
+        strata_proto::ErrorCode::None
+    );
+    produce_numbered(&b, "poison", bad_offset + 1, 199, base);
+    let partition_dir = data.join("poison-0");
+    assert_eq!(
+        active_segment_base(&partition_dir),
+        0,
+        "nothing sealed before the restart"
+    );
+    broker.stop();
+
+    let mut capped = flags.to_vec();
+    capped.extend(["--max-decompressed-batch-bytes", "1MiB"]);
+    let broker = start_again(&data, &b, &capped);
+    let total = 4_000;
+    produce_numbered(&broker.kafka, "poison", 400, total - 400, base);
+
+    wait_for(
+        "conversion past the dead letter to the sealed end, and local retention",
+        Duration::from_secs(120),
+        || {
+            let s = tier_status(&broker, "poison", 0);
+            let sealed = active_segment_base(&partition_dir);
+            sealed > bad_offset
+                && s["parquet_next_offset"].as_i64() == Some(sealed)
+                && s["remote_end_offset"].as_i64() == Some(sealed)
+                && s["local_start_offset"].as_i64().unwrap() > bad_offset
+        },
+    );
+    let sealed = active_segment_base(&partition_dir);
+    let s = tier_status(&broker, "poison", 0);
+    assert_eq!(s["parquet_dead_letters"].as_i64(), Some(1), "{s}");
+    let last = &s["parquet_last_dead_letter"];
+    assert_eq!(last["first_offset"].as_i64(), Some(bad_offset), "{s}");
+    assert_eq!(last["last_offset"].as_i64(), Some(bad_offset), "{s}");
+    let reason = last["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("decompress to more than 1048576 bytes"),
+        "{reason}"
+    );
+
+    // Every good record below the sealed end is in a file at its offset (the bad
+    // batch's segment included: only its one offset is missing), each once.
+    let rows = checked_rows(&cold, base);
+    let want: Vec<i64> = (0..sealed).filter(|&o| o != bad_offset).collect();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), want);
+
+    // The manifest names the dead letter.
+    let manifest = cold.join(format!(
+        "{}/parquet/topic=poison/partition=0/_manifest.json",
+        broker_cluster_dir(&cold)
+    ));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let letters = m["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 1, "{m}");
+    assert_eq!(letters[0]["first_offset"].as_i64(), Some(bad_offset));
+    assert_eq!(letters[0]["last_offset"].as_i64(), Some(bad_offset));
+    assert_eq!(letters[0]["reason"].as_str(), Some(reason));
+    assert!(letters[0]["at_ms"].as_i64().unwrap() > base);
+    assert_eq!(m["next_offset"].as_i64(), Some(sealed), "{m}");
+    let files = m["files"].as_array().unwrap();
+    assert!(
+        files
+            .iter()
+            .any(|f| f["last_offset"].as_i64() == Some(bad_offset - 1))
+            && files
+                .iter()
+                .any(|f| f["first_offset"].as_i64() == Some(bad_offset + 1)),
+        "the good batches on both sides of the bad one are in files: {m}"
+    );
+
+    let metrics = broker.http_get("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("strata_parquet_dead_letters_total{topic=\"poison\"} 1")),
+        "the dead letter is counted:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("parquet"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The directory of the one cluster under the bucket root (`{cluster_id}`).
+fn broker_cluster_dir(cold: &Path) -> String {
+    let dirs: Vec<String> = std::fs::read_dir(cold)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("parquet").is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
 }

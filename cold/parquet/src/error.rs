@@ -74,4 +74,36 @@ impl ConvertError {
                 | ConvertError::Parquet(ParquetError::External(_))
         )
     }
+
+    /// Whether the input itself is at fault, so the same bytes never convert whatever
+    /// is retried: a batch that does not frame, fails its CRC, does not decompress (or
+    /// decompresses past the cap), or whose records do not parse; batches out of order;
+    /// and what the Arrow or Parquet writer refuses of the data. Not the options or the
+    /// value schema (the operator fixes those, and every segment would fail alike), not
+    /// a pending transaction, not the caller's IO. What [`crate::ParquetSink`] records
+    /// as a dead letter instead of stalling on it.
+    pub fn is_bad_data(&self) -> bool {
+        match self {
+            ConvertError::Framing { .. }
+            | ConvertError::Batch { .. }
+            | ConvertError::BadControlRecord { .. }
+            | ConvertError::OutOfOrder { .. }
+            | ConvertError::Arrow(_) => true,
+            ConvertError::Parquet(e) => !matches!(e, ParquetError::External(_)),
+            // No batch at all names no range to set aside.
+            ConvertError::Empty
+            | ConvertError::PendingTransaction { .. }
+            | ConvertError::InvalidOptions(_)
+            | ConvertError::Schema(_) => false,
+        }
+    }
+
+    /// The base offset of the batch at fault, when one is.
+    pub(crate) fn batch_offset(&self) -> Option<Offset> {
+        match self {
+            ConvertError::Batch { base_offset, .. }
+            | ConvertError::BadControlRecord { base_offset, .. } => Some(*base_offset),
+            _ => None,
+        }
+    }
 }

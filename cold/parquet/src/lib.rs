@@ -73,7 +73,8 @@ pub use options::{
 };
 pub use schema::{columns, file_schema, metadata_keys, writer_properties};
 pub use sink::{
-    Manifest, ManifestEntry, ParquetLayout, ParquetSink, SinkError, TopicFile, WrittenFile,
+    DeadLetter, Manifest, ManifestEntry, ParquetLayout, ParquetSink, SegmentOutcome, SinkError,
+    TopicFile, WrittenFile,
 };
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};
 pub use value_schema::{SchemaError, ValueSchema};

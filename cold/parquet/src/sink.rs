@@ -36,6 +36,25 @@
 //! covering the same offsets. A segment without data rows (only control records or
 //! aborted transactions) writes no file but still advances `next_offset`.
 //!
+//! # Dead letters
+//!
+//! A batch the converter can never read (it fails its CRC, does not decompress or
+//! decompresses past the process-wide cap, its records do not parse: see
+//! [`ConvertError::is_bad_data`]) would stop the partition's conversion at that segment
+//! forever, and local retention with it. [`ParquetSink::write_segment_or_dead_letter`]
+//! (and [`ParquetSink::write_backfill_or_dead_letter`] below the start) instead set the
+//! bad batches aside: after a conversion of the whole segment fails on bad data, each
+//! batch is checked on its own (CRC, records, control record), the runs of good batches
+//! are written as files as usual and each run of bad ones becomes a [`DeadLetter`] in the
+//! manifest (its offsets, the first batch's error, the time) that moves `next_offset`
+//! past it. A dead letter is committed like a file, conditioned on the manifest read and
+//! only where the files end, so a retry after a crash neither records it twice nor skips
+//! more than the bad batches. Batches that do not frame, or come out of offset order,
+//! make the rest of the segment one dead letter (their offsets cannot be trusted). What
+//! is not the data's fault (the store, the value schema, a pending transaction) is
+//! returned as an error as before, for the caller to retry. Dead letters wholly below
+//! the log start expire with the files.
+//!
 //! # Concurrent writers
 //!
 //! The manifest update is a read-modify-write conditioned on the version read: `Create`
@@ -51,6 +70,7 @@
 //! [`ParquetSink::write_segment`] from a task allowed to block for the duration of a
 //! conversion (a dedicated runtime, or `block_on` inside `spawn_blocking`).
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -58,14 +78,14 @@ use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
-use strata_proto::batch;
+use strata_proto::batch::{self, BatchError, RecordBatch};
 use strata_proto::ids::{Offset, PartitionId};
 use strata_store::{BlobStore, ErrorKind, PutMode, StoreError, Version};
 
 use crate::convert::convert_segment;
 use crate::error::ConvertError;
 use crate::options::ConvertOptions;
-use crate::txn::TxnMarker;
+use crate::txn::{TxnMarker, control_marker};
 
 /// The version of the manifest format written by this code.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -177,6 +197,23 @@ pub struct Manifest {
     /// `[start_offset, next_offset)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill: Option<BackfillCursor>,
+    /// Offset ranges no file holds because their batches cannot be converted, in offset
+    /// order, without overlaps with each other or the files (see the module's "Dead
+    /// letters"). Absent from manifests written before dead letters, and when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+/// Offsets set aside because their batches cannot be converted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub first_offset: Offset,
+    /// Inclusive, as a file's.
+    pub last_offset: Offset,
+    /// The conversion error of the first batch at fault.
+    pub reason: String,
+    /// When it was recorded, in milliseconds since the epoch (UTC).
+    pub at_ms: i64,
 }
 
 /// How far a backfill below a manifest's start has come.
@@ -198,6 +235,7 @@ impl Manifest {
             files: Vec::new(),
             start_offset: None,
             backfill: None,
+            dead_letters: Vec::new(),
         }
     }
 
@@ -245,6 +283,16 @@ pub struct TopicFile {
     pub entry: ManifestEntry,
 }
 
+/// What [`ParquetSink::write_segment_or_dead_letter`] (or its backfill twin) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SegmentOutcome {
+    /// The files written, in offset order.
+    pub files: Vec<WrittenFile>,
+    /// The dead letters this call recorded, in offset order (one a retry finds recorded
+    /// already is not reported again).
+    pub dead_letters: Vec<DeadLetter>,
+}
+
 /// Why writing, listing or expiring failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -277,6 +325,28 @@ impl SinkError {
             SinkError::NotContiguous { .. } | SinkError::BadManifest { .. } => false,
         }
     }
+
+    /// Whether the segment's own bytes are at fault ([`ConvertError::is_bad_data`]):
+    /// what [`ParquetSink::write_segment_or_dead_letter`] sets aside.
+    pub fn is_bad_data(&self) -> bool {
+        matches!(self, SinkError::Convert(e) if e.is_bad_data())
+    }
+}
+
+/// Where a salvaged segment's files and dead letters go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Continuing `next_offset`.
+    Log,
+    /// Continuing the backfill's cursor below the files' start.
+    Backfill,
+}
+
+/// One framed batch of a segment and where its bytes are.
+struct View<'a> {
+    batch: RecordBatch<'a>,
+    start: usize,
+    end: usize,
 }
 
 /// Writes a partition's segments as Parquet files and keeps its manifest.
@@ -339,6 +409,206 @@ impl ParquetSink {
     ) -> Result<Option<WrittenFile>, SinkError> {
         self.write(topic, partition, batches, Some(later_markers))
             .await
+    }
+
+    /// [`write_segment`](Self::write_segment), but a segment whose batches are bad data
+    /// ([`ConvertError::is_bad_data`]) does not fail: its good batches are written as
+    /// files and the bad ones recorded as dead letters (see the module's "Dead letters").
+    /// `range` is the offsets the bytes stand for (from the first batch's base to the
+    /// segment's next offset): batches that do not frame are set aside up to its end.
+    /// Other errors (the store, a conflict, a gap, the options, a pending transaction)
+    /// are returned as by `write_segment`, nothing set aside.
+    pub async fn write_segment_or_dead_letter(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        range: Range<Offset>,
+    ) -> Result<SegmentOutcome, SinkError> {
+        match self.write(topic, partition, batches, None).await {
+            Ok(file) => Ok(SegmentOutcome {
+                files: file.into_iter().collect(),
+                dead_letters: Vec::new(),
+            }),
+            Err(SinkError::Convert(e)) if e.is_bad_data() => {
+                let (out, _) = self
+                    .salvage(Target::Log, topic, partition, batches, range, &e)
+                    .await?;
+                Ok(out)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`write_backfill`](Self::write_backfill) that sets bad batches aside as
+    /// [`write_segment_or_dead_letter`](Self::write_segment_or_dead_letter) does; the
+    /// dead letters continue the backfill's cursor. Returns what it wrote and recorded,
+    /// and whether the backfill is complete.
+    pub async fn write_backfill_or_dead_letter(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        range: Range<Offset>,
+    ) -> Result<(SegmentOutcome, bool), SinkError> {
+        match self.backfill(topic, partition, batches, None).await {
+            Ok((file, done)) => Ok((
+                SegmentOutcome {
+                    files: file.into_iter().collect(),
+                    dead_letters: Vec::new(),
+                },
+                done,
+            )),
+            Err(SinkError::Convert(e)) if e.is_bad_data() => {
+                self.salvage(Target::Backfill, topic, partition, batches, range, &e)
+                    .await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// After a conversion of `bytes` failed on bad data (`error`): checks each batch on
+    /// its own, writes the runs of good batches and records the runs of bad ones, in
+    /// offset order. Returns, for a backfill, whether it is complete.
+    async fn salvage(
+        &self,
+        target: Target,
+        topic: &str,
+        partition: PartitionId,
+        bytes: &[u8],
+        mut range: Range<Offset>,
+        error: &ConvertError,
+    ) -> Result<(SegmentOutcome, bool), SinkError> {
+        let (mut views, mut framing) = frame(bytes);
+        if target == Target::Backfill {
+            // Only what lies below the files' start, as write_backfill converts.
+            let (manifest, _) = self.load(topic, partition).await?;
+            let Some(start) = manifest.covered_start() else {
+                return Err(SinkError::BadManifest {
+                    key: self.layout.manifest_key(topic, partition),
+                    reason: "a backfill needs converted files to fill in below".into(),
+                });
+            };
+            if let Some(at) = views.iter().position(|v| v.batch.last_offset() >= start) {
+                if views[at].batch.base_offset() < start {
+                    return Err(SinkError::NotContiguous {
+                        expected: start,
+                        got: views[at].batch.base_offset(),
+                    });
+                }
+                views.truncate(at);
+                framing = None;
+            }
+            range.end = range.end.min(start);
+        }
+        let n = views.len();
+        let mut bad: Vec<Option<String>> = vec![None; n];
+        check_batches(&views, self.options.verify_crc, &mut bad);
+        if bad.iter().all(Option::is_none) && !matches!(error, ConvertError::Framing { .. }) {
+            // Nothing a batch check finds (an Arrow or Parquet writer error): the error
+            // names the batch, or the whole segment is set aside.
+            mark_bad(error, &views, 0, n, &mut bad);
+        }
+
+        let mut out = SegmentOutcome::default();
+        let mut done = false;
+        // Where the files (and dead letters) end, as far as this segment goes.
+        let mut pos = range.start;
+        let mut cur = 0;
+        while cur < n {
+            let run_bad = bad[cur].is_some();
+            let mut j = (cur..n).find(|&i| bad[i].is_some() != run_bad).unwrap_or(n);
+            if run_bad {
+                if pos >= range.end {
+                    // Batches past the range the caller named: not this segment's.
+                    break;
+                }
+                let mut next = views.get(j).map_or(range.end, |v| v.batch.base_offset());
+                if next <= pos {
+                    // The next good batch's offsets go backwards: nothing after is trusted.
+                    (next, j) = (range.end, n);
+                }
+                let next = next.min(range.end);
+                let count = j - cur;
+                let mut reason = bad[cur].clone().unwrap_or_default();
+                if count > 1 {
+                    reason.push_str(&format!(" (the first of {count} batches in a row)"));
+                }
+                let (recorded, d) = self
+                    .set_aside(target, topic, partition, pos..next, &reason)
+                    .await?;
+                out.dead_letters.extend(recorded);
+                done = d;
+                pos = next;
+                cur = j;
+                continue;
+            }
+            let part = &bytes[views[cur].start..views[j - 1].end];
+            // Transactions open at the run's end may end in the good batches after it.
+            let later: Option<Vec<TxnMarker>> = (j < n).then(|| {
+                let mut m = self.options.later_markers.clone();
+                m.extend(good_markers(&views[j..], &bad[j..]));
+                m
+            });
+            let written = match target {
+                Target::Log => self
+                    .write(topic, partition, part, later.as_deref())
+                    .await
+                    .map(|f| (f, false)),
+                Target::Backfill => {
+                    self.backfill(topic, partition, part, later.as_deref())
+                        .await
+                }
+            };
+            match written {
+                Ok((file, d)) => {
+                    out.files.extend(file);
+                    done = d;
+                    pos = views[j - 1].batch.last_offset() + 1;
+                    cur = j;
+                }
+                // Something the batch checks missed: set it aside and go again.
+                Err(SinkError::Convert(e)) if e.is_bad_data() => {
+                    mark_bad(&e, &views, cur, j, &mut bad)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // The bytes after the last batch that frames, up to the segment's end.
+        if let Some(e) = framing
+            && pos < range.end
+        {
+            let (recorded, d) = self
+                .set_aside(target, topic, partition, pos..range.end, &e.to_string())
+                .await?;
+            out.dead_letters.extend(recorded);
+            done = d;
+        }
+        Ok((out, done))
+    }
+
+    /// Records `offsets` as a dead letter of `target`; for a backfill, also whether it
+    /// is complete.
+    async fn set_aside(
+        &self,
+        target: Target,
+        topic: &str,
+        partition: PartitionId,
+        offsets: Range<Offset>,
+        reason: &str,
+    ) -> Result<(Option<DeadLetter>, bool), SinkError> {
+        let (first, last) = (offsets.start, offsets.end - 1);
+        match target {
+            Target::Log => Ok((
+                self.dead_letter(topic, partition, first, last, reason)
+                    .await?,
+                false,
+            )),
+            Target::Backfill => {
+                self.dead_letter_backfill(topic, partition, first, last, reason)
+                    .await
+            }
+        }
     }
 
     async fn write(
@@ -438,9 +708,10 @@ impl ParquetSink {
     }
 
     /// Retention: deletes the files wholly below `log_start_offset` (last offset <
-    /// log start) and removes them from the manifest; returns how many. The objects go
-    /// first, then the manifest, so a crash in between only leaves entries whose objects
-    /// are gone, which a re-run removes (deleting a missing object succeeds).
+    /// log start) and removes them, and the dead letters wholly below it, from the
+    /// manifest; returns how many files. The objects go first, then the manifest, so a
+    /// crash in between only leaves entries whose objects are gone, which a re-run
+    /// removes (deleting a missing object succeeds).
     pub async fn expire(
         &self,
         topic: &str,
@@ -452,7 +723,11 @@ impl ParquetSink {
         let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut manifest.files)
             .into_iter()
             .partition(|f| f.last_offset < log_start_offset);
-        if expired.is_empty() {
+        let letters = manifest.dead_letters.len();
+        manifest
+            .dead_letters
+            .retain(|d| d.last_offset >= log_start_offset);
+        if expired.is_empty() && manifest.dead_letters.len() == letters {
             return Ok(0);
         }
         for f in &expired {
@@ -474,6 +749,16 @@ impl ParquetSink {
         topic: &str,
         partition: PartitionId,
         batches: &[u8],
+    ) -> Result<(Option<WrittenFile>, bool), SinkError> {
+        self.backfill(topic, partition, batches, None).await
+    }
+
+    async fn backfill(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        batches: &[u8],
+        later_markers: Option<&[TxnMarker]>,
     ) -> Result<(Option<WrittenFile>, bool), SinkError> {
         let manifest_key = self.layout.manifest_key(topic, partition);
         let (mut manifest, version) = self.load(topic, partition).await?;
@@ -521,7 +806,9 @@ impl ParquetSink {
             Some(c) => c.from,
             None => first,
         };
-        let written = self.put_file(topic, partition, below, None).await?;
+        let written = self
+            .put_file(topic, partition, below, later_markers)
+            .await?;
         if let Some(w) = &written {
             let at = manifest
                 .files
@@ -583,6 +870,108 @@ impl ParquetSink {
         }
         manifest.next_offset = Some(offset);
         self.commit(&manifest_key, &manifest, version).await
+    }
+
+    /// Records `[first, last]` as a dead letter (offsets no file will hold: their batches
+    /// cannot be converted, for `reason`) and moves the next offset past it, under the
+    /// rules of a file: it must start where the files end (else
+    /// [`SinkError::NotContiguous`]), and a range already behind the next offset is
+    /// skipped, so a retry after a crash records it once and skips nothing more. Returns
+    /// the dead letter, or `None` when it was done already (or the range is empty).
+    pub async fn dead_letter(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        first: Offset,
+        last: Offset,
+        reason: &str,
+    ) -> Result<Option<DeadLetter>, SinkError> {
+        if last < first {
+            return Ok(None);
+        }
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        match manifest.next_offset {
+            Some(end) if last < end => return Ok(None),
+            Some(end) if first != end => {
+                return Err(SinkError::NotContiguous {
+                    expected: end,
+                    got: first,
+                });
+            }
+            Some(_) => {}
+            None => manifest.start_offset = Some(first),
+        }
+        let letter = DeadLetter {
+            first_offset: first,
+            last_offset: last,
+            reason: reason.to_string(),
+            at_ms: now_ms(),
+        };
+        insert_dead_letter(&mut manifest.dead_letters, letter.clone());
+        manifest.next_offset = Some(last + 1);
+        self.commit(&manifest_key, &manifest, version).await?;
+        Ok(Some(letter))
+    }
+
+    /// [`dead_letter`](Self::dead_letter) below the files' start, continuing the
+    /// backfill's cursor as [`write_backfill`](Self::write_backfill) does; also returns
+    /// whether the backfill is complete.
+    async fn dead_letter_backfill(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        first: Offset,
+        last: Offset,
+        reason: &str,
+    ) -> Result<(Option<DeadLetter>, bool), SinkError> {
+        let manifest_key = self.layout.manifest_key(topic, partition);
+        let (mut manifest, version) = self.load(topic, partition).await?;
+        let Some(start) = manifest.covered_start() else {
+            return Err(SinkError::BadManifest {
+                key: manifest_key,
+                reason: "a backfill needs converted files to fill in below".into(),
+            });
+        };
+        if last < first || first >= start {
+            return Ok((None, manifest.backfill.is_none()));
+        }
+        if last >= start {
+            return Err(SinkError::NotContiguous {
+                expected: start,
+                got: first,
+            });
+        }
+        let from = match manifest.backfill {
+            Some(c) if last < c.next => return Ok((None, false)),
+            Some(c) if first != c.next => {
+                return Err(SinkError::NotContiguous {
+                    expected: c.next,
+                    got: first,
+                });
+            }
+            Some(c) => c.from,
+            None => first,
+        };
+        let letter = DeadLetter {
+            first_offset: first,
+            last_offset: last,
+            reason: reason.to_string(),
+            at_ms: now_ms(),
+        };
+        insert_dead_letter(&mut manifest.dead_letters, letter.clone());
+        let done = last + 1 >= start;
+        if done {
+            manifest.start_offset = Some(from);
+            manifest.backfill = None;
+        } else {
+            manifest.backfill = Some(BackfillCursor {
+                from,
+                next: last + 1,
+            });
+        }
+        self.commit(&manifest_key, &manifest, version).await?;
+        Ok((Some(letter), done))
     }
 
     /// Converts `batches` and PUTs the file under its deterministic key; `None` when the
@@ -735,6 +1124,156 @@ fn offset_range(segment: &[u8]) -> Result<(Offset, Offset), ConvertError> {
         }
     }
     range.ok_or(ConvertError::Empty)
+}
+
+/// The batches that frame, with their byte ranges, and the framing error that stopped
+/// them, if one did.
+fn frame(segment: &[u8]) -> (Vec<View<'_>>, Option<ConvertError>) {
+    let mut views = Vec::new();
+    let mut iter = batch::batches(segment);
+    loop {
+        let start = segment.len() - iter.remaining().len();
+        match iter.next() {
+            None => return (views, None),
+            Some(Ok(batch)) => views.push(View {
+                batch,
+                start,
+                end: segment.len() - iter.remaining().len(),
+            }),
+            Some(Err(source)) => {
+                return (
+                    views,
+                    Some(ConvertError::Framing {
+                        position: start,
+                        source,
+                    }),
+                );
+            }
+        }
+    }
+}
+
+/// Marks (with the reason) each batch the converter would fail on, checked on its own;
+/// from the first batch out of offset order on, every batch.
+fn check_batches(views: &[View<'_>], verify_crc: bool, bad: &mut [Option<String>]) {
+    let mut previous: Option<Offset> = None;
+    for (i, v) in views.iter().enumerate() {
+        let h = v.batch.header();
+        if let Some(p) = previous
+            && h.base_offset <= p
+        {
+            let reason = ConvertError::OutOfOrder {
+                base_offset: h.base_offset,
+                previous_last_offset: p,
+            }
+            .to_string();
+            for b in &mut bad[i..] {
+                b.get_or_insert_with(|| reason.clone());
+            }
+            return;
+        }
+        previous = Some(h.last_offset());
+        if let Err(e) = check_batch(&v.batch, verify_crc) {
+            bad[i] = Some(e.to_string());
+        }
+    }
+}
+
+/// What the converter checks of one batch: its record count, CRC, control record, and
+/// records (decompressed under the process-wide cap, each parsed, offsets in order).
+fn check_batch(b: &RecordBatch<'_>, verify_crc: bool) -> Result<(), ConvertError> {
+    let h = *b.header();
+    let err = |source| ConvertError::Batch {
+        base_offset: h.base_offset,
+        source,
+    };
+    if h.last_offset_delta < 0 {
+        return Err(err(BatchError::BadRecordCount {
+            count: h.record_count,
+            last_offset_delta: h.last_offset_delta,
+        }));
+    }
+    if verify_crc {
+        b.validate_crc().map_err(err)?;
+    }
+    if h.is_control() {
+        return control_marker(b).map(|_| ());
+    }
+    let records = b.records().map_err(err)?;
+    let mut last: Option<Offset> = None;
+    for r in records.iter() {
+        let r = r.map_err(err)?;
+        if r.offset < h.base_offset
+            || r.offset > h.last_offset()
+            || last.is_some_and(|l| r.offset <= l)
+        {
+            return Err(err(BatchError::InvalidRecord(
+                "record offsets out of order or outside the batch",
+            )));
+        }
+        last = Some(r.offset);
+    }
+    Ok(())
+}
+
+/// Marks what `error`, from converting `views[from..to]`, puts at fault: the batch it
+/// names, everything from a batch out of order on, or else all of `from..to`. Marks at
+/// least one batch of `from..to`.
+fn mark_bad(
+    error: &ConvertError,
+    views: &[View<'_>],
+    from: usize,
+    to: usize,
+    bad: &mut [Option<String>],
+) {
+    let reason = error.to_string();
+    let named = error
+        .batch_offset()
+        .and_then(|o| (from..to).find(|&i| views[i].batch.base_offset() == o));
+    let out_of_order = matches!(error, ConvertError::OutOfOrder { .. })
+        .then(|| {
+            (from + 1..to)
+                .find(|&i| views[i].batch.base_offset() <= views[i - 1].batch.last_offset())
+        })
+        .flatten();
+    let marked = match (named, out_of_order) {
+        (Some(i), _) => i..i + 1,
+        (None, Some(i)) => i..views.len(),
+        (None, None) => from..to,
+    };
+    for b in &mut bad[marked] {
+        b.get_or_insert_with(|| reason.clone());
+    }
+}
+
+/// The transaction markers of the good control batches among `views`.
+fn good_markers(views: &[View<'_>], bad: &[Option<String>]) -> Vec<TxnMarker> {
+    views
+        .iter()
+        .zip(bad)
+        .filter(|(v, b)| b.is_none() && v.batch.header().is_control())
+        .filter_map(|(v, _)| {
+            let h = v.batch.header();
+            let kind = control_marker(&v.batch).ok().flatten()?;
+            Some(TxnMarker {
+                producer_id: h.producer_id,
+                offset: h.base_offset,
+                kind,
+            })
+        })
+        .collect()
+}
+
+/// Inserts `letter` in offset order.
+fn insert_dead_letter(letters: &mut Vec<DeadLetter>, letter: DeadLetter) {
+    let at = letters.partition_point(|d| d.first_offset < letter.first_offset);
+    letters.insert(at, letter);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The timestamp of the file's first row, read back with the parquet reader (only the

@@ -545,3 +545,335 @@ async fn a_backfill_fills_in_below_the_start_exactly_once() {
         (Some(1000), None, Some(after_z))
     );
 }
+
+/// Batch header bytes before the records (RecordBatch v2).
+const BATCH_HEADER: usize = 61;
+
+/// A segment from `base`: good records, a batch whose CRC no longer matches, a zstd
+/// batch whose one record decompresses to 2 MiB (past the 1 MiB cap the tests set),
+/// good records again, and a last good batch. Returns it, the rows of the good batches,
+/// the bad batches' offset range, the offset after the segment and where the good bytes
+/// after the bad batches begin.
+fn segment_with_bad_batches(base: i64) -> (Vec<u8>, Vec<Row>, (i64, i64), i64, usize) {
+    strata_proto::compression::set_max_decompressed_bytes(1 << 20);
+    let mut seg = SegmentBuilder::starting_at(base);
+    let mut want = Vec::new();
+    let mut good = |seg: &mut SegmentBuilder, seed: u64, codec| {
+        let records = varied_records(7, seed, TS0 + seed as i64 * 1000);
+        let first = seg.append_records(&records, codec, None);
+        for (i, r) in records.iter().enumerate() {
+            want.push(expected_row(0, first + i as i64, r, None));
+        }
+    };
+    good(&mut seg, 1, Compression::Lz4);
+    let at = seg.bytes.len();
+    let records = varied_records(3, 2, TS0 + 2000);
+    let bad_first = seg.append_records(&records, Compression::None, None);
+    seg.bytes[at + BATCH_HEADER + 3] ^= 0x5a;
+    let bomb = NewRecord::value(vec![b'x'; 2 << 20], TS0 + 3000);
+    seg.append_records(&[bomb], Compression::Zstd, None);
+    let bad_last = seg.next_offset - 1;
+    let tail_at = seg.bytes.len();
+    good(&mut seg, 4, Compression::None);
+    good(&mut seg, 5, Compression::Zstd);
+    (
+        seg.bytes,
+        want,
+        (bad_first, bad_last),
+        seg.next_offset,
+        tail_at,
+    )
+}
+
+/// The rows of every file the manifest names, in order.
+async fn manifest_rows(s: &ParquetSink, store: &Arc<dyn BlobStore>, p: i32) -> Vec<Row> {
+    let mut out = Vec::new();
+    for f in s.files(TOPIC, p).await.unwrap() {
+        out.extend(rows(&store.get(&f.key).await.unwrap()));
+    }
+    out
+}
+
+/// Bad batches (a CRC mismatch, records past the decompression cap) among good ones: the
+/// good batches around them are written, the two bad ones become one dead letter that
+/// moves the next offset past them; a dead-letter commit that was applied but whose
+/// answer was lost (a crash) is not recorded twice on the retry, which skips nothing
+/// more; the manifest round-trips with its dead letters.
+#[tokio::test]
+async fn bad_batches_become_one_dead_letter_and_the_good_ones_around_them_convert() {
+    for (inner, dir) in backends() {
+        let faults = FaultStore::new(inner.clone());
+        let handle = faults.handle();
+        let store: Arc<dyn BlobStore> = Arc::new(faults);
+        let s = sink(store.clone());
+        let manifest_key = s.layout().manifest_key(TOPIC, 0);
+        // The local directory answers a conditional update with Unsupported, and the
+        // sink then overwrites: one more PUT per commit after the first.
+        let puts_before_the_dead_letter = if dir.is_some() { 2 } else { 1 };
+        let (seg, want, (bad_first, bad_last), end, tail_at) = segment_with_bad_batches(100);
+
+        // The plain write fails on the data, not retryably: what used to stall.
+        let e = s.write_segment(TOPIC, 0, &seg).await.unwrap_err();
+        assert!(e.is_bad_data() && !e.is_retryable(), "{e}");
+
+        // The first file's manifest update goes through, the dead letter's is applied
+        // but its answer is lost.
+        handle.inject(
+            Fault::new(ErrorKind::Timeout)
+                .op(Op::Put)
+                .prefix(manifest_key.clone())
+                .skip(puts_before_the_dead_letter)
+                .after_call(),
+        );
+        let e = s
+            .write_segment_or_dead_letter(TOPIC, 0, &seg, 100..end)
+            .await
+            .unwrap_err();
+        assert!(e.is_retryable() && !e.is_bad_data(), "{e}");
+        let m = s.manifest(TOPIC, 0).await.unwrap();
+        assert_eq!(
+            m.next_offset,
+            Some(bad_last + 1),
+            "the dead letter was applied"
+        );
+        assert_eq!(m.dead_letters.len(), 1);
+
+        // The retry, from where the manifest says the files end (as the offloader reads
+        // it), records nothing twice and writes the rest.
+        let out = s
+            .write_segment_or_dead_letter(TOPIC, 0, &seg[tail_at..], bad_last + 1..end)
+            .await
+            .unwrap();
+        assert!(out.dead_letters.is_empty(), "{:?}", out.dead_letters);
+        assert_eq!(out.files.len(), 1, "the good batches after the bad ones");
+        assert_eq!(
+            (out.files[0].first_offset, out.files[0].last_offset),
+            (bad_last + 1, end - 1)
+        );
+        // And again, the whole segment: nothing at all.
+        let again = s
+            .write_segment_or_dead_letter(TOPIC, 0, &seg, 100..end)
+            .await
+            .unwrap();
+        assert_eq!(again, strata_parquet::SegmentOutcome::default());
+        assert!(
+            s.dead_letter(TOPIC, 0, bad_first, bad_last, "again")
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let m = s.manifest(TOPIC, 0).await.unwrap();
+        assert_eq!(m.next_offset, Some(end));
+        assert_eq!(m.start_offset, Some(100));
+        assert_eq!(m.dead_letters.len(), 1, "{:?}", m.dead_letters);
+        let d = &m.dead_letters[0];
+        assert_eq!((d.first_offset, d.last_offset), (bad_first, bad_last));
+        assert!(d.reason.contains("CRC mismatch"), "{}", d.reason);
+        assert!(d.reason.contains("the first of 2 batches"), "{}", d.reason);
+        assert!(d.at_ms > TS0, "{}", d.at_ms);
+        let ranges: Vec<(i64, i64)> = m
+            .files
+            .iter()
+            .map(|f| (f.first_offset, f.last_offset))
+            .collect();
+        assert_eq!(ranges, vec![(100, bad_first - 1), (bad_last + 1, end - 1)]);
+        // Every good record at its offset, once; nothing of the bad batches.
+        assert_eq!(manifest_rows(&s, &inner, 0).await, want);
+        assert_eq!(parquet_objects(&inner).await.len(), 2);
+
+        // The manifest as stored round-trips, dead letters included.
+        let raw = inner.get(&manifest_key).await.unwrap();
+        let parsed: strata_parquet::Manifest = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(parsed, m);
+        let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(json["dead_letters"][0]["first_offset"], bad_first);
+        assert_eq!(json["dead_letters"][0]["last_offset"], bad_last);
+
+        // The next segment continues after it.
+        let (next, _, _) = segment(Compression::Gzip, end, 0, 6);
+        assert!(s.write_segment(TOPIC, 0, &next).await.unwrap().is_some());
+    }
+}
+
+/// The dead letter on its own: it must start where the files end, moves the next
+/// offset, is recorded once, and a manifest written before dead letters existed loads
+/// (and keeps loading once it has them).
+#[tokio::test]
+async fn a_dead_letter_continues_the_files_exactly_once_and_old_manifests_load() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let key = s.layout().manifest_key(TOPIC, 0);
+    // A manifest as the previous version wrote it: no dead_letters field.
+    let old = serde_json::json!({
+        "format": 1,
+        "topic": TOPIC,
+        "partition": 0,
+        "next_offset": 50,
+        "files": [{
+            "key": "pre/c1/parquet/topic=orders/partition=0/date=2023-11-14/x.parquet",
+            "first_offset": 0, "last_offset": 49,
+            "min_timestamp": TS0, "max_timestamp": TS0, "rows": 50, "bytes": 1000
+        }],
+        "start_offset": 0
+    });
+    store
+        .put(
+            &key,
+            serde_json::to_vec(&old).unwrap().into(),
+            strata_store::PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert!(m.dead_letters.is_empty());
+    assert_eq!((m.next_offset, m.files.len()), (Some(50), 1));
+    // Written back without dead letters, the manifest keeps its old shape.
+    assert!(!serde_json::to_string(&m).unwrap().contains("dead_letters"));
+
+    // Not where the files end: refused.
+    let e = s.dead_letter(TOPIC, 0, 60, 69, "bad").await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SinkError::NotContiguous {
+                expected: 50,
+                got: 60
+            }
+        ),
+        "{e}"
+    );
+    let e = s.dead_letter(TOPIC, 0, 40, 69, "bad").await.unwrap_err();
+    assert!(matches!(e, SinkError::NotContiguous { .. }), "{e}");
+    let d = s
+        .dead_letter(TOPIC, 0, 50, 59, "batch at offset 50: CRC mismatch")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((d.first_offset, d.last_offset), (50, 59));
+    // A retry (the commit went through, the answer did not): nothing more.
+    assert!(
+        s.dead_letter(TOPIC, 0, 50, 59, "x")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        s.dead_letter(TOPIC, 0, 55, 59, "x")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!(m.next_offset, Some(60));
+    assert_eq!(m.dead_letters, vec![d.clone()]);
+    assert_eq!(m.files.len(), 1);
+    let (seg, _, after) = segment(Compression::Snappy, 60, 0, 3);
+    s.write_segment(TOPIC, 0, &seg).await.unwrap().unwrap();
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!((m.next_offset, m.dead_letters.len()), (Some(after), 1));
+
+    // A fresh partition may begin with one.
+    assert!(
+        s.dead_letter(TOPIC, 1, 7, 9, "bad")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let m1 = s.manifest(TOPIC, 1).await.unwrap();
+    assert_eq!((m1.start_offset, m1.next_offset), (Some(7), Some(10)));
+
+    // Dead letters expire with the log start, as files do.
+    assert_eq!(s.expire(TOPIC, 1, 10).await.unwrap(), 0);
+    assert!(s.manifest(TOPIC, 1).await.unwrap().dead_letters.is_empty());
+    assert_eq!(s.expire(TOPIC, 0, 55).await.unwrap(), 1);
+    assert_eq!(s.manifest(TOPIC, 0).await.unwrap().dead_letters, vec![d]);
+}
+
+/// Bytes that stop framing part-way (a torn segment): the batches before are written,
+/// the rest of the segment's range is one dead letter. What is not the data's fault
+/// still fails, with nothing set aside.
+#[tokio::test]
+async fn a_torn_segment_keeps_what_frames_and_other_errors_still_fail() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let (a, want, after_a) = segment(Compression::Lz4, 0, 0, 1);
+    let (b, _, after_b) = segment(Compression::None, after_a, 0, 2);
+    let mut torn = a.clone();
+    torn.extend_from_slice(&b[..40]);
+    let out = s
+        .write_segment_or_dead_letter(TOPIC, 0, &torn, 0..after_b)
+        .await
+        .unwrap();
+    assert_eq!(out.files.len(), 1);
+    assert_eq!(out.dead_letters.len(), 1);
+    let d = &out.dead_letters[0];
+    assert_eq!((d.first_offset, d.last_offset), (after_a, after_b - 1));
+    assert!(d.reason.contains("does not frame"), "{}", d.reason);
+    assert_eq!(manifest_rows(&s, &store, 0).await, want);
+    assert_eq!(
+        s.manifest(TOPIC, 0).await.unwrap().next_offset,
+        Some(after_b)
+    );
+
+    // A pending transaction is not bad data: retryable, nothing recorded.
+    let mut seg = SegmentBuilder::starting_at(after_b);
+    seg.append(&txn_batch(5, 0, &["t-1"], Compression::None));
+    let e = s
+        .write_segment_or_dead_letter(TOPIC, 0, &seg.bytes, after_b..seg.next_offset)
+        .await
+        .unwrap_err();
+    assert!(e.is_retryable() && !e.is_bad_data(), "{e}");
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!((m.next_offset, m.dead_letters.len()), (Some(after_b), 1));
+
+    // Nor is the store being down.
+    let faults = FaultStore::new(store.clone());
+    let handle = faults.handle();
+    let down = sink(Arc::new(faults));
+    let (bad, _, _, end, _) = segment_with_bad_batches(after_b);
+    handle.inject(Fault::new(ErrorKind::Timeout).op(Op::Put).times(100));
+    let e = down
+        .write_segment_or_dead_letter(TOPIC, 0, &bad, after_b..end)
+        .await
+        .unwrap_err();
+    assert!(e.is_retryable() && !e.is_bad_data(), "{e}");
+    assert_eq!(
+        s.manifest(TOPIC, 0).await.unwrap().next_offset,
+        Some(after_b)
+    );
+}
+
+/// Below the files' start (a backfill), bad batches become dead letters that continue
+/// the backfill's cursor, and the start moves down when it arrives.
+#[tokio::test]
+async fn a_backfill_sets_bad_batches_aside_too() {
+    let store = ObjectBackend::memory().into_dyn();
+    let s = sink(store.clone());
+    let (below, want, (bad_first, bad_last), end, _) = segment_with_bad_batches(0);
+    let (top, _, after_top) = segment(Compression::None, end, 0, 9);
+    s.write_segment(TOPIC, 0, &top).await.unwrap().unwrap();
+    let (out, done) = s
+        .write_backfill_or_dead_letter(TOPIC, 0, &below, 0..end)
+        .await
+        .unwrap();
+    assert!(done);
+    assert_eq!(out.files.len(), 2);
+    assert_eq!(out.dead_letters.len(), 1);
+    let m = s.manifest(TOPIC, 0).await.unwrap();
+    assert_eq!(
+        (m.covered_start(), m.backfill, m.next_offset),
+        (Some(0), None, Some(after_top))
+    );
+    let d = &m.dead_letters[0];
+    assert_eq!((d.first_offset, d.last_offset), (bad_first, bad_last));
+    let got = manifest_rows(&s, &store, 0).await;
+    assert_eq!(&got[..want.len()], &want[..]);
+    // A retry: nothing more.
+    let (again, done) = s
+        .write_backfill_or_dead_letter(TOPIC, 0, &below, 0..end)
+        .await
+        .unwrap();
+    assert!(done && again == strata_parquet::SegmentOutcome::default());
+    assert_eq!(s.manifest(TOPIC, 0).await.unwrap().dead_letters.len(), 1);
+}

@@ -46,12 +46,16 @@ pub struct Partition {
 }
 
 /// Where a partition's Parquet files start and how much a backfill has left.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParquetCoverage {
     /// The first offset the files cover contiguously up to the progress.
     pub start_offset: Offset,
     /// A backfill below the start: the first offset it has not converted.
     pub backfill_next: Option<Offset>,
+    /// The manifest's dead letters (offsets set aside as unconvertible), and the one
+    /// recorded last.
+    pub dead_letters: usize,
+    pub last_dead_letter: Option<strata_parquet::DeadLetter>,
 }
 
 impl Partition {
@@ -217,10 +221,10 @@ impl Partition {
     }
 
     pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {
-        *self
-            .parquet_coverage
+        self.parquet_coverage
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn set_parquet_coverage(&self, c: Option<ParquetCoverage>) {

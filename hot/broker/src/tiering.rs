@@ -40,6 +40,12 @@ pub struct PartitionTierStatus {
     /// A backfill below the start (`strata tier parquet backfill`): the first offset it
     /// has not converted yet.
     pub parquet_backfill_next: Option<i64>,
+    /// Dead letters in the partition's Parquet manifest: offset ranges set aside because
+    /// their batches cannot be converted (a bad CRC, records that do not decompress or
+    /// parse, or decompress past --max-decompressed-batch-bytes).
+    pub parquet_dead_letters: usize,
+    /// The one recorded last: its offsets, reason and time.
+    pub parquet_last_dead_letter: Option<strata_parquet::DeadLetter>,
 }
 
 /// The whole report.
@@ -97,8 +103,10 @@ impl Broker {
                         let n = p.parquet_progress();
                         (p.config().parquet_enable && (0..i64::MAX).contains(&n)).then_some(n)
                     },
-                    parquet_start_offset: coverage.map(|c| c.start_offset),
-                    parquet_backfill_next: coverage.and_then(|c| c.backfill_next),
+                    parquet_start_offset: coverage.as_ref().map(|c| c.start_offset),
+                    parquet_backfill_next: coverage.as_ref().and_then(|c| c.backfill_next),
+                    parquet_dead_letters: coverage.as_ref().map_or(0, |c| c.dead_letters),
+                    parquet_last_dead_letter: coverage.and_then(|c| c.last_dead_letter),
                 });
             }
         }
@@ -399,7 +407,9 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
 /// converts its sealed local segments below the high-water mark, in offset order, from
 /// where the sink's manifest says the files end (a segment cut elsewhere than the last
 /// one converted, after a leader change, is read from that offset); files wholly below
-/// the log start are deleted (retention). A follower only reads the progress.
+/// the log start are deleted (retention). Batches that can never be converted become
+/// dead letters in the sink's manifest and conversion goes on after them (see
+/// [`write_parquet`]). A follower only reads the progress.
 async fn parquet_step(
     broker: &Broker,
     tier: &strata_tier::Tier,
@@ -443,9 +453,17 @@ async fn parquet_step(
         None => local_start,
     };
     p.set_parquet_progress(next);
-    p.set_parquet_coverage(manifest.covered_start().map(|start| ParquetCoverage {
-        start_offset: start,
-        backfill_next: manifest.backfill.map(|c| c.next),
+    p.set_parquet_coverage(manifest.covered_start().map(|start| {
+        ParquetCoverage {
+            start_offset: start,
+            backfill_next: manifest.backfill.map(|c| c.next),
+            dead_letters: manifest.dead_letters.len(),
+            last_dead_letter: manifest
+                .dead_letters
+                .iter()
+                .max_by_key(|d| d.at_ms)
+                .cloned(),
+        }
     }));
     if !p.is_leader() {
         return Ok(true);
@@ -480,15 +498,20 @@ async fn parquet_step(
         for seg in segments {
             let bytes = read_remote_segment(tier, &remote, &seg, cursor).await?;
             let (sink2, topic, index) = (sink.clone(), p.topic.to_string(), p.index);
-            let (_, done) = at_background_priority(move |rt| {
-                rt.block_on(sink2.write_backfill(&topic, index, &bytes))
+            let range = seg.base_offset.max(cursor)..seg.next_offset;
+            let (outcome, done) = at_background_priority(move |rt| {
+                rt.block_on(sink2.write_backfill_or_dead_letter(&topic, index, &bytes, range))
             })
             .await?
             .map_err(|e| e.to_string())?;
+            report_parquet(p, &outcome);
             cursor = seg.next_offset.min(start);
+            let known = p.parquet_coverage();
             p.set_parquet_coverage(Some(ParquetCoverage {
                 start_offset: if done { log_start.min(start) } else { start },
                 backfill_next: (!done).then_some(cursor),
+                dead_letters: known.as_ref().map_or(0, |c| c.dead_letters),
+                last_dead_letter: known.and_then(|c| c.last_dead_letter),
             }));
             metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => p.topic.to_string())
                 .increment(seg.size_bytes);
@@ -524,7 +547,8 @@ async fn parquet_step(
         }
         for seg in segments {
             let bytes = read_remote_segment(tier, &remote, &seg, next).await?;
-            write_parquet(&sink, p, move || Ok(bytes)).await?;
+            let range = seg.base_offset.max(next)..seg.next_offset;
+            write_parquet(&sink, p, range, move || Ok(bytes)).await?;
             next = seg.next_offset;
             p.set_parquet_progress(next);
             metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => p.topic.to_string())
@@ -565,7 +589,7 @@ async fn parquet_step(
             }
             Ok(bytes)
         };
-        write_parquet(&sink, p, read).await?;
+        write_parquet(&sink, p, from..end, read).await?;
         next = seg.next_offset;
         p.set_parquet_progress(next);
     }
@@ -678,21 +702,32 @@ async fn read_remote_segment(
     Ok(bytes)
 }
 
-/// Converts one segment's batches (what `read` returns, on the conversion thread) into a
-/// Parquet file through the sink.
+/// Converts one segment's batches `range` (what `read` returns, on the conversion
+/// thread) into Parquet files through the sink. Batches that can never be converted are
+/// set aside as dead letters in the sink's manifest (reported by [`report_parquet`]) so
+/// that conversion, and local retention behind it, go on; other errors (the store, a
+/// pending transaction, the options) are returned, and the offloader retries.
 async fn write_parquet(
     sink: &strata_parquet::ParquetSink,
     p: &Partition,
+    range: std::ops::Range<i64>,
     read: impl FnOnce() -> Result<Vec<u8>, String> + Send + 'static,
 ) -> Result<(), String> {
     let (sink2, topic, index) = (sink.clone(), p.topic.to_string(), p.index);
-    let written = at_background_priority(move |rt| {
+    let outcome = at_background_priority(move |rt| {
         let bytes = read()?;
-        rt.block_on(sink2.write_segment(&topic, index, &bytes))
+        rt.block_on(sink2.write_segment_or_dead_letter(&topic, index, &bytes, range))
             .map_err(|e| e.to_string())
     })
     .await??;
-    if let Some(f) = &written {
+    report_parquet(p, &outcome);
+    Ok(())
+}
+
+/// Logs and counts what a conversion wrote and set aside, and notes the dead letters for
+/// the tier status.
+fn report_parquet(p: &Partition, outcome: &strata_parquet::SegmentOutcome) {
+    for f in &outcome.files {
         tracing::debug!(topic = %p.topic, partition = p.index, key = %f.key, rows = f.rows, "wrote a parquet file");
         metrics::counter!("strata_parquet_rows_total", "topic" => p.topic.to_string())
             .increment(f.rows);
@@ -702,7 +737,30 @@ async fn write_parquet(
                 .increment(f.raw_fallbacks);
         }
     }
-    Ok(())
+    let Some(last) = outcome.dead_letters.last() else {
+        return;
+    };
+    for d in &outcome.dead_letters {
+        tracing::warn!(
+            topic = %p.topic,
+            partition = p.index,
+            first_offset = d.first_offset,
+            last_offset = d.last_offset,
+            reason = %d.reason,
+            "parquet: offsets that cannot be converted are set aside as a dead letter in the manifest; conversion goes on after them"
+        );
+    }
+    metrics::counter!("strata_parquet_dead_letters_total", "topic" => p.topic.to_string())
+        .increment(outcome.dead_letters.len() as u64);
+    let known = p.parquet_coverage();
+    p.set_parquet_coverage(Some(ParquetCoverage {
+        start_offset: known
+            .as_ref()
+            .map_or(outcome.dead_letters[0].first_offset, |c| c.start_offset),
+        backfill_next: known.as_ref().and_then(|c| c.backfill_next),
+        dead_letters: known.as_ref().map_or(0, |c| c.dead_letters) + outcome.dead_letters.len(),
+        last_dead_letter: Some(last.clone()),
+    }));
 }
 
 /// Multipart uploads in create mode go through a staging object that is copied into
