@@ -704,3 +704,93 @@ fn one_bad_partition_stays_one_bad_partition() {
         ErrorCode::None
     );
 }
+
+/// KIP-903: a fetch that claims to be a replica must come from a registered, unfenced
+/// broker at its current epoch; otherwise it is refused whole (STALE_BROKER_EPOCH) and
+/// moves no high-water mark. Real followers are covered by e2e_replication.
+#[test]
+fn replica_fetches_need_a_current_broker_epoch() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::Broker::start(dir.path(), &[]);
+    common::kafka::create_topic(&broker.kafka, "fenced", 1, &[]);
+    let records = batch(&[NewRecord::value(&b"x"[..], 0)], Compression::None, None);
+    assert_eq!(
+        common::wire::produce(
+            &broker.kafka,
+            "fenced",
+            0,
+            1,
+            records,
+            Duration::from_secs(10)
+        ),
+        ErrorCode::None
+    );
+    let fetch = |version: i16, replica: i32, epoch: i64| -> FetchResponse {
+        let mut fp = FetchPartition::default();
+        fp.partition = 0;
+        fp.fetch_offset = 1;
+        fp.partition_max_bytes = 1 << 20;
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(s("fenced"));
+        t.partitions = vec![fp];
+        // Before v15 a replica names itself in replica_id and sends no epoch.
+        assert!(version < 15 && epoch == -1);
+        let mut req = FetchRequest::default();
+        req.replica_id = BrokerId(replica);
+        req.max_wait_ms = 0;
+        req.max_bytes = 1 << 20;
+        req.topics = vec![t];
+        let mut c = connect(&broker.kafka);
+        c.write_all(&frame(ApiKey::Fetch, version, 9, &req))
+            .unwrap();
+        response(read_frame(&mut c).unwrap(), 1, version).1
+    };
+    // Its topic is named by id from v13: look it up.
+    for (version, replica, epoch) in [(15, 7, 1_000_000), (15, 1, 0), (12, 1, -1)] {
+        let r = if version >= 13 {
+            let mut md = kafka_protocol::messages::MetadataRequest::default();
+            md.topics = None;
+            let mut c = connect(&broker.kafka);
+            c.write_all(&frame(ApiKey::Metadata, 12, 1, &md)).unwrap();
+            let (_, md): (i32, kafka_protocol::messages::MetadataResponse) =
+                response(read_frame(&mut c).unwrap(), 1, 12);
+            let id = md
+                .topics
+                .iter()
+                .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some("fenced"))
+                .unwrap()
+                .topic_id;
+            let mut fp = FetchPartition::default();
+            fp.partition = 0;
+            fp.fetch_offset = 1;
+            fp.partition_max_bytes = 1 << 20;
+            let mut t = FetchTopic::default();
+            t.topic_id = id;
+            t.partitions = vec![fp];
+            let mut req = FetchRequest::default();
+            req.replica_state.replica_id = BrokerId(replica);
+            req.replica_state.replica_epoch = epoch;
+            req.max_wait_ms = 0;
+            req.max_bytes = 1 << 20;
+            req.topics = vec![t];
+            let mut c = connect(&broker.kafka);
+            c.write_all(&frame(ApiKey::Fetch, version, 9, &req))
+                .unwrap();
+            response::<FetchResponse>(read_frame(&mut c).unwrap(), 1, version).1
+        } else {
+            fetch(version, replica, epoch)
+        };
+        assert_eq!(
+            ErrorCode::from_code(r.error_code).unwrap(),
+            ErrorCode::StaleBrokerEpoch,
+            "v{version} replica {replica} epoch {epoch}"
+        );
+        assert!(r.responses.is_empty());
+    }
+    // A consumer's fetch still reads.
+    let r = fetch(12, -1, -1);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses[0].partitions[0].high_watermark, 1);
+}

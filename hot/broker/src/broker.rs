@@ -239,6 +239,9 @@ impl Broker {
         for (p, reqs) in alters {
             self.send_alter_partitions(p, reqs);
         }
+        // Offsets partitions may be led here now: load their groups without waiting for
+        // the coordinator loop's next tick.
+        self.groups.wake();
         self.attach_remotes().await;
         Ok(())
     }

@@ -69,6 +69,12 @@ impl Shard {
 #[derive(Default)]
 pub struct Groups {
     shards: Mutex<HashMap<i32, Shard>>,
+    /// Wakes the coordinator loop at once when metadata changed (an offsets partition
+    /// led here now): clients asking meanwhile get COORDINATOR_LOAD_IN_PROGRESS, and
+    /// librdkafka gives a commit only a few quick retries.
+    wake: tokio::sync::Notify,
+    /// Told whenever shards were loaded (a request waiting for its group's load).
+    loads: tokio::sync::Notify,
     tickets: AtomicU64,
     /// Per offsets partition: commits waiting for the next append, and whether an
     /// append is in flight.
@@ -289,6 +295,28 @@ fn group_config() -> GroupConfig {
     }
 }
 
+impl Groups {
+    /// Has the coordinator loop look at leadership now (after a metadata change).
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Waits (up to `timeout`) until offsets partition `partition` is loaded here.
+    async fn await_loaded(&self, partition: i32, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let loads = self.loads.notified();
+            if self.loaded().iter().any(|&(p, _)| p == partition) {
+                return;
+            }
+            self.wake();
+            if tokio::time::timeout_at(deadline, loads).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 impl Broker {
     /// The offsets partition of `group`, creating `__consumer_offsets` on first use.
     pub(crate) async fn offsets_partition_for(
@@ -317,7 +345,8 @@ impl Broker {
                     Err(e) => return Err(e.into()),
                 }
                 self.refresh_and_apply().await?;
-                self.cluster()
+                let count = self
+                    .cluster()
                     .topic(OFFSETS_TOPIC)
                     .map(|t| t.partitions.len() as i32)
                     .ok_or_else(|| {
@@ -325,7 +354,20 @@ impl Broker {
                             ErrorCode::CoordinatorNotAvailable,
                             "the offsets topic is being created; retry",
                         )
-                    })?
+                    })?;
+                // The first group of a cluster: answer once its partition is loaded
+                // (when led here), so the client's first commit does not meet
+                // COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries only briefly.
+                let partition = strata_group::partition_for(group, count);
+                if self
+                    .partition(OFFSETS_TOPIC, partition)
+                    .is_some_and(|p| p.is_leader())
+                {
+                    self.groups
+                        .await_loaded(partition, Duration::from_secs(5))
+                        .await;
+                }
+                count
             }
         };
         Ok(strata_group::partition_for(group, count))
@@ -652,6 +694,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = interval.tick() => {}
+            _ = broker.groups.wake.notified() => {}
         }
         if broker.clock.now_ms() - last_lag >= 5_000 {
             last_lag = broker.clock.now_ms();
@@ -687,6 +730,9 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 tracing::info!(partition = p, "unloaded the groups of an offsets partition");
             }
         }
+        // Every partition to load now, read in one blocking task (one hop, not one per
+        // partition: clients wait with COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+        let mut to_load = Vec::new();
         for (&index, &epoch) in &led {
             if loaded.iter().any(|&(p, e)| p == index && e == epoch) {
                 continue;
@@ -699,33 +745,49 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             if p.high_watermark() < p.log.log_end_offset() {
                 continue;
             }
-            let b = broker.clone();
+            to_load.push((index, epoch, p));
+        }
+        if !to_load.is_empty() {
             let now = broker.clock.now_ms();
-            let loaded = tokio::task::spawn_blocking(move || load(&p, now)).await;
-            match loaded {
-                Ok(Ok(coordinator)) => {
-                    b.groups
-                        .shards
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(
-                            index,
-                            Shard {
-                                coordinator,
-                                waiters: HashMap::new(),
-                                epoch,
-                            },
-                        );
-                    tracing::info!(
-                        partition = index,
-                        epoch,
-                        "loaded the groups of an offsets partition"
-                    );
+            let results = tokio::task::spawn_blocking(move || {
+                to_load
+                    .into_iter()
+                    .map(|(index, epoch, p)| (index, epoch, load(&p, now)))
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            match results {
+                Ok(results) => {
+                    for (index, epoch, loaded) in results {
+                        match loaded {
+                            Ok(coordinator) => {
+                                broker
+                                    .groups
+                                    .shards
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .insert(
+                                        index,
+                                        Shard {
+                                            coordinator,
+                                            waiters: HashMap::new(),
+                                            epoch,
+                                        },
+                                    );
+                                tracing::info!(
+                                    partition = index,
+                                    epoch,
+                                    "loaded the groups of an offsets partition"
+                                );
+                            }
+                            Err(e) => {
+                                tracing::warn!(partition = index, error = %e.message, "cannot load an offsets partition")
+                            }
+                        }
+                    }
+                    broker.groups.loads.notify_waiters();
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(partition = index, error = %e.message, "cannot load an offsets partition")
-                }
-                Err(e) => tracing::warn!(partition = index, error = %e, "offsets load panicked"),
+                Err(e) => tracing::warn!(error = %e, "offsets load panicked"),
             }
         }
         let now = broker.clock.now_ms();

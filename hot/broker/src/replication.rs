@@ -21,7 +21,9 @@ use crate::partition::Partition;
 
 /// Fetch version followers use: v12 carries last_fetched_epoch and diverging_epoch with
 /// topic names.
-const REPLICA_FETCH_VERSION: i16 = 12;
+/// v15: the fetch carries the follower's broker epoch in ReplicaState (KIP-903), so the
+/// leader can refuse an old incarnation's fetches; topics are named by id (v13+).
+const REPLICA_FETCH_VERSION: i16 = 15;
 
 /// Starts every replication duty; they stop with `shutdown`.
 pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
@@ -188,7 +190,7 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
         }
         let Some(c) = conn.as_mut() else { continue };
-        let req = fetch_request(broker.node_id(), &parts);
+        let req = fetch_request(broker.node_id(), broker.broker_epoch(), &parts);
         let r: Result<FetchResponse, _> = tokio::select! {
             _ = token.cancelled() => return,
             r = c.call(ApiKey::Fetch, REPLICA_FETCH_VERSION, &req, Duration::from_secs(10)) => r,
@@ -213,8 +215,8 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
     }
 }
 
-fn fetch_request(node: i32, parts: &[Arc<Partition>]) -> FetchRequest {
-    let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
+fn fetch_request(node: i32, broker_epoch: i64, parts: &[Arc<Partition>]) -> FetchRequest {
+    let mut topics: BTreeMap<(Arc<str>, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
     for p in parts {
         let (offset, epoch) = p.fetch_position();
         let mut fp = FetchPartition::default();
@@ -224,10 +226,15 @@ fn fetch_request(node: i32, parts: &[Arc<Partition>]) -> FetchRequest {
         fp.last_fetched_epoch = epoch.unwrap_or(-1);
         fp.log_start_offset = p.log.log_start_offset();
         fp.partition_max_bytes = 1 << 20;
-        topics.entry(p.topic.clone()).or_default().push(fp);
+        topics
+            .entry((p.topic.clone(), p.topic_id.0))
+            .or_default()
+            .push(fp);
     }
     let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(node);
+    // v15 names the replica in ReplicaState only (replica_id is gone from the wire).
+    req.replica_state.replica_id = BrokerId(node);
+    req.replica_state.replica_epoch = broker_epoch;
     req.max_wait_ms = 500;
     req.min_bytes = 1;
     req.max_bytes = 16 << 20;
@@ -235,9 +242,10 @@ fn fetch_request(node: i32, parts: &[Arc<Partition>]) -> FetchRequest {
     req.session_epoch = -1;
     req.topics = topics
         .into_iter()
-        .map(|(name, partitions)| {
+        .map(|((name, id), partitions)| {
             let mut t = FetchTopic::default();
             t.topic = TopicName(StrBytes::from_string(name.to_string()));
+            t.topic_id = id;
             t.partitions = partitions;
             t
         })
@@ -260,7 +268,7 @@ fn handle_fetch_response(
         for pd in t.partitions {
             let Some(p) = parts
                 .iter()
-                .find(|p| *p.topic == *t.topic.0.as_str() && p.index == pd.partition_index)
+                .find(|p| p.topic_id.0 == t.topic_id && p.index == pd.partition_index)
             else {
                 continue;
             };

@@ -77,6 +77,14 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
     };
     let follower = (replica >= 0).then_some(replica);
     let mut resp = FetchResponse::default();
+    if let Some(replica) = follower
+        && let Err(reason) = check_replica_broker(broker, ctx, req, replica)
+    {
+        // Nothing of this fetch may move a high-water mark or an ISR (KIP-903).
+        tracing::debug!(replica, %reason, "replica fetch refused");
+        resp.error_code = ErrorCode::StaleBrokerEpoch.code();
+        return (resp, 0, true, Vec::new());
+    }
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
     let mut has_error = false;
@@ -212,6 +220,40 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
         .sum();
     (resp, total, has_error, watches)
+}
+
+/// A replica fetch must come from a registered, unfenced broker in its current
+/// incarnation: the ReplicaState of Fetch v15+ carries its broker epoch, which must not
+/// be older than the registration the controller knows (an older one is a restarted
+/// broker's previous life, KIP-903). Fetches that name a replica at an older version
+/// carry no epoch and are refused: this broker's own followers send v15.
+fn check_replica_broker(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    replica: i32,
+) -> Result<(), String> {
+    if ctx.version < 15 {
+        return Err(format!(
+            "a replica fetch at v{} carries no broker epoch",
+            ctx.version
+        ));
+    }
+    let md = broker.cluster();
+    let Some(b) = md.brokers.get(&replica) else {
+        return Err(format!("broker {replica} is not registered"));
+    };
+    if b.fenced {
+        return Err(format!("broker {replica} is fenced"));
+    }
+    let epoch = req.replica_state.replica_epoch;
+    if epoch < b.epoch {
+        return Err(format!(
+            "broker {replica}'s epoch {epoch} is older than its registration {}",
+            b.epoch
+        ));
+    }
+    Ok(())
 }
 
 /// A follower's fetch: the replica state machine checks its epoch and position (and
