@@ -18,6 +18,10 @@ pub enum IoMode {
     Direct,
 }
 
+/// Default for [`LogConfig::index_max_entries`]: Kafka's segment.index.bytes default
+/// (10 MiB) in 8-byte offset-index entries.
+pub const DEFAULT_INDEX_MAX_ENTRIES: usize = (10 << 20) / 8;
+
 /// Default for [`LogConfig::tail_cache_bytes`].
 pub const DEFAULT_TAIL_CACHE_BYTES: usize = 4 << 20;
 
@@ -39,6 +43,11 @@ pub struct LogConfig {
     pub max_message_bytes: u64,
     /// Bytes between sparse index entries.
     pub index_interval_bytes: u64,
+    /// Roll once the active segment's offset index holds this many entries: Kafka's
+    /// segment.index.bytes (10 MiB of 8-byte entries by default). It bounds what one
+    /// active segment's in-memory indexes hold whatever index.interval.bytes says (0
+    /// puts an entry after every batch).
+    pub index_max_entries: usize,
     /// fsync after this many records since the last fsync.
     pub flush_messages: i64,
     /// fsync when unflushed data is this old.
@@ -74,6 +83,7 @@ impl From<&TopicConfig> for LogConfig {
             segment_ms: c.segment_ms,
             max_message_bytes: c.max_message_bytes,
             index_interval_bytes: c.index_interval_bytes,
+            index_max_entries: DEFAULT_INDEX_MAX_ENTRIES,
             flush_messages: c.flush_messages,
             flush_ms: c.flush_ms,
             retention: RetentionLimits {

@@ -886,7 +886,8 @@ impl Log {
             .first_append_ms
             .is_some_and(|t| now - t >= g.config.segment_ms);
         let offsets_overflow = active.next_offset - active.base + offsets > u32::MAX as i64;
-        if active.size > 0 && (too_big || too_old || offsets_overflow) {
+        let index_full = active.builder.idx.offsets.len() >= g.config.index_max_entries;
+        if active.size > 0 && (too_big || too_old || offsets_overflow || index_full) {
             self.roll(g)?;
         }
         Ok(())

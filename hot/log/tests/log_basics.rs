@@ -206,6 +206,35 @@ fn segments_roll_on_size_and_age(mode: IoMode) {
     assert_eq!(e.error_code(), ErrorCode::RecordListTooLarge);
 }
 
+/// index.interval.bytes=0 puts an offset-index entry after every batch; a full index
+/// (Kafka's segment.index.bytes) rolls the segment, so one active segment's in-memory
+/// indexes stay bounded however small the batches.
+fn segments_roll_when_the_index_is_full(mode: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let c = clock();
+    let config = LogConfig {
+        index_interval_bytes: 0,
+        index_max_entries: 4,
+        ..base_config(mode)
+    };
+    let (log, _) = open(dir.path(), config, &c);
+    let mut stored = Vec::new();
+    for i in 0..20u64 {
+        let mut b = make_batch(1, 10, i, 0);
+        log.append(&mut b, 0).unwrap();
+        stored.push(b);
+    }
+    // Entries go after the first batch of a segment: 5 batches fill 4 entries.
+    let segs = log.segments();
+    assert_eq!(segs.len(), 4, "{segs:?}");
+    assert!(
+        segs.iter()
+            .take(3)
+            .all(|s| s.sealed && s.next_offset - s.base_offset == 5)
+    );
+    assert_eq!(read_all(&log, 0), stored);
+}
+
 fn timestamp_lookup_matches_a_brute_force_search(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
@@ -459,6 +488,7 @@ both_modes!(
     invalid_batches_are_refused_and_change_nothing,
     reads_respect_max_bytes_max_offset_and_range,
     segments_roll_on_size_and_age,
+    segments_roll_when_the_index_is_full,
     timestamp_lookup_matches_a_brute_force_search,
     retention_deletes_old_sealed_segments_only_as_allowed,
     size_retention_never_deletes_the_active_segment,
