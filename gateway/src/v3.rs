@@ -337,6 +337,82 @@ async fn whole(s: &Shared, topic: &str, bytes: &[u8]) -> ApiResult<Response> {
         .into_response())
 }
 
+/// Finds where the top-level JSON values of a stream end, incrementally: it keeps its
+/// place (nesting depth, inside a string, after a backslash) between calls, so each byte
+/// is looked at once however the stream is cut into chunks.
+#[derive(Debug, Default)]
+struct RecordSplitter {
+    /// Bytes of the buffer already scanned.
+    scanned: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// A value has started (a byte that is not whitespace since the last end).
+    started: bool,
+}
+
+impl RecordSplitter {
+    /// The ends (exclusive offsets into `buf`) of the values completed by the bytes
+    /// not scanned yet.
+    fn scan(&mut self, buf: &[u8], at_end: bool) -> Vec<usize> {
+        let mut ends = Vec::new();
+        for (i, &b) in buf.iter().enumerate().skip(self.scanned) {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        ends.push(i + 1);
+                        self.started = false;
+                    }
+                }
+                continue;
+            }
+            match b {
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.started = true;
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        ends.push(i + 1);
+                        self.started = false;
+                    }
+                }
+                b'"' => {
+                    self.in_string = true;
+                    self.started = true;
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => {
+                    // A bare scalar at the top level ends at whitespace.
+                    if self.started && self.depth == 0 {
+                        ends.push(i);
+                        self.started = false;
+                    }
+                }
+                _ => self.started = true,
+            }
+        }
+        self.scanned = buf.len();
+        // At the end of the stream a bare scalar ends there; an object or string still
+        // open is left for the caller to report ("the stream ended inside a record").
+        if at_end && self.started && self.depth == 0 && !self.in_string {
+            ends.push(buf.len());
+            self.started = false;
+        }
+        ends
+    }
+
+    /// The caller dropped the first `n` bytes of its buffer.
+    fn consumed(&mut self, n: usize) {
+        self.scanned -= n;
+    }
+}
+
 /// A chunked body: records are produced in batches of whatever has arrived, in order,
 /// and answered as they complete.
 fn stream(s: Shared, topic: String, partitions: i32, body: Body) -> Response {
@@ -345,33 +421,27 @@ fn stream(s: Shared, topic: String, partitions: i32, body: Body) -> Response {
     tokio::spawn(async move {
         let mut input = body.into_data_stream();
         let mut buf: Vec<u8> = Vec::new();
+        let mut splitter = RecordSplitter::default();
         let mut ended = false;
         loop {
-            // Parse every whole record already buffered.
+            // Parse every whole record already buffered. The splitter scans each byte
+            // once, so a record arriving in many small chunks costs its length, not its
+            // length times the number of chunks.
             let mut batch: Vec<Result<Parsed, ApiError>> = Vec::new();
             let mut fatal = None;
-            {
-                let mut it = serde_json::Deserializer::from_slice(&buf).into_iter::<Value>();
-                let mut consumed = 0;
-                loop {
-                    match it.next() {
-                        Some(Ok(v)) => {
-                            consumed = it.byte_offset();
-                            batch.push(parse_record(v, partitions, &topic));
-                        }
-                        Some(Err(e)) if e.is_eof() => break,
-                        Some(Err(e)) => {
-                            fatal = Some(ApiError::invalid_body(format!("not valid JSON: {e}")));
-                            break;
-                        }
-                        None => {
-                            consumed = buf.len();
-                            break;
-                        }
+            let mut consumed = 0;
+            for end in splitter.scan(&buf, ended) {
+                match serde_json::from_slice::<Value>(&buf[consumed..end]) {
+                    Ok(v) => batch.push(parse_record(v, partitions, &topic)),
+                    Err(e) => {
+                        fatal = Some(ApiError::invalid_body(format!("not valid JSON: {e}")));
+                        break;
                     }
                 }
-                buf.drain(..consumed);
+                consumed = end;
             }
+            buf.drain(..consumed);
+            splitter.consumed(consumed);
             if !batch.is_empty() {
                 let records: Vec<ProduceRecord> = batch
                     .iter()
@@ -442,4 +512,77 @@ fn stream(s: Shared, topic: String, partitions: i32, body: Body) -> Response {
         Body::from_stream(out),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::RecordSplitter;
+
+    /// Splits `stream` fed in chunks of `step` bytes, as the handler does: the values
+    /// found, as text.
+    fn split(stream: &[u8], step: usize) -> (Vec<String>, String) {
+        let mut s = RecordSplitter::default();
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        let mut chunks = stream.chunks(step.max(1)).peekable();
+        loop {
+            let at_end = chunks.peek().is_none();
+            let mut consumed = 0;
+            for end in s.scan(&buf, at_end) {
+                out.push(
+                    String::from_utf8(buf[consumed..end].to_vec())
+                        .unwrap()
+                        .trim()
+                        .to_string(),
+                );
+                consumed = end;
+            }
+            buf.drain(..consumed);
+            s.consumed(consumed);
+            match chunks.next() {
+                Some(c) => buf.extend_from_slice(c),
+                None => break,
+            }
+        }
+        (out, String::from_utf8(buf).unwrap())
+    }
+
+    #[test]
+    fn records_are_found_however_the_stream_is_cut() {
+        let stream = br#"{"value":{"a":"x}y","b":[1,{"c":"\"}"}]}} {"key":"k"}
+{"value":"\\"}  7 {"headers":[]}"#;
+        let want = vec![
+            r#"{"value":{"a":"x}y","b":[1,{"c":"\"}"}]}}"#.to_string(),
+            r#"{"key":"k"}"#.to_string(),
+            r#"{"value":"\\"}"#.to_string(),
+            "7".to_string(),
+            r#"{"headers":[]}"#.to_string(),
+        ];
+        for step in [1, 2, 3, 7, 64, stream.len()] {
+            let (got, rest) = split(stream, step);
+            assert_eq!(got, want, "chunks of {step}");
+            assert_eq!(rest, "");
+        }
+        // A record still open at the end is left over, not cut.
+        let (got, rest) = split(br#"{"key":"k"} {"value":"unfinished"#, 5);
+        assert_eq!(got, vec![r#"{"key":"k"}"#.to_string()]);
+        assert_eq!(rest.trim(), r#"{"value":"unfinished"#);
+    }
+
+    #[test]
+    fn a_large_record_in_tiny_chunks_is_scanned_once() {
+        // 4 MiB in 1 KiB chunks: each byte is looked at once (the old handler re-parsed
+        // the buffered prefix on every chunk, 4096 times over).
+        let big = format!(r#"{{"value":"{}"}}"#, "x".repeat(4 << 20));
+        let mut s = RecordSplitter::default();
+        let mut buf = Vec::new();
+        let mut ends = Vec::new();
+        for c in big.as_bytes().chunks(1024) {
+            buf.extend_from_slice(c);
+            ends.extend(s.scan(&buf, false));
+        }
+        assert_eq!(ends, vec![big.len()]);
+    }
 }

@@ -301,12 +301,19 @@ impl Groups {
         self.wake.notify_one();
     }
 
+    fn is_loaded(&self, partition: i32) -> bool {
+        self.shards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&partition)
+    }
+
     /// Waits (up to `timeout`) until offsets partition `partition` is loaded here.
     async fn await_loaded(&self, partition: i32, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let loads = self.loads.notified();
-            if self.loaded().iter().any(|&(p, _)| p == partition) {
+            if self.is_loaded(partition) {
                 return;
             }
             self.wake();
@@ -345,8 +352,7 @@ impl Broker {
                     Err(e) => return Err(e.into()),
                 }
                 self.refresh_and_apply().await?;
-                let count = self
-                    .cluster()
+                self.cluster()
                     .topic(OFFSETS_TOPIC)
                     .map(|t| t.partitions.len() as i32)
                     .ok_or_else(|| {
@@ -354,23 +360,31 @@ impl Broker {
                             ErrorCode::CoordinatorNotAvailable,
                             "the offsets topic is being created; retry",
                         )
-                    })?;
-                // The first group of a cluster: answer once its partition is loaded
-                // (when led here), so the client's first commit does not meet
-                // COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries only briefly.
-                let partition = strata_group::partition_for(group, count);
-                if self
-                    .partition(OFFSETS_TOPIC, partition)
-                    .is_some_and(|p| p.is_leader())
-                {
-                    self.groups
-                        .await_loaded(partition, Duration::from_secs(5))
-                        .await;
-                }
-                count
+                    })?
             }
         };
-        Ok(strata_group::partition_for(group, count))
+        let partition = strata_group::partition_for(group, count);
+        // A group whose partition is led here but still loading (just created, or
+        // leadership just moved here): wait for the load, bounded, rather than answer
+        // COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries for only ~300 ms before
+        // failing a commit. Loads take milliseconds; this covers a busy machine.
+        // Led here by the metadata, even if this broker has not applied it yet (another
+        // request may be opening the partitions right now).
+        let led_here = || {
+            self.partition(OFFSETS_TOPIC, partition)
+                .is_some_and(|p| p.is_leader())
+                || self
+                    .cluster()
+                    .topic(OFFSETS_TOPIC)
+                    .and_then(|t| t.partition(partition))
+                    .is_some_and(|p| p.leader == self.node_id())
+        };
+        if !self.groups.is_loaded(partition) && led_here() {
+            self.groups
+                .await_loaded(partition, Duration::from_secs(5))
+                .await;
+        }
+        Ok(partition)
     }
 
     /// Appends records to offsets partition `partition` as its leader and waits until
