@@ -1,6 +1,7 @@
 //! Strata's wire-level model, shared by every other crate.
 //!
 //! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
+//! * [`api`]: the Kafka APIs and versions the broker serves.
 //! * [`batch`]: a zero-copy view over Kafka RecordBatch v2 bytes: header fields,
 //!   CRC-32C validation, the offset/epoch rewrites a broker makes, and record
 //!   iteration.
@@ -12,6 +13,7 @@
 //!
 //! Nothing here does IO or depends on an async runtime.
 
+pub mod api;
 pub mod batch;
 pub mod compression;
 pub mod config;
