@@ -72,6 +72,12 @@ pub enum ManifestError {
         next: Offset,
         end: Offset,
     },
+    #[error("segment {base}..{next} lies wholly below the remote log start {start}")]
+    BelowStart {
+        base: Offset,
+        next: Offset,
+        start: Offset,
+    },
     #[error("segment {base}..{next} is empty or inverted")]
     EmptySegment { base: Offset, next: Offset },
     #[error(
@@ -120,6 +126,13 @@ impl Manifest {
     /// The first offset readable from object storage (None when nothing is remote).
     pub fn log_start_offset(&self) -> Option<Offset> {
         (!self.segments.is_empty()).then_some(self.log_start_offset)
+    }
+
+    /// The remote log start even when every segment has expired (0 before anything
+    /// was uploaded): nothing wholly below it is uploaded again, and local data below
+    /// it is expired.
+    pub fn start_bound(&self) -> Offset {
+        self.log_start_offset
     }
 
     /// The offset after the last remote segment (None when nothing is remote).
@@ -194,15 +207,16 @@ impl Manifest {
                             end,
                         });
                     }
-                    // The first segment may start anywhere at or after the start.
-                    None if s.base_offset < self.log_start_offset => {
-                        return Err(ManifestError::NotContiguous {
+                    // The first segment (also after every earlier one expired) may
+                    // start anywhere that leaves records at or after the start.
+                    None if s.next_offset <= self.log_start_offset => {
+                        return Err(ManifestError::BelowStart {
                             base: s.base_offset,
                             next: s.next_offset,
-                            end: self.log_start_offset,
+                            start: self.log_start_offset,
                         });
                     }
-                    None => self.log_start_offset = s.base_offset,
+                    None => self.log_start_offset = self.log_start_offset.max(s.base_offset),
                     _ => {}
                 }
                 let prev = self.running_max.last().copied().unwrap_or(i64::MIN);

@@ -99,6 +99,13 @@ pub async fn load(store: &Arc<dyn BlobStore>, key: &PartitionKey) -> Result<Mani
                 tracing::warn!(key = %k, "skipping a fenced leader's manifest delta");
                 m.skip_delta(seq);
             }
+            // An Add wholly below the remote start (brokers before this check could
+            // re-upload a segment remote retention had just expired): it names no
+            // record anyone may read, so skipping it loses nothing.
+            Err(e @ crate::manifest::ManifestError::BelowStart { .. }) => {
+                tracing::warn!(key = %k, error = %e, "skipping a manifest delta that adds an expired segment");
+                m.skip_delta(seq);
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -229,7 +236,7 @@ impl ManifestCheck {
     fn new(m: &Manifest) -> Self {
         ManifestCheck {
             end: m.end_offset(),
-            start: m.log_start_offset().unwrap_or(0),
+            start: m.start_bound(),
             max_epoch: m.max_epoch(),
         }
     }
@@ -258,18 +265,24 @@ impl ManifestCheck {
                             end,
                         });
                     }
-                } else if s.base_offset < self.start {
-                    return Err(E::NotContiguous {
+                } else if s.next_offset <= self.start {
+                    return Err(E::BelowStart {
                         base: s.base_offset,
                         next: s.next_offset,
-                        end: self.start,
+                        start: self.start,
                     });
+                } else {
+                    self.start = self.start.max(s.base_offset);
                 }
                 self.end = Some(s.next_offset);
                 self.max_epoch = self.max_epoch.max(s.leader_epoch);
             }
             ManifestOp::AdvanceStart { log_start_offset } => {
-                self.start = self.start.max(*log_start_offset)
+                self.start = self.start.max(*log_start_offset);
+                // Every segment wholly below the start leaves (Manifest::apply).
+                if self.end.is_some_and(|e| e <= self.start) {
+                    self.end = None;
+                }
             }
         }
         Ok(())

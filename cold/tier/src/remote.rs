@@ -130,6 +130,12 @@ impl RemotePartition {
         self.manifest().log_start_offset()
     }
 
+    /// The remote log start, kept after every remote segment expired (0 before any
+    /// upload): see [`Manifest::start_bound`].
+    pub fn start_bound(&self) -> Offset {
+        self.manifest().start_bound()
+    }
+
     /// The offset after the last offloaded record, if any.
     pub fn end_offset(&self) -> Option<Offset> {
         self.manifest().end_offset()

@@ -196,10 +196,16 @@ impl Tier {
 /// Sealed local segments that continue the remote range and lie below `hwm`.
 pub fn offload_candidates(log: &Log, remote: &RemotePartition, hwm: Offset) -> Vec<SegmentInfo> {
     let mut next = remote.end_offset();
+    // With every remote segment expired, local ones wholly below the remote start
+    // are expired too (retention moves the local start after them): never re-upload.
+    let bound = remote.start_bound();
     let mut out = Vec::new();
     for s in log.segments() {
         if !s.sealed || s.next_offset > hwm {
             break;
+        }
+        if next.is_none() && s.next_offset <= bound {
+            continue;
         }
         match next {
             Some(n) if s.next_offset <= n => continue,

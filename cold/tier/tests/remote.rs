@@ -327,3 +327,128 @@ async fn a_new_leader_cut_elsewhere_offloads_past_the_segment_straddling_the_rem
         .unwrap();
     assert_eq!(reloaded.end_offset(), Some(last_sealed.next_offset));
 }
+
+/// Remote retention that expires every remote segment while the newest one is still on
+/// local disk (local retention runs on its own clock): the manifest is empty but keeps
+/// its start, the local copy is not offloaded again, and an Add below the start is
+/// refused before anything is committed. (CI once saw the re-upload committed: every
+/// later load of the manifest failed, and the partition never offloaded again.)
+#[tokio::test]
+async fn segments_below_an_expired_remote_start_are_never_uploaded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = build_log(dir.path(), 300);
+    let store = ObjectBackend::memory().into_dyn();
+    let remote = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let sealed: Vec<_> = log.segments().into_iter().filter(|s| s.sealed).collect();
+    assert!(sealed.len() >= 3);
+    remote.offload(&sealed[0], None, 3).await.unwrap();
+    remote.offload(&sealed[1], None, 3).await.unwrap();
+    let expired = sealed[1].next_offset;
+    // Everything remote is older than the bound.
+    let gone = remote
+        .apply_retention(i64::MAX / 2, Some(1), None, 0)
+        .await
+        .unwrap();
+    assert_eq!(gone.len(), 2);
+    assert_eq!(remote.end_offset(), None);
+    assert_eq!(remote.start_bound(), expired);
+    // The local copies of the expired segments are not candidates; the next one is.
+    let hwm = log.log_end_offset();
+    let candidates = strata_tier::offload_candidates(&log, &remote, hwm);
+    assert_eq!(
+        candidates.first().map(|s| s.base_offset),
+        Some(sealed[2].base_offset)
+    );
+    // Offloading an expired segment anyway is refused, and commits nothing.
+    let e = remote.offload(&sealed[1], None, 3).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TierError::Manifest(strata_tier::ManifestError::BelowStart { .. })
+        ),
+        "{e}"
+    );
+    assert!(!remote.is_fenced());
+    remote.offload(&sealed[2], None, 3).await.unwrap();
+    let reloaded = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert_eq!(reloaded.manifest_snapshot(), remote.manifest_snapshot());
+    assert_eq!(reloaded.log_start_offset(), Some(sealed[2].base_offset));
+}
+
+/// A bucket an older broker left with a delta adding a segment wholly below the remote
+/// start (the bug above) still loads: that delta is skipped, the rest applies.
+#[tokio::test]
+async fn a_delta_adding_an_expired_segment_is_skipped_on_load() {
+    let store = ObjectBackend::memory().into_dyn();
+    let k = key();
+    let seg = |base, next| strata_tier::RemoteSegment {
+        base_offset: base,
+        next_offset: next,
+        size_bytes: 100,
+        max_timestamp: 5,
+        leader_epoch: 1,
+        id: uuid::Uuid::new_v4(),
+        has_producer_state: false,
+        committed_at_ms: 0,
+    };
+    let deltas = [
+        vec![strata_tier::ManifestOp::Add(seg(0, 10))],
+        vec![strata_tier::ManifestOp::Add(seg(10, 20))],
+        vec![strata_tier::ManifestOp::AdvanceStart {
+            log_start_offset: 20,
+        }],
+        // What the old broker wrote: 10..20 again, below the start.
+        vec![strata_tier::ManifestOp::Add(seg(10, 20))],
+        vec![strata_tier::ManifestOp::Add(seg(20, 30))],
+    ];
+    for (i, ops) in deltas.into_iter().enumerate() {
+        let d = strata_tier::Delta {
+            seq: i as u64 + 1,
+            ops,
+        };
+        strata_tier::manifest_store::put_delta(&store, &k, &d)
+            .await
+            .unwrap();
+    }
+    let m = strata_tier::manifest_store::load(&store, &k).await.unwrap();
+    assert_eq!(m.seq(), 5);
+    assert_eq!((m.log_start_offset(), m.end_offset()), (Some(20), Some(30)));
+    // One delta may expire everything and start again past it.
+    let d = strata_tier::manifest_store::prepare(
+        &m,
+        vec![
+            strata_tier::ManifestOp::AdvanceStart {
+                log_start_offset: 40,
+            },
+            strata_tier::ManifestOp::Add(seg(40, 50)),
+        ],
+    )
+    .unwrap();
+    let mut m2 = m.clone();
+    m2.apply_delta(&d).unwrap();
+    assert_eq!(
+        (m2.log_start_offset(), m2.end_offset()),
+        (Some(40), Some(50))
+    );
+    // And one straddling the start of an empty manifest keeps the start.
+    let d = strata_tier::manifest_store::prepare(
+        &m,
+        vec![
+            strata_tier::ManifestOp::AdvanceStart {
+                log_start_offset: 35,
+            },
+            strata_tier::ManifestOp::Add(seg(30, 40)),
+        ],
+    )
+    .unwrap();
+    let mut m3 = m.clone();
+    m3.apply_delta(&d).unwrap();
+    assert_eq!(
+        (m3.log_start_offset(), m3.end_offset()),
+        (Some(35), Some(40))
+    );
+}

@@ -200,9 +200,8 @@ impl Partition {
         }
         // Offloaded, or below the remote start (remote retention expired it: it is
         // below the log start and no reader may see it).
-        self.remote().is_some_and(|r| {
-            r.is_offloaded(base, next) || r.log_start_offset().is_some_and(|s| next <= s)
-        })
+        self.remote()
+            .is_some_and(|r| r.is_offloaded(base, next) || next <= r.start_bound())
     }
 
     pub fn high_watermark(&self) -> Offset {

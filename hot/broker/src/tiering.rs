@@ -366,7 +366,10 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                     .log
                     .segments()
                     .iter()
-                    .filter(|s| r.end_offset().is_none_or(|e| s.next_offset > e))
+                    .filter(|s| {
+                        s.next_offset > r.start_bound()
+                            && r.end_offset().is_none_or(|e| s.next_offset > e)
+                    })
                     .map(|s| s.size_bytes)
                     .sum();
                 match r.apply_retention(now_ms, ms, bytes, beyond).await {
@@ -374,8 +377,10 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                         tracing::info!(topic = %p.topic, partition = p.index, segments = gone.len(), start = ?r.log_start_offset(), "remote retention deleted segments");
                         // Retention bounds the whole log: local data below the new start
                         // is expired too (Kafka deletes segments below the log start).
-                        if let Some(start) = r.log_start_offset()
-                            && p.log.log_start_offset() < start
+                        // (The bound, not log_start_offset(): that is None once every
+                        // remote segment expired, and the local copies must go too.)
+                        let start = r.start_bound();
+                        if p.log.log_start_offset() < start
                             && start <= p.log.log_end_offset()
                             && let Err(e) = p.log.advance_log_start(start)
                         {
