@@ -598,6 +598,8 @@ fn every_error_status_reaches_a_real_client() {
         "4KiB",
         "--http-produce-queue",
         "4",
+        "--http-produce-queue-bytes",
+        "4KiB",
         "--http-produce-timeout",
         "5s",
     ]);
@@ -634,6 +636,29 @@ fn every_error_status_reaches_a_real_client() {
     let five =
         json!({"records": (0..5).map(|i| json!({"value": i})).collect::<Vec<_>>()}).to_string();
     expect_error(gw.post("/topics/t", JSON_V2, five), 429, 42901);
+    // A v3 JSON value is re-encoded: 1E15 becomes 1000000000000000.0, so a body under
+    // --http-max-body makes records over the whole byte queue. Refused at once, naming
+    // the flag, rather than waiting for room that can never be.
+    let cluster = gw.cluster_id();
+    let wide = format!(
+        r#"{{"value":{{"data":[{}]}}}}"#,
+        vec!["1E15"; 700].join(",")
+    );
+    assert!(wide.len() < 4096);
+    let r = expect_error(
+        gw.post(
+            &format!("/v3/clusters/{cluster}/topics/t/records"),
+            "application/json",
+            wide,
+        ),
+        429,
+        42901,
+    );
+    let m = r["message"].as_str().unwrap();
+    assert!(
+        m.contains("--http-produce-queue-bytes") && m.contains("will not help"),
+        "{r}"
+    );
     let t0 = Instant::now();
     expect_error(gw.post("/topics/minisr", JSON_V2, one), 503, 50301);
     assert!(
@@ -641,7 +666,6 @@ fn every_error_status_reaches_a_real_client() {
         "503 took {:?}",
         t0.elapsed()
     );
-    let cluster = gw.cluster_id();
     expect_error(
         gw.post(
             &format!("/v3/clusters/{cluster}/topics/minisr/records"),

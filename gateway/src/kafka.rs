@@ -23,9 +23,9 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
-use tokio::sync::Semaphore;
 
 use crate::producer::{LocalLeader, NativeProducer, ProducerConfig};
+use crate::queue::{ProduceQueue, QueueLimits};
 use crate::service::{
     ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionInfo, PartitionOffset,
     ProduceRecord, Produced, ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition,
@@ -39,7 +39,10 @@ pub struct KafkaConfig {
     pub bootstrap: String,
     /// Records the gateway holds in flight (enqueued, not yet acknowledged). A request
     /// that does not fit within `queue_wait` is refused with 429.
-    pub produce_queue_records: usize,
+    pub produce_queue_records: u32,
+    /// Bytes of keys, values and headers the gateway holds in flight, bounded as the
+    /// records are (see `crate::queue`).
+    pub produce_queue_bytes: u32,
     pub queue_wait: Duration,
     /// How long a record may wait for acks=all, retries included (message.timeout.ms).
     pub delivery_timeout: Duration,
@@ -55,6 +58,7 @@ impl KafkaConfig {
         KafkaConfig {
             bootstrap: bootstrap.into(),
             produce_queue_records: 100_000,
+            produce_queue_bytes: 64 << 20,
             queue_wait: Duration::from_secs(1),
             delivery_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(5),
@@ -75,7 +79,7 @@ pub struct KafkaService {
     config: KafkaConfig,
     producer: NativeProducer,
     admin: Arc<AdminClient<DefaultClientContext>>,
-    queue: Arc<Semaphore>,
+    queue: ProduceQueue,
     readers: Arc<Mutex<Vec<BaseConsumer>>>,
     partitions: Mutex<HashMap<String, (Instant, i32)>>,
 }
@@ -120,7 +124,11 @@ impl KafkaService {
         let admin: AdminClient<DefaultClientContext> =
             base_config(&config.bootstrap).create().map_err(err)?;
         Ok(KafkaService {
-            queue: Arc::new(Semaphore::new(config.produce_queue_records)),
+            queue: ProduceQueue::new(QueueLimits {
+                records: config.produce_queue_records,
+                bytes: config.produce_queue_bytes,
+                wait: config.queue_wait,
+            }),
             config,
             producer,
             admin: Arc::new(admin),
@@ -285,29 +293,12 @@ impl Service for KafkaService {
         topic: &str,
         records: Vec<ProduceRecord>,
     ) -> Result<Vec<Result<Produced, ServiceError>>, ServiceError> {
-        let n = u32::try_from(records.len()).unwrap_or(u32::MAX);
-        let full = || {
-            ServiceError::new(
-                codes::GATEWAY_QUEUE_FULL,
-                format!(
-                    "the gateway's produce queue ({} records) is full; retry later or send fewer records per request",
-                    self.config.produce_queue_records
-                ),
-            )
-        };
-        if records.len() > self.config.produce_queue_records {
-            return Err(full());
-        }
-        let permit = tokio::time::timeout(
-            self.config.queue_wait,
-            self.queue.clone().acquire_many_owned(n),
-        )
-        .await
-        .map_err(|_| full())?
-        .map_err(|_| full())?;
+        // Held until every record is acknowledged (or failed): the records' bytes are
+        // the gateway's until then.
+        let admitted = self.queue.admit(&records).await?;
         let partitions = self.partition_count(topic).await?;
         let out = self.producer.produce(topic, partitions, records).await;
-        drop(permit);
+        drop(admitted);
         Ok(out)
     }
 

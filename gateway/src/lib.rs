@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod kafka;
 pub mod openapi;
 pub mod producer;
+pub mod queue;
 pub mod service;
 mod sse;
 mod util;

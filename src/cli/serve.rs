@@ -116,6 +116,11 @@ pub struct ServeArgs {
     /// [default: 100000]
     #[arg(long, env = "STRATA_HTTP_PRODUCE_QUEUE")]
     pub http_produce_queue: Option<usize>,
+    /// Bytes of record keys, values and headers the REST gateway holds in flight;
+    /// requests beyond it get 429. At least --http-max-body [default: 64MiB, or
+    /// --http-max-body if larger]
+    #[arg(long, env = "STRATA_HTTP_PRODUCE_QUEUE_BYTES")]
+    pub http_produce_queue_bytes: Option<String>,
     /// How long a REST-produced record may wait for acks=all, retries included
     /// [default: 30s]
     #[arg(long, env = "STRATA_HTTP_PRODUCE_TIMEOUT")]
@@ -186,6 +191,7 @@ struct FileSettings {
     http_consumer_timeout: Option<String>,
     http_max_consumers: Option<usize>,
     http_produce_queue: Option<usize>,
+    http_produce_queue_bytes: Option<String>,
     http_produce_timeout: Option<String>,
     max_request_bytes: Option<String>,
     max_connections: Option<usize>,
@@ -244,7 +250,8 @@ pub struct ServeConfig {
     pub http_max_body: u64,
     pub http_consumer_timeout: std::time::Duration,
     pub http_max_consumers: usize,
-    pub http_produce_queue: usize,
+    pub http_produce_queue: u32,
+    pub http_produce_queue_bytes: u32,
     pub http_produce_timeout: std::time::Duration,
     /// Kafka's socket.request.max.bytes.
     pub max_request_bytes: usize,
@@ -517,9 +524,41 @@ impl ServeConfig {
             .http_produce_queue
             .or(file.http_produce_queue)
             .unwrap_or(100_000);
-        if http_produce_queue == 0 {
-            bail!("--http-produce-queue must be at least 1");
-        }
+        let http_produce_queue = match u32::try_from(http_produce_queue) {
+            Ok(0) => bail!("--http-produce-queue must be at least 1"),
+            Ok(n) => n,
+            Err(_) => bail!(
+                "--http-produce-queue {http_produce_queue} must be at most {}",
+                u32::MAX
+            ),
+        };
+        // The byte queue must hold the largest body the gateway accepts, or such a
+        // request could never be produced. Left to its default it grows to fit
+        // --http-max-body; set below it, the two contradict each other. Its ceiling is
+        // what one semaphore acquire can take (u32 permits).
+        let http_produce_queue_bytes = match args
+            .http_produce_queue_bytes
+            .or(file.http_produce_queue_bytes)
+        {
+            Some(v) => {
+                let n = parse_bytes("--http-produce-queue-bytes", &v)?;
+                if n < 1024 {
+                    bail!("--http-produce-queue-bytes {n} must be at least 1KiB");
+                }
+                if n < http_max_body {
+                    bail!(
+                        "--http-produce-queue-bytes {n} is below --http-max-body ({http_max_body}): a body the gateway accepts could never be produced; raise --http-produce-queue-bytes or lower --http-max-body"
+                    );
+                }
+                u32::try_from(n).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--http-produce-queue-bytes {n} must be at most {} (just under 4GiB)",
+                        u32::MAX
+                    )
+                })?
+            }
+            None => u32::try_from(http_max_body.max(64 << 20)).unwrap_or(u32::MAX),
+        };
         let defaults = strata_broker::limits::Limits::default();
         let count = |flag: &str, v: Option<usize>, default: usize| -> anyhow::Result<usize> {
             let n = v.unwrap_or(default);
@@ -613,6 +652,7 @@ impl ServeConfig {
             http_consumer_timeout,
             http_max_consumers,
             http_produce_queue,
+            http_produce_queue_bytes,
             http_produce_timeout,
             data_dir,
             node_id,
@@ -842,6 +882,7 @@ fn gateway_router(
     };
     let kafka = strata_gateway::kafka::KafkaConfig {
         produce_queue_records: config.http_produce_queue,
+        produce_queue_bytes: config.http_produce_queue_bytes,
         delivery_timeout: config.http_produce_timeout,
         local: Some(strata_gateway::producer::LocalLeader {
             node_id: broker.node_id(),
@@ -1027,6 +1068,46 @@ mod tests {
         assert_eq!(c.http_max_body, 1 << 20);
         assert_eq!(c.http_consumer_timeout, std::time::Duration::from_secs(60));
         assert_eq!(c.http_produce_queue, 7);
+        // Left to its default, the byte queue grows to hold the largest body.
+        assert_eq!(c.http_produce_queue_bytes, 64 << 20);
+        let c = ServeConfig::resolve(ServeArgs {
+            http_max_body: Some("100MiB".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.http_produce_queue_bytes, 100 << 20);
+        let dir2 = tempfile::tempdir().unwrap();
+        let f2 = dir2.path().join("s.toml");
+        std::fs::write(&f2, "http-produce-queue-bytes = \"16MiB\"\n").unwrap();
+        let c = ServeConfig::resolve(ServeArgs {
+            config: Some(f2),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.http_produce_queue_bytes, 16 << 20);
+        for (queue, body, want) in [
+            ("512", None, "at least 1KiB"),
+            ("1MiB", Some("2MiB"), "--http-max-body"),
+            ("4GiB", None, "at most"),
+            ("lots", None, "--http-produce-queue-bytes"),
+        ] {
+            let e = ServeConfig::resolve(ServeArgs {
+                http_produce_queue_bytes: Some(queue.into()),
+                http_max_body: body.map(Into::into),
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(want), "{queue}: {e}");
+            assert!(e.contains("--http-produce-queue-bytes"), "{queue}: {e}");
+        }
+        let e = ServeConfig::resolve(ServeArgs {
+            http_produce_queue: Some(0),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--http-produce-queue"), "{e}");
         let e = ServeConfig::resolve(ServeArgs {
             http_auth: Some("token".into()),
             ..Default::default()
