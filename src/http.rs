@@ -8,24 +8,29 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use strata_broker::Broker;
 
+/// `auth` (`--http-auth`) guards /v1/tier/status as it guards the gateway: the status
+/// names every topic and partition. /metrics stays open, as Prometheus scrapes it without
+/// credentials (Kafka's JMX exporter is unauthenticated too); guard it at the network.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: PrometheusHandle,
     broker: Arc<Broker>,
     gateway: Router,
+    auth: Option<strata_gateway::Auth>,
 ) {
+    let tier = Router::new().route(
+        "/v1/tier/status",
+        get(move || {
+            let b = broker.clone();
+            async move { axum::Json(b.tier_status()) }
+        }),
+    );
     let app = Router::new()
         .route(
             "/metrics",
             get(move || std::future::ready(metrics.render())),
         )
-        .route(
-            "/v1/tier/status",
-            get(move || {
-                let b = broker.clone();
-                async move { axum::Json(b.tier_status()) }
-            }),
-        )
+        .merge(strata_gateway::require_auth(tier, auth))
         .merge(gateway);
     // Small writes (a server-sent event, a short JSON answer) go out at once: with Nagle's
     // algorithm on, each would wait for the client's delayed ACK (up to 40 ms).

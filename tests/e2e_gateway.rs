@@ -726,6 +726,62 @@ fn every_error_status_reaches_a_real_client() {
 }
 
 #[test]
+fn tier_status_takes_the_gateways_credentials() {
+    let gw = Gw::start(&["--http-auth", "basic:ops:pa55"]);
+    create_topic(&gw.b.kafka, "t", 1, &[]);
+    let r = expect_error(gw.get("/v1/tier/status"), 401, 40101);
+    assert!(r["message"].as_str().unwrap().contains("Authentication"));
+    let r = gw.get("/v1/tier/status");
+    assert!(r.headers().contains_key("www-authenticate"));
+    let status = |user: &str, pw: &str| {
+        gw.http
+            .get(gw.url("/v1/tier/status"))
+            .basic_auth(user, Some(pw))
+            .send()
+            .unwrap()
+    };
+    expect_error(status("ops", "wrong"), 401, 40101);
+    let (s, j) = answer(status("ops", "pa55"));
+    assert_eq!(s, 200, "{j}");
+    assert!(j["partitions"].is_array(), "{j}");
+    // Prometheus scrapes without credentials.
+    assert_eq!(gw.get("/metrics").status(), 200);
+
+    let tier = |extra: &[&str], env: Option<&str>| {
+        let mut c = std::process::Command::new(common::strata_bin());
+        c.args(["tier", "status", "--http", &gw.b.http, "--topic", "t"])
+            .args(extra)
+            .env_remove("STRATA_HTTP_AUTH");
+        if let Some(v) = env {
+            c.env("STRATA_HTTP_AUTH", v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, _, err) = tier(&[], None);
+    assert!(!ok);
+    assert!(err.contains("401") && err.contains("--http-auth"), "{err}");
+    let (ok, _, err) = tier(&["--http-auth", "basic:ops:nope"], None);
+    assert!(!ok);
+    assert!(err.contains("refused the credentials"), "{err}");
+    for (extra, env) in [
+        (&["--http-auth", "basic:ops:pa55"][..], None),
+        (&[][..], Some("basic:ops:pa55")),
+    ] {
+        let (ok, out, err) = tier(extra, env);
+        assert!(ok, "{extra:?} {env:?}: {err}");
+        assert!(
+            out.contains("cache hit ratio") && out.lines().any(|l| l.starts_with("t ")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
 fn an_idempotency_key_retry_appends_once() {
     let gw = Gw::start(&[]);
     create_topic(&gw.b.kafka, "idem", 1, &[]);

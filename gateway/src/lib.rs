@@ -83,6 +83,56 @@ impl std::str::FromStr for Auth {
     }
 }
 
+impl Auth {
+    /// Whether a request carries these credentials.
+    pub fn permits(&self, headers: &HeaderMap) -> bool {
+        authorized(self, headers)
+    }
+
+    /// The `Authorization` header value a client sends with these credentials.
+    pub fn header_value(&self) -> String {
+        match self {
+            Auth::Bearer(token) => format!("Bearer {token}"),
+            Auth::Basic { user, password } => {
+                format!(
+                    "Basic {}",
+                    util::b64(format!("{user}:{password}").as_bytes())
+                )
+            }
+        }
+    }
+}
+
+/// Requires `auth` on every route of `router` (nothing when None), answering as the
+/// gateway does: 401 with `WWW-Authenticate`. For routes outside the gateway that the
+/// same `--http-auth` guards (the broker's /v1/tier/status).
+pub fn require_auth<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    auth: Option<Auth>,
+) -> Router<S> {
+    let Some(auth) = auth else { return router };
+    let auth = Arc::new(auth);
+    router.route_layer(middleware::from_fn(move |req: Request, next: Next| {
+        let auth = auth.clone();
+        async move {
+            if auth.permits(req.headers()) {
+                next.run(req).await
+            } else {
+                unauthorized()
+            }
+        }
+    }))
+}
+
+fn unauthorized() -> Response {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        error::UNAUTHORIZED,
+        "Authentication is required: send Authorization: Bearer or Basic credentials.",
+    )
+    .into_response()
+}
+
 /// The gateway's settings.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -367,12 +417,7 @@ async fn authenticate(State(s): State<Shared>, req: Request, next: Next) -> Resp
         && !OPEN_PATHS.contains(&req.uri().path())
         && !authorized(auth, req.headers())
     {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            error::UNAUTHORIZED,
-            "Authentication is required: send Authorization: Bearer or Basic credentials.",
-        )
-        .into_response();
+        return unauthorized();
     }
     next.run(req).await
 }

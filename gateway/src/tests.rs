@@ -613,10 +613,38 @@ async fn authentication_guards_all_but_health_and_the_document() {
         }
     }
     assert!("nope".parse::<crate::Auth>().is_err());
+    // The header a client builds from the same credentials is accepted.
+    for auth in ["bearer:s3cret", "basic:alice:pw:with:colons"] {
+        let auth: crate::Auth = auth.parse().unwrap();
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(header::AUTHORIZATION, auth.header_value().parse().unwrap());
+        assert!(auth.permits(&h), "{auth:?}");
+    }
     assert!("basic:only".parse::<crate::Auth>().is_err());
     assert_eq!(
         format!("{:?}", "bearer:x".parse::<crate::Auth>().unwrap()),
         "Bearer(***)"
+    );
+}
+
+#[tokio::test]
+async fn routes_outside_the_gateway_can_require_the_same_credentials() {
+    let routes = || axum::Router::new().route("/x", axum::routing::get(|| async { "x" }));
+    let open = crate::require_auth(routes(), None);
+    assert_eq!(call(&open, get("/x")).await.status, StatusCode::OK);
+    let guarded = crate::require_auth(routes(), Some("bearer:tok".parse().unwrap()));
+    let a = call(&guarded, get("/x")).await;
+    a.error(StatusCode::UNAUTHORIZED, 40101);
+    assert!(a.headers.contains_key(header::WWW_AUTHENTICATE));
+    let with = Request::get("/x")
+        .header(header::AUTHORIZATION, "Bearer tok")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(&guarded, with).await.status, StatusCode::OK);
+    // Unknown paths stay the router's 404, not 401 (route_layer guards routes only).
+    assert_eq!(
+        call(&guarded, get("/y")).await.status,
+        StatusCode::NOT_FOUND
     );
 }
 

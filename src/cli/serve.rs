@@ -98,8 +98,9 @@ pub struct ServeArgs {
     /// six times per timeout. Give every voter the same value [default: 3s]
     #[arg(long, env = "STRATA_BROKER_SESSION_TIMEOUT")]
     pub broker_session_timeout: Option<String>,
-    /// Authentication of the REST gateway: bearer:TOKEN or basic:USER:PASSWORD
-    /// (/healthz, /readyz, /openapi.json and /metrics stay open) [default: none]
+    /// Authentication of the REST gateway and /v1/tier/status: bearer:TOKEN or
+    /// basic:USER:PASSWORD (/healthz, /readyz, /openapi.json and /metrics stay open)
+    /// [default: none]
     #[arg(long, env = "STRATA_HTTP_AUTH")]
     pub http_auth: Option<String>,
     /// Largest REST request body (and record of a streamed v3 produce) [default: 8MiB]
@@ -834,7 +835,13 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // it advertises, which is what metadata tells clients anyway), and in-process for
     // producing to the partitions it leads.
     let (gateway, gateway_handle) = gateway_router(&config, &advertised, &broker)?;
-    let http_task = tokio::spawn(crate::http::serve(http, metrics, broker.clone(), gateway));
+    let http_task = tokio::spawn(crate::http::serve(
+        http,
+        metrics,
+        broker.clone(),
+        gateway,
+        config.http_auth.clone(),
+    ));
     // Tests and scripts read this line to learn the bound ports.
     println!(
         "strata listening kafka={} http={} controller={} data={}",

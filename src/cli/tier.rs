@@ -22,6 +22,10 @@ pub struct TierArgs {
         global = true
     )]
     pub http: String,
+    /// The broker's --http-auth credentials, when it has them: bearer:TOKEN or
+    /// basic:USER:PASSWORD.
+    #[arg(long, env = "STRATA_HTTP_AUTH", global = true, hide_env_values = true)]
+    pub http_auth: Option<String>,
     #[command(subcommand)]
     pub command: TierCommand,
 }
@@ -61,7 +65,33 @@ pub enum ParquetCommand {
     },
 }
 
-fn get(http: &str, path: &str) -> anyhow::Result<String> {
+/// The broker's HTTP address and the credentials to send it.
+struct Http {
+    addr: String,
+    auth: Option<strata_gateway::Auth>,
+}
+
+impl Http {
+    fn new(args: &TierArgs) -> anyhow::Result<Http> {
+        let auth = match &args.http_auth {
+            Some(v) => Some(
+                v.parse::<strata_gateway::Auth>()
+                    .map_err(|e| anyhow::anyhow!("--http-auth: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Http {
+            addr: args.http.clone(),
+            auth,
+        })
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<String> {
+        get(&self.addr, self.auth.as_ref(), path)
+    }
+}
+
+fn get(http: &str, auth: Option<&strata_gateway::Auth>, path: &str) -> anyhow::Result<String> {
     let addr = http
         .to_socket_addrs()
         .with_context(|| format!("--http '{http}': expected HOST:PORT"))?
@@ -73,14 +103,27 @@ fn get(http: &str, path: &str) -> anyhow::Result<String> {
         )
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let authorization = auth.map_or_else(String::new, |a| {
+        format!("Authorization: {}\r\n", a.header_value())
+    });
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {http}\r\n{authorization}Connection: close\r\n\r\n"
     )?;
     let mut out = String::new();
     s.read_to_string(&mut out)
         .with_context(|| format!("reading {path} from {http}"))?;
     let (head, body) = out.split_once("\r\n\r\n").context("not an HTTP response")?;
+    if head.starts_with("HTTP/1.1 401") {
+        if auth.is_some() {
+            bail!(
+                "{http}{path}: 401 Unauthorized: the broker refused the credentials of --http-auth (STRATA_HTTP_AUTH); give the broker's own --http-auth value"
+            );
+        }
+        bail!(
+            "{http}{path}: 401 Unauthorized: the broker requires credentials; pass its --http-auth value: --http-auth bearer:TOKEN or basic:USER:PASSWORD (or set STRATA_HTTP_AUTH)"
+        );
+    }
     if !head.starts_with("HTTP/1.1 200") {
         bail!("{http}{path}: {}", head.lines().next().unwrap_or(head));
     }
@@ -105,6 +148,7 @@ fn bytes(v: &Value) -> String {
 }
 
 pub fn run(args: TierArgs) -> anyhow::Result<()> {
+    let http = Http::new(&args)?;
     match args.command {
         TierCommand::Parquet {
             command:
@@ -113,9 +157,9 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
                     no_wait,
                     client,
                 },
-        } => backfill(&args.http, &client, &topic, no_wait),
+        } => backfill(&http, &client, &topic, no_wait),
         TierCommand::Status { topic, json } => {
-            let body = get(&args.http, "/v1/tier/status")?;
+            let body = http.get("/v1/tier/status")?;
             let v: Value =
                 serde_json::from_str(&body).context("the broker's tier status is not JSON")?;
             if json {
@@ -200,7 +244,7 @@ fn remaining(p: &Value, target: i64) -> i64 {
 }
 
 fn backfill(
-    http: &str,
+    http: &Http,
     client: &super::client::ClientArgs,
     topic: &str,
     no_wait: bool,
@@ -241,7 +285,9 @@ fn backfill(
     }
 
     let status = |what: &str| -> anyhow::Result<Vec<Value>> {
-        let body = get(http, "/v1/tier/status").with_context(|| what.to_string())?;
+        let body = http
+            .get("/v1/tier/status")
+            .with_context(|| what.to_string())?;
         let v: Value =
             serde_json::from_str(&body).context("the broker's tier status is not JSON")?;
         Ok(v["partitions"]
@@ -255,8 +301,9 @@ fn backfill(
     let first = status("reading the tier status (--http is the broker's --http-addr)")?;
     if first.is_empty() {
         bail!(
-            "the broker at {http} has no partition of '{topic}': point --http at a broker that \
-             hosts it"
+            "the broker at {} has no partition of '{topic}': point --http at a broker that \
+             hosts it",
+            http.addr
         );
     }
     // The goal: every offset offloaded when the backfill started.
