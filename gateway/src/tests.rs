@@ -166,7 +166,11 @@ impl GroupConsumer for FakeConsumer {
     async fn subscription(&self) -> Result<Vec<String>, ServiceError> {
         Ok(self.topics.lock().unwrap().clone())
     }
-    async fn poll(&self, _: Duration, _: usize) -> Result<Vec<Record>, ServiceError> {
+    async fn poll(&self, timeout: Duration, _: usize) -> Result<Vec<Record>, ServiceError> {
+        // Nothing arrives, so wait, as a real member does (briefly, to keep tests fast):
+        // answering at once made a stream's task spin without yielding and starve a
+        // current-thread runtime.
+        tokio::time::sleep(timeout.min(Duration::from_millis(10))).await;
         Ok(Vec::new())
     }
     async fn commit(&self, offsets: Option<Vec<PartitionOffset>>) -> Result<(), ServiceError> {
@@ -269,6 +273,8 @@ const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
 fn app(fake: &Arc<Fake>, config: GatewayConfig) -> axum::Router {
     router(fake.clone(), config)
 }
+
+mod bodies;
 
 #[tokio::test]
 async fn produce_answers_offsets_in_confluents_shape() {

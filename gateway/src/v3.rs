@@ -195,10 +195,17 @@ fn parse_record(v: Value, partitions: i32, topic: &str) -> ApiResult<Parsed> {
     })
 }
 
+/// The answer's time, or None past year 9999: RFC 3339 has four-digit years (humantime's
+/// Display fails there, and `to_string` would panic on it), while Kafka takes any
+/// non-negative millisecond count, so such a record is produced and answered without
+/// its time.
 fn rfc3339(ms: Option<i64>) -> Option<String> {
+    use std::fmt::Write;
     let ms = u64::try_from(ms?).ok()?;
     let t = SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms))?;
-    Some(humantime::format_rfc3339_millis(t).to_string())
+    let mut out = String::new();
+    write!(out, "{}", humantime::format_rfc3339_millis(t)).ok()?;
+    Some(out)
 }
 
 fn produced_json(s: &Shared, topic: &str, p: &Parsed, r: &Produced) -> ProducedJson {
@@ -341,7 +348,7 @@ async fn whole(s: &Shared, topic: &str, bytes: &[u8]) -> ApiResult<Response> {
 /// place (nesting depth, inside a string, after a backslash) between calls, so each byte
 /// is looked at once however the stream is cut into chunks.
 #[derive(Debug, Default)]
-struct RecordSplitter {
+pub(crate) struct RecordSplitter {
     /// Bytes of the buffer already scanned.
     scanned: usize,
     depth: usize,
@@ -354,7 +361,7 @@ struct RecordSplitter {
 impl RecordSplitter {
     /// The ends (exclusive offsets into `buf`) of the values completed by the bytes
     /// not scanned yet.
-    fn scan(&mut self, buf: &[u8], at_end: bool) -> Vec<usize> {
+    pub(crate) fn scan(&mut self, buf: &[u8], at_end: bool) -> Vec<usize> {
         let mut ends = Vec::new();
         for (i, &b) in buf.iter().enumerate().skip(self.scanned) {
             if self.in_string {
@@ -371,8 +378,16 @@ impl RecordSplitter {
                 }
                 continue;
             }
+            // A bare scalar at the top level also ends where an object, array or string
+            // starts (`7{"value":1}` is two values, as serde_json's stream reads it, and
+            // as a body with a Content-Length is read): cutting them as one made a
+            // chunked body fail as invalid JSON where the whole body answers each.
+            let scalar_ends = self.started && self.depth == 0;
             match b {
                 b'{' | b'[' => {
+                    if scalar_ends {
+                        ends.push(i);
+                    }
                     self.depth += 1;
                     self.started = true;
                 }
@@ -384,6 +399,9 @@ impl RecordSplitter {
                     }
                 }
                 b'"' => {
+                    if scalar_ends {
+                        ends.push(i);
+                    }
                     self.in_string = true;
                     self.started = true;
                 }
@@ -408,7 +426,7 @@ impl RecordSplitter {
     }
 
     /// The caller dropped the first `n` bytes of its buffer.
-    fn consumed(&mut self, n: usize) {
+    pub(crate) fn consumed(&mut self, n: usize) {
         self.scanned -= n;
     }
 }
@@ -565,6 +583,10 @@ mod tests {
             assert_eq!(got, want, "chunks of {step}");
             assert_eq!(rest, "");
         }
+        // A bare scalar ends where a value starts right after it, as serde_json reads it.
+        let (got, rest) = split(br#"7{"key":"k"}true"s"[1]"#, 1);
+        assert_eq!(got, vec!["7", r#"{"key":"k"}"#, "true", r#""s""#, "[1]"]);
+        assert_eq!(rest, "");
         // A record still open at the end is left over, not cut.
         let (got, rest) = split(br#"{"key":"k"} {"value":"unfinished"#, 5);
         assert_eq!(got, vec![r#"{"key":"k"}"#.to_string()]);
