@@ -727,18 +727,41 @@ fn replica_fetches_need_a_current_broker_epoch() {
         ),
         ErrorCode::None
     );
+    // Its topic is named by id from v13: look it up.
+    let topic_id = {
+        let mut md = kafka_protocol::messages::MetadataRequest::default();
+        md.topics = None;
+        let mut c = connect(&broker.kafka);
+        c.write_all(&frame(ApiKey::Metadata, 12, 1, &md)).unwrap();
+        let (_, md): (i32, kafka_protocol::messages::MetadataResponse) =
+            response(read_frame(&mut c).unwrap(), 1, 12);
+        md.topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some("fenced"))
+            .unwrap()
+            .topic_id
+    };
     let fetch = |version: i16, replica: i32, epoch: i64| -> FetchResponse {
         let mut fp = FetchPartition::default();
         fp.partition = 0;
         fp.fetch_offset = 1;
         fp.partition_max_bytes = 1 << 20;
         let mut t = FetchTopic::default();
-        t.topic = TopicName(s("fenced"));
+        if version >= 13 {
+            t.topic_id = topic_id;
+        } else {
+            t.topic = TopicName(s("fenced"));
+        }
         t.partitions = vec![fp];
-        // Before v15 a replica names itself in replica_id and sends no epoch.
-        assert!(version < 15 && epoch == -1);
         let mut req = FetchRequest::default();
-        req.replica_id = BrokerId(replica);
+        if version >= 15 {
+            req.replica_state.replica_id = BrokerId(replica);
+            req.replica_state.replica_epoch = epoch;
+        } else {
+            // Before v15 a replica names itself in replica_id and sends no epoch.
+            assert_eq!(epoch, -1);
+            req.replica_id = BrokerId(replica);
+        }
         req.max_wait_ms = 0;
         req.max_bytes = 1 << 20;
         req.topics = vec![t];
@@ -747,41 +770,8 @@ fn replica_fetches_need_a_current_broker_epoch() {
             .unwrap();
         response(read_frame(&mut c).unwrap(), 1, version).1
     };
-    // Its topic is named by id from v13: look it up.
     for (version, replica, epoch) in [(15, 7, 1_000_000), (15, 1, 0), (12, 1, -1)] {
-        let r = if version >= 13 {
-            let mut md = kafka_protocol::messages::MetadataRequest::default();
-            md.topics = None;
-            let mut c = connect(&broker.kafka);
-            c.write_all(&frame(ApiKey::Metadata, 12, 1, &md)).unwrap();
-            let (_, md): (i32, kafka_protocol::messages::MetadataResponse) =
-                response(read_frame(&mut c).unwrap(), 1, 12);
-            let id = md
-                .topics
-                .iter()
-                .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some("fenced"))
-                .unwrap()
-                .topic_id;
-            let mut fp = FetchPartition::default();
-            fp.partition = 0;
-            fp.fetch_offset = 1;
-            fp.partition_max_bytes = 1 << 20;
-            let mut t = FetchTopic::default();
-            t.topic_id = id;
-            t.partitions = vec![fp];
-            let mut req = FetchRequest::default();
-            req.replica_state.replica_id = BrokerId(replica);
-            req.replica_state.replica_epoch = epoch;
-            req.max_wait_ms = 0;
-            req.max_bytes = 1 << 20;
-            req.topics = vec![t];
-            let mut c = connect(&broker.kafka);
-            c.write_all(&frame(ApiKey::Fetch, version, 9, &req))
-                .unwrap();
-            response::<FetchResponse>(read_frame(&mut c).unwrap(), 1, version).1
-        } else {
-            fetch(version, replica, epoch)
-        };
+        let r = fetch(version, replica, epoch);
         assert_eq!(
             ErrorCode::from_code(r.error_code).unwrap(),
             ErrorCode::StaleBrokerEpoch,
