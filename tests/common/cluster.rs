@@ -11,13 +11,36 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use super::Broker;
 
-/// A free port on `ip` (bound and released; the tiny race is acceptable in tests).
+/// A free port on `ip` for a broker's fixed address, one no other test in this process
+/// was given and one the kernel never hands out itself.
+///
+/// A port bound and released from the ephemeral range can be taken again before the
+/// broker binds it: by another test's `127.0.0.1:0` listener or by the local end of any
+/// outgoing connection, and the broker then exits at start-up with "address in use".
+/// So ports come from below the kernel's ephemeral range, walked from a per-process
+/// random start, and each is checked free before it is handed out.
 pub fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0))
-        .expect("bind a free port")
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::AtomicU32;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u32, ephemeral_low.max(12_000));
+    let span = high - low;
+    let _ = NEXT.compare_exchange(
+        0,
+        1 + std::process::id().wrapping_mul(7919) % span,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..span {
+        let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
+        if TcpListener::bind((ip, port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port on {ip} between {low} and {high}")
 }
 
 /// A partition as a client's metadata shows it: (leader, replicas, ISR).

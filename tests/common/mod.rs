@@ -74,9 +74,15 @@ impl Broker {
             // Keep draining so the child never blocks on a full pipe.
             for _ in lines {}
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("strata serve did not start");
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = child.kill();
+                let status = child.wait();
+                // Its stderr (inherited) says why; the status says how it ended.
+                panic!("strata serve did not start ({e}): {status:?}, args {extra:?}")
+            }
+        };
         let field = |k: &str| {
             line.split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{k}=")))
