@@ -7,7 +7,8 @@
 //!   snapshots;
 //! * [`remote`]: one partition's remote tier: offload, read, time lookup, retention,
 //!   orphan cleanup;
-//! * [`layout`]: object names.
+//! * [`layout`]: object names;
+//! * [`tiered_log`]: one partition's log, local and remote, as readers see it.
 
 pub mod catalog;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod manifest_store;
 pub mod remote;
 pub mod service;
 pub mod source;
+pub mod tiered_log;
 
 pub use error::TierError;
 pub use layout::PartitionKey;
@@ -24,3 +26,4 @@ pub use manifest::{Delta, Manifest, ManifestError, ManifestOp, RemoteSegment};
 pub use remote::{RemotePartition, RemoteRead};
 pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segment};
 pub use source::StoreSource;
+pub use tiered_log::{ReadError, TieredLog};

@@ -356,9 +356,9 @@ impl Broker {
         let Some(end) = r.end_offset() else {
             return Ok(());
         };
-        let local_empty = p.log.log_end_offset() == p.log.log_start_offset();
-        if local_empty && p.log.log_end_offset() < end {
-            p.log.reset_empty(end)?;
+        let local_empty = p.local_log().log_end_offset() == p.local_log().log_start_offset();
+        if local_empty && p.local_log().log_end_offset() < end {
+            p.local_log().reset_empty(end)?;
             p.reset_high_watermark(end);
             tracing::info!(topic = %p.topic, partition = p.index, offset = end, "local log continues at the remote end");
         }
@@ -508,6 +508,7 @@ impl Broker {
                             self.clock.clone(),
                             self.config.log_config(&config),
                             node,
+                            self.tier.clone(),
                         ) {
                             Ok((p, report)) => {
                                 if !report.truncations.is_empty() {
@@ -677,20 +678,20 @@ impl Broker {
             .iter()
             .filter(|t| t.config.remote_storage_enable)
             .flat_map(|t| t.partitions.iter())
-            .map(|p| p.log.size_bytes())
+            .map(|p| p.local_log().size_bytes())
             .sum();
         self.tiered_local_bytes.store(tiered, Ordering::Relaxed);
         metrics::gauge!("strata_tier_local_bytes").set(tiered as f64);
         for t in self.topics() {
             for p in &t.partitions {
-                if let Err(e) = p.log.maybe_roll() {
+                if let Err(e) = p.local_log().maybe_roll() {
                     tracing::warn!(topic = %t.name, partition = p.index, error = %e, "segment roll failed");
                 }
-                if let Err(e) = p.log.maybe_flush() {
+                if let Err(e) = p.local_log().maybe_flush() {
                     tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush failed");
                 }
                 if retention {
-                    match p.log.apply_retention(&mut |seg| {
+                    match p.local_log().apply_retention(&mut |seg| {
                         p.may_delete_locally(seg.base_offset, seg.next_offset)
                     }) {
                         Ok(out) if !out.deleted.is_empty() => {
@@ -703,7 +704,7 @@ impl Broker {
                     }
                 }
                 if checkpoint {
-                    if let Err(e) = p.log.checkpoint() {
+                    if let Err(e) = p.local_log().checkpoint() {
                         tracing::warn!(topic = %t.name, partition = p.index, error = %e, "checkpoint failed");
                     }
                     if let Err(e) = p.checkpoint_high_watermark() {
@@ -718,7 +719,11 @@ impl Broker {
     pub fn shutdown(&self) {
         for t in self.topics() {
             for p in &t.partitions {
-                if let Err(e) = p.log.flush().and_then(|_| p.log.checkpoint()) {
+                if let Err(e) = p
+                    .local_log()
+                    .flush()
+                    .and_then(|_| p.local_log().checkpoint())
+                {
                     tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush on shutdown failed");
                 }
                 let _ = p.checkpoint_high_watermark();

@@ -12,7 +12,7 @@ use strata_replica::{
     AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
     ReplicaConfig, Role,
 };
-use strata_tier::RemotePartition;
+use strata_tier::{RemotePartition, Tier, TieredLog};
 use tokio::sync::watch;
 
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -24,7 +24,8 @@ pub struct Partition {
     pub topic: Arc<str>,
     pub topic_id: TopicId,
     pub index: PartitionId,
-    pub log: Log,
+    /// The log, local and remote; only this file changes it.
+    log: TieredLog,
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     /// The high-water mark; fetchers and acks=all produce requests wait on it.
@@ -33,13 +34,8 @@ pub struct Partition {
     leo: watch::Sender<Offset>,
     replica: Mutex<PartitionReplica>,
     config: RwLock<TopicConfig>,
-    /// The remote tier, once attached (topics with remote.storage.enable=true).
-    remote: RwLock<Option<Arc<RemotePartition>>>,
     /// The ISR last applied, to tell shrinks from expands in the metrics.
     last_isr: Mutex<Vec<i32>>,
-    /// Topics with parquet.enable: the offset below which the log is in Parquet files
-    /// (the sink's manifest, as the offloader last read it; -1 unknown).
-    parquet_progress: std::sync::atomic::AtomicI64,
     /// Topics with parquet.enable: where the files start, and a backfill's remaining
     /// offsets below it (for the tier status; `None` unknown).
     parquet_coverage: Mutex<Option<ParquetCoverage>>,
@@ -71,6 +67,7 @@ impl Partition {
         clock: Arc<dyn Clock>,
         log_config: LogConfig,
         node_id: i32,
+        tier: Option<Arc<Tier>>,
     ) -> Result<(Partition, RecoveryReport), LogError> {
         let (log, report) = Log::open(dir, log_config, clock.clone())?;
         let meta = dir.join(PARTITION_METADATA);
@@ -91,6 +88,8 @@ impl Partition {
         let (hwm, _) = watch::channel(hwm_seed);
         let (leo, _) = watch::channel(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
+        let log = TieredLog::new(log, topic.clone(), topic_id, index, tier);
+        log.set_policy(config.remote_storage_enable, config.parquet_enable);
         Ok((
             Partition {
                 topic,
@@ -103,9 +102,7 @@ impl Partition {
                 leo,
                 replica: Mutex::new(replica),
                 config: RwLock::new(config),
-                remote: RwLock::new(None),
                 last_isr: Mutex::new(Vec::new()),
-                parquet_progress: std::sync::atomic::AtomicI64::new(-1),
                 parquet_coverage: Mutex::new(None),
             },
             report,
@@ -160,16 +157,24 @@ impl Partition {
         r.check_enough_replicas_reach_offset(offset, min)
     }
 
+    /// The log as readers see it, local and remote (fetch, list offsets, the tier).
+    pub fn log(&self) -> &TieredLog {
+        &self.log
+    }
+
+    /// The local log, for what works on local segments only (housekeeping, the
+    /// offsets topic's loader, the offloader).
+    pub fn local_log(&self) -> &Log {
+        self.log.local()
+    }
+
     /// The remote tier, if attached.
     pub fn remote(&self) -> Option<Arc<RemotePartition>> {
-        self.remote
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.log.remote()
     }
 
     pub fn set_remote(&self, remote: Arc<RemotePartition>) {
-        *self.remote.write().unwrap_or_else(|e| e.into_inner()) = Some(remote);
+        self.log.attach_remote(remote);
     }
 
     /// Whether this partition's topic tiers to object storage.
@@ -177,31 +182,15 @@ impl Partition {
         self.config().remote_storage_enable
     }
 
-    /// The earliest offset a consumer can read: the remote start when the remote tier
-    /// holds data below the local start (KIP-405), else the local start.
+    /// The earliest offset a consumer can read, remote included (KIP-405).
     pub fn log_start_offset(&self) -> Offset {
-        let local = self.log.log_start_offset();
-        match self.remote().and_then(|r| r.log_start_offset()) {
-            Some(remote) => remote.min(local),
-            None => local,
-        }
+        self.log.log_start()
     }
 
-    /// Whether local segment [base, next) may be deleted by local retention: always
-    /// for topics that do not tier; only once offloaded for those that do ("not deleted
-    /// until offloaded").
+    /// Whether local retention may delete segment [base, next) (see
+    /// [`TieredLog::may_delete_locally`]).
     pub fn may_delete_locally(&self, base: Offset, next: Offset) -> bool {
-        // Parquet is written from local segments: none goes before it is converted.
-        if self.config().parquet_enable && self.parquet_progress() < next {
-            return false;
-        }
-        if !self.tiered() {
-            return true;
-        }
-        // Offloaded, or below the remote start (remote retention expired it: it is
-        // below the log start and no reader may see it).
-        self.remote()
-            .is_some_and(|r| r.is_offloaded(base, next) || next <= r.start_bound())
+        self.log.may_delete_locally(base, next)
     }
 
     pub fn high_watermark(&self) -> Offset {
@@ -210,13 +199,11 @@ impl Partition {
 
     /// Topics with parquet.enable: the offset below which the log is in Parquet files.
     pub fn parquet_progress(&self) -> Offset {
-        self.parquet_progress
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.log.parquet_progress()
     }
 
     pub(crate) fn set_parquet_progress(&self, next: Offset) {
-        self.parquet_progress
-            .store(next, std::sync::atomic::Ordering::Relaxed);
+        self.log.set_parquet_progress(next);
     }
 
     pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {
@@ -236,7 +223,7 @@ impl Partition {
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).
     pub fn reset_high_watermark(&self, hwm: Offset) {
         self.hwm.send_replace(hwm);
-        self.leo.send_replace(self.log.log_end_offset());
+        self.leo.send_replace(self.log.local().log_end_offset());
     }
 
     /// A receiver that changes whenever the high-water mark moves.
@@ -257,7 +244,9 @@ impl Partition {
     }
 
     pub fn set_config(&self, config: TopicConfig, log_config: LogConfig) {
-        self.log.set_config(log_config);
+        self.log.local().set_config(log_config);
+        self.log
+            .set_policy(config.remote_storage_enable, config.parquet_enable);
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
@@ -279,9 +268,9 @@ impl Partition {
                 return Ok(vec![]);
             }
             if state.leader == node_id {
-                r.become_leader(now, state, &self.log)
+                r.become_leader(now, state, self.log.local())
             } else {
-                r.become_follower(now, state, &self.log)
+                r.become_follower(now, state, self.log.local())
             }
         };
         // The leader counts every ISR change it sees, its own AlterPartitions (below)
@@ -302,7 +291,7 @@ impl Partition {
         for c in cmds {
             match c {
                 Command::AssignEpochStart { leader_epoch, .. } => {
-                    self.log.assign_epoch_start(leader_epoch)?;
+                    self.log.local().assign_epoch_start(leader_epoch)?;
                 }
                 Command::AlterPartition(req) => out.push(req),
                 Command::HighWatermarkAdvanced(h) => {
@@ -328,18 +317,18 @@ impl Partition {
                     // At the log end too: the epoch cache may hold an epoch this replica
                     // started as leader and appended nothing in, which the leader lacks;
                     // kept, every fetch would name it and diverge again.
-                    let leo = self.log.log_end_offset();
+                    let leo = self.log.local().log_end_offset();
                     if offset <= leo {
                         if offset < leo {
                             tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
                         }
-                        self.log.truncate_to(offset)?;
-                        self.leo.send_replace(self.log.log_end_offset());
+                        self.log.local().truncate_to(offset)?;
+                        self.leo.send_replace(self.log.local().log_end_offset());
                     }
                 }
                 Command::TruncateFullyAndStartAt(offset) => {
                     tracing::info!(topic = %self.topic, partition = self.index, offset, "restarting the log at the leader's start");
-                    self.log.truncate_fully_and_start_at(offset)?;
+                    self.log.local().truncate_fully_and_start_at(offset)?;
                     self.hwm.send_replace(offset);
                     self.leo.send_replace(offset);
                 }
@@ -355,8 +344,8 @@ impl Partition {
         records: &mut [u8],
     ) -> Result<(AppendInfo, Vec<AlterPartitionRequest>, i32), LogError> {
         let epoch = self.leader_epoch();
-        let info = self.log.append(records, epoch)?;
-        let leo = self.log.log_end_offset();
+        let info = self.log.local().append(records, epoch)?;
+        let leo = self.log.local().log_end_offset();
         self.leo.send_if_modified(|l| {
             if leo > *l {
                 *l = leo;
@@ -377,9 +366,9 @@ impl Partition {
         leader_hwm: Offset,
     ) -> Result<(), LogError> {
         if !records.is_empty() {
-            self.log.append_replicated(records)?;
+            self.log.local().append_replicated(records)?;
         }
-        let leo = self.log.log_end_offset();
+        let leo = self.log.local().log_end_offset();
         self.leo.send_replace(leo);
         let cmds = self.replica().on_fetch_response(leader_hwm, leo);
         self.execute(cmds)?;
@@ -395,9 +384,9 @@ impl Partition {
         Vec<AlterPartitionRequest>,
         Result<(), LogError>,
     ) {
-        let outcome = self
-            .replica()
-            .on_follower_fetch(self.clock.now_ms(), fetch, &self.log);
+        let outcome =
+            self.replica()
+                .on_follower_fetch(self.clock.now_ms(), fetch, self.log.local());
         match self.execute(outcome.commands.clone()) {
             Ok(alters) => (outcome, alters, Ok(())),
             Err(e) => (outcome, vec![], Err(e)),
@@ -408,7 +397,7 @@ impl Partition {
     pub fn on_diverging_epoch(&self, epoch: i32, end_offset: Offset) -> Result<(), LogError> {
         let outcome = self
             .replica()
-            .on_epoch_end_offset(Some((epoch, end_offset)), &self.log);
+            .on_epoch_end_offset(Some((epoch, end_offset)), self.log.local());
         self.execute(outcome.commands)?;
         Ok(())
     }
@@ -419,9 +408,11 @@ impl Partition {
         leader_log_start: Offset,
         leader_log_end: Offset,
     ) -> Result<(), LogError> {
-        let cmds =
-            self.replica()
-                .on_fetch_out_of_range(leader_log_start, leader_log_end, &self.log);
+        let cmds = self.replica().on_fetch_out_of_range(
+            leader_log_start,
+            leader_log_end,
+            self.log.local(),
+        );
         self.execute(cmds)?;
         Ok(())
     }
@@ -446,7 +437,10 @@ impl Partition {
 
     /// The follower's fetch position: its log end and the epoch of its last batch.
     pub fn fetch_position(&self) -> (Offset, Option<i32>) {
-        (self.log.log_end_offset(), self.log.latest_epoch())
+        (
+            self.log.local().log_end_offset(),
+            self.log.local().latest_epoch(),
+        )
     }
 
     /// Writes the high-water mark so a restart starts from it.

@@ -63,7 +63,7 @@ pub struct TierStatus {
 fn lag(p: &Partition, now_ms: i64) -> (u64, f64) {
     let remote_end = p.remote().and_then(|r| r.end_offset());
     let pending: Vec<_> = p
-        .log
+        .local_log()
         .segments()
         .into_iter()
         .filter(|s| s.sealed && remote_end.is_none_or(|e| s.next_offset > e))
@@ -89,9 +89,9 @@ impl Broker {
                     topic: t.name.to_string(),
                     partition: p.index,
                     tiered: p.tiered(),
-                    local_start_offset: p.log.log_start_offset(),
-                    local_end_offset: p.log.log_end_offset(),
-                    local_bytes: p.log.size_bytes(),
+                    local_start_offset: p.local_log().log_start_offset(),
+                    local_end_offset: p.local_log().log_end_offset(),
+                    local_bytes: p.local_log().size_bytes(),
                     remote_start_offset: remote.as_ref().and_then(|r| r.log_start_offset()),
                     remote_end_offset: remote.as_ref().and_then(|r| r.end_offset()),
                     remote_bytes: remote.as_ref().map_or(0, |r| r.remote_bytes()),
@@ -263,7 +263,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                 let Some(remote) = p.remote() else {
                     return Ok(0);
                 };
-                tier.offload_ready(&p.log, &remote, p.high_watermark(), p.leader_epoch())
+                tier.offload_ready(p.local_log(), &remote, p.high_watermark(), p.leader_epoch())
                     .await
             }
         }))
@@ -299,7 +299,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             let leader_state = p.is_leader().then(|| {
                 let hwm = p.high_watermark();
                 let sealed = p
-                    .log
+                    .local_log()
                     .segments()
                     .iter()
                     .filter(|s| s.sealed && s.next_offset <= hwm)
@@ -363,7 +363,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                 let ms = (c.retention_ms >= 0).then_some(c.retention_ms);
                 let bytes = (c.retention_bytes >= 0).then_some(c.retention_bytes as u64);
                 let beyond: u64 = p
-                    .log
+                    .local_log()
                     .segments()
                     .iter()
                     .filter(|s| {
@@ -380,9 +380,9 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                         // (The bound, not log_start_offset(): that is None once every
                         // remote segment expired, and the local copies must go too.)
                         let start = r.start_bound();
-                        if p.log.log_start_offset() < start
-                            && start <= p.log.log_end_offset()
-                            && let Err(e) = p.log.advance_log_start(start)
+                        if p.local_log().log_start_offset() < start
+                            && start <= p.local_log().log_end_offset()
+                            && let Err(e) = p.local_log().advance_log_start(start)
                         {
                             tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot move the local log start");
                         }
@@ -436,7 +436,7 @@ async fn parquet_step(
         .manifest(&p.topic, p.index)
         .await
         .map_err(|e| e.to_string())?;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     let backfill = p.config().parquet_backfill && p.remote().is_some();
     let mut next = match manifest.next_offset {
         Some(n) if n < local_start && !backfill => {
@@ -568,7 +568,7 @@ async fn parquet_step(
         }
     }
     let hwm = p.high_watermark();
-    for seg in p.log.segments() {
+    for seg in p.local_log().segments() {
         if !seg.sealed || seg.next_offset > hwm {
             break;
         }
@@ -583,7 +583,7 @@ async fn parquet_step(
             let mut at = from;
             while at < end {
                 let r = part
-                    .log
+                    .local_log()
                     .read(at, 8 << 20, Some(end))
                     .map_err(|e| e.to_string())?;
                 if r.data.is_empty() || r.next_offset <= at {

@@ -1,5 +1,5 @@
-//! Fetch, with min_bytes/max_wait long polling, from the local log or, below the local
-//! log start, from the remote tier.
+//! Fetch, with min_bytes/max_wait long polling, from the partition's tiered log (which
+//! serves below the local log start from the remote tier).
 //!
 //! Fetch sessions (KIP-227) are refused cleanly: a client asking for one gets session id
 //! 0, which tells it to keep sending full fetch requests.
@@ -8,14 +8,11 @@
 //! remote partition per fetch until 2025) on the tier's bounded pool; they are async,
 //! so a slow GET holds up only the fetch that asked for it, never other connections.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use strata_cache::ReaderId;
 use strata_proto::{ErrorCode, Offset, TopicId};
 use tokio::sync::watch;
 
@@ -61,10 +58,12 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
 
 type FetchOnce = (FetchResponse, usize, bool, Vec<watch::Receiver<i64>>);
 
-/// Where a partition's data comes from in this round.
+/// Whether a partition is read in this round, and how.
 enum Plan {
     Done,
+    /// Now, in request order, within what is left of the response budget.
     Local,
+    /// Up front, concurrently with the other reads that wait on the object store.
     Remote,
 }
 
@@ -159,12 +158,20 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         }
         resp.responses.push(out);
     }
-    // Remote reads, all at once, each up to its partition limit (and the response limit).
-    let remote_results: Vec<Result<(bytes::Bytes, Offset), ErrorCode>> = {
+    // Reads that wait on the object store, all at once, each up to its partition limit
+    // (and the response limit).
+    let remote_results: Vec<Result<bytes::Bytes, ErrorCode>> = {
         let reads = remote.iter().map(|(si, _)| {
             let (_, _, p, offset, max) = &slots[*si];
             let limit = (*max).min(budget.max(1));
-            read_remote(broker, ctx, p.clone(), *offset, limit)
+            let p = p.clone();
+            let (offset, reader) = (*offset, ctx.connection_id);
+            async move {
+                p.log()
+                    .read(offset, limit, None, reader)
+                    .await
+                    .map_err(|e| e.error_code())
+            }
         });
         futures::future::join_all(reads).await
     };
@@ -178,7 +185,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
     for (si, (ti, pi, p, offset, max)) in slots.into_iter().enumerate() {
         let pd = &mut resp.responses[ti].partitions[pi];
         let result = match remote_results.remove(&si) {
-            Some(r) => r.map(|(data, _)| data),
+            Some(r) => r,
             None => {
                 let limit = max.min(if any_data { budget } else { usize::MAX });
                 if limit == 0 && any_data {
@@ -190,12 +197,9 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 } else {
                     Some(pd.high_watermark)
                 };
-                p.log.read(offset, limit.max(1), upper).map(|r| r.data).map_err(|e| {
-                    if e.error_code() != ErrorCode::OffsetOutOfRange {
-                        tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "fetch read failed");
-                    }
-                    e.error_code()
-                })
+                p.log()
+                    .read_local(offset, limit.max(1), upper)
+                    .map_err(|e| e.error_code())
             }
         };
         match result {
@@ -282,7 +286,7 @@ fn check_follower(
     }
     // Followers start from the leader's local log (KIP-405: what is only in the object
     // store is not replicated).
-    pd.log_start_offset = p.log.log_start_offset();
+    pd.log_start_offset = p.log().local_start();
     pd.last_stable_offset = p.high_watermark();
     if !matches!(outcome.decision, FetchDecision::Read { .. }) {
         tracing::debug!(topic = %p.topic, partition = p.index, replica, ?fetch, decision = ?outcome.decision, "follower fetch not served");
@@ -290,7 +294,7 @@ fn check_follower(
     match outcome.decision {
         FetchDecision::Read { high_watermark } => {
             pd.high_watermark = high_watermark;
-            if fp.fetch_offset >= p.log.log_end_offset() {
+            if fp.fetch_offset >= p.log().log_end() {
                 return (ErrorCode::None, Plan::Done);
             }
             (ErrorCode::None, Plan::Local)
@@ -330,49 +334,21 @@ fn check_partition(
     if current_leader_epoch > epoch {
         return (ErrorCode::UnknownLeaderEpoch, Plan::Done);
     }
+    let log = p.log();
     let hwm = p.high_watermark();
-    let start = p.log_start_offset();
+    let start = log.log_start();
     pd.high_watermark = hwm;
     pd.last_stable_offset = hwm;
     pd.log_start_offset = start;
     pd.aborted_transactions = None;
-    if offset < start || offset > p.log.log_end_offset() {
+    if offset < start || offset > log.log_end() {
         return (ErrorCode::OffsetOutOfRange, Plan::Done);
     }
     if offset >= hwm {
         return (ErrorCode::None, Plan::Done);
     }
-    if offset < p.log.log_start_offset() {
+    if log.waits_on_remote(offset) {
         return (ErrorCode::None, Plan::Remote);
     }
     (ErrorCode::None, Plan::Local)
-}
-
-async fn read_remote(
-    broker: &Broker,
-    ctx: &RequestContext,
-    p: Arc<Partition>,
-    offset: Offset,
-    max_bytes: usize,
-) -> Result<(bytes::Bytes, Offset), ErrorCode> {
-    let (Some(tier), Some(remote)) = (broker.tier(), p.remote()) else {
-        return Err(ErrorCode::OffsetOutOfRange);
-    };
-    let _permit = tier.read_permit().await;
-    let started = Instant::now();
-    // One read-ahead stream per (connection, partition): a consumer catching up.
-    let mut h = DefaultHasher::new();
-    (ctx.connection_id, p.topic_id, p.index).hash(&mut h);
-    let r = remote
-        .read(offset, max_bytes.max(1), ReaderId(h.finish()))
-        .await;
-    metrics::histogram!("strata_tier_remote_fetch_seconds").record(started.elapsed().as_secs_f64());
-    match r {
-        Ok(r) => Ok((r.data, r.next_offset)),
-        Err(e) => {
-            tracing::warn!(topic = %p.topic, partition = p.index, offset, error = %e, "remote read failed");
-            metrics::counter!("strata_tier_remote_read_errors_total").increment(1);
-            Err(e.error_code())
-        }
-    }
 }

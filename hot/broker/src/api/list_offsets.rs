@@ -78,69 +78,28 @@ async fn lookup(
         return Err(ErrorCode::UnknownLeaderEpoch);
     }
     let hwm = p.high_watermark();
-    let remote = p.remote();
-    let none = Ok((-1, -1, -1));
+    let log = p.log();
+    let by_time = async |t: i64| match log.offset_for_timestamp(t, hwm, ctx.connection_id).await {
+        Ok(Some((o, ts))) => Ok((o, ts, epoch)),
+        // Kafka answers -1 when every record is older than the timestamp.
+        Ok(None) => Ok((-1, -1, -1)),
+        Err(e) => Err(e.error_code()),
+    };
     match timestamp {
         LATEST => Ok((hwm, -1, epoch)),
         // The earliest readable offset, remote included (KIP-405).
-        EARLIEST => Ok((p.log_start_offset(), -1, epoch)),
+        EARLIEST => Ok((log.log_start(), -1, epoch)),
         // KIP-1005: the first offset on local disk.
-        EARLIEST_LOCAL => Ok((p.log.log_start_offset(), -1, epoch)),
+        EARLIEST_LOCAL => Ok((log.local_start(), -1, epoch)),
         // KIP-1005: the last offset in object storage.
-        LATEST_TIERED => match remote.and_then(|r| r.end_offset()) {
-            Some(end) => Ok((end - 1, -1, epoch)),
-            None => none,
+        LATEST_TIERED => Ok(log
+            .latest_tiered()
+            .map_or((-1, -1, -1), |last| (last, -1, epoch))),
+        MAX_TIMESTAMP => match log.max_timestamp() {
+            max if max < 0 => Ok((-1, -1, -1)),
+            max => by_time(max).await,
         },
-        MAX_TIMESTAMP => {
-            let local_max = p
-                .log
-                .segments()
-                .iter()
-                .map(|s| s.max_timestamp)
-                .max()
-                .unwrap_or(-1);
-            let remote_max = remote.as_ref().map_or(-1, |r| {
-                r.manifest_snapshot()
-                    .segments()
-                    .iter()
-                    .map(|s| s.max_timestamp)
-                    .max()
-                    .unwrap_or(-1)
-            });
-            let max = local_max.max(remote_max);
-            if max < 0 {
-                return none;
-            }
-            by_time(ctx, p, remote.as_deref(), max, hwm, epoch).await
-        }
-        t if t >= 0 => by_time(ctx, p, remote.as_deref(), t, hwm, epoch).await,
+        t if t >= 0 => by_time(t).await,
         _ => Err(ErrorCode::InvalidRequest),
-    }
-}
-
-/// The first record at or after `t`: remote segments first (they are older), then local.
-async fn by_time(
-    ctx: &RequestContext,
-    p: &Partition,
-    remote: Option<&strata_tier::RemotePartition>,
-    t: i64,
-    hwm: i64,
-    epoch: i32,
-) -> Result<(i64, i64, i32), ErrorCode> {
-    let local_start = p.log.log_start_offset();
-    if let Some(r) = remote
-        && r.log_start_offset().is_some_and(|s| s < local_start)
-    {
-        let reader = strata_cache::ReaderId(ctx.connection_id);
-        match r.offset_for_timestamp(t, reader).await {
-            Ok(Some((o, ts))) if o < local_start => return Ok((o, ts, epoch)),
-            Ok(_) => {}
-            Err(e) => return Err(e.error_code()),
-        }
-    }
-    match p.log.offset_for_timestamp(t).map_err(|e| e.error_code())? {
-        Some((o, ts)) if o < hwm => Ok((o, ts, epoch)),
-        // Kafka answers -1 when every record is older than the timestamp.
-        _ => Ok((-1, -1, -1)),
     }
 }
