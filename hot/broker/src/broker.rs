@@ -16,7 +16,7 @@ use strata_tier::{PartitionKey, RemotePartition, Tier};
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
 use crate::metadata::MetadataCache;
-use crate::partition::{Partition, read_topic_id};
+use crate::partition::{AlterPartitionSender, Partition, read_topic_id};
 
 /// A topic, and the partitions of it this broker hosts.
 #[derive(Debug)]
@@ -82,6 +82,9 @@ pub struct Broker {
     tiered_local_bytes: AtomicU64,
     /// The coordinators of the consumer groups whose offsets partitions this broker leads.
     pub(crate) groups: crate::groups::Groups,
+    /// Partitions send their AlterPartition requests here ([`Broker::open`] starts the
+    /// task that forwards them to the controller).
+    alter_partitions: AlterPartitionSender,
 }
 
 impl Broker {
@@ -109,6 +112,7 @@ impl Broker {
         );
         let metadata =
             Arc::new(MetadataCache::connect(controller, config.controller_timeout).await?);
+        let (alter_partitions, mut alter_rx) = tokio::sync::mpsc::unbounded_channel();
         let broker = Arc::new(Broker {
             config,
             metadata,
@@ -121,6 +125,15 @@ impl Broker {
             tier,
             tiered_local_bytes: AtomicU64::new(0),
             groups: crate::groups::Groups::default(),
+            alter_partitions,
+        });
+        // Ends when the broker is dropped (the partitions' senders go with it).
+        let weak = Arc::downgrade(&broker);
+        tokio::spawn(async move {
+            while let Some((p, req)) = alter_rx.recv().await {
+                let Some(broker) = weak.upgrade() else { return };
+                broker.send_alter_partition(p, req);
+            }
         });
         broker.register().await?;
         broker.remove_stray_directories();
@@ -229,15 +242,12 @@ impl Broker {
         self.config.data_dir.join(format!("{topic}-{index}"))
     }
 
-    /// Brings local partitions in line with the metadata, sends the AlterPartition
-    /// requests that result, and attaches the remote tier of tiered partitions.
+    /// Brings local partitions in line with the metadata and attaches the remote tier of
+    /// tiered partitions.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
-        let alters = {
+        {
             let _g = self.reconcile_lock.lock().await;
-            self.reconcile_locked()?
-        };
-        for (p, reqs) in alters {
-            self.send_alter_partitions(p, reqs);
+            self.reconcile_locked()?;
         }
         // Offsets partitions may be led here now: load their groups without waiting for
         // the coordinator loop's next tick.
@@ -246,14 +256,10 @@ impl Broker {
         Ok(())
     }
 
-    /// Sends AlterPartition requests to the controller in the background and feeds the
-    /// answers back to the replica (an unanswered request would block ISR changes).
-    pub(crate) fn send_alter_partitions(
-        &self,
-        p: Arc<Partition>,
-        reqs: Vec<AlterPartitionRequest>,
-    ) {
-        for req in reqs {
+    /// Sends an AlterPartition request to the controller in the background and feeds the
+    /// answer back to the replica (an unanswered request would block ISR changes).
+    fn send_alter_partition(&self, p: Arc<Partition>, req: AlterPartitionRequest) {
+        {
             let controller = self.controller().clone();
             let metadata = self.metadata.clone();
             let (node, epoch) = (self.node_id(), self.broker_epoch());
@@ -428,12 +434,8 @@ impl Broker {
     }
 
     /// Applies the cached metadata: opens the replicas assigned here, makes each leader
-    /// or follower as metadata says, updates configs, forgets deleted topics. Returns the
-    /// AlterPartition requests that result.
-    #[allow(clippy::type_complexity)]
-    fn reconcile_locked(
-        &self,
-    ) -> Result<Vec<(Arc<Partition>, Vec<AlterPartitionRequest>)>, ApiError> {
+    /// or follower as metadata says, updates configs, forgets deleted topics.
+    fn reconcile_locked(&self) -> Result<(), ApiError> {
         let md = self.cluster();
         let node = self.node_id();
         let current = self
@@ -449,7 +451,6 @@ impl Broker {
                 _ => removed.push(state.clone()),
             }
         }
-        let mut alters = Vec::new();
         for rec in md.topics.values() {
             let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
             let name: Arc<str> = Arc::from(rec.name.as_str());
@@ -509,6 +510,7 @@ impl Broker {
                             self.config.log_config(&config),
                             node,
                             self.tier.clone(),
+                            self.alter_partitions.clone(),
                         ) {
                             Ok((p, report)) => {
                                 if !report.truncations.is_empty() {
@@ -517,7 +519,7 @@ impl Broker {
                                 if existing.is_some_and(|s| s.offline.contains_key(&pr.partition)) {
                                     tracing::info!(topic = %rec.name, partition = pr.partition, "offline partition opened");
                                 }
-                                Arc::new(p)
+                                p
                             }
                             Err(e) => {
                                 let reason = match &e {
@@ -548,10 +550,7 @@ impl Broker {
                         replicas: pr.replicas.clone(),
                         isr: pr.isr.clone(),
                     };
-                    let reqs = p.apply_state(node, &state)?;
-                    if !reqs.is_empty() {
-                        alters.push((p.clone(), reqs));
-                    }
+                    p.apply_state(node, &state)?;
                 }
                 partitions.push(p);
             }
@@ -575,7 +574,7 @@ impl Broker {
         for t in removed {
             self.remove_topic_files(&t);
         }
-        Ok(alters)
+        Ok(())
     }
 
     /// Records a replica that cannot be opened: logged (once per reason, not at every

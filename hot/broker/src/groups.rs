@@ -566,7 +566,7 @@ impl Broker {
             })
             .collect();
         let mut b = batch(&recs, Compression::None, None).to_vec();
-        let (info, alters, epoch) = p.append(&mut b).map_err(|e| {
+        let (info, epoch) = p.append(&mut b).map_err(|e| {
             ApiError::new(
                 if e.is_retriable() {
                     ErrorCode::CoordinatorNotAvailable
@@ -576,9 +576,6 @@ impl Broker {
                 e.to_string(),
             )
         })?;
-        if !alters.is_empty() {
-            self.send_alter_partitions(p.clone(), alters);
-        }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         match crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await {
             ErrorCode::None => Ok(info.first_offset),

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, RecoveryReport};
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
@@ -18,6 +18,12 @@ use tokio::sync::watch;
 const PARTITION_METADATA: &str = "partition.metadata";
 const HIGH_WATERMARK_FILE: &str = "high-watermark";
 
+/// Where a partition sends the AlterPartition requests its replica state machine asks
+/// for (ISR changes); the broker forwards them to the controller and feeds the answers
+/// back through [`Partition::on_alter_partition_response`].
+pub type AlterPartitionSender =
+    tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, AlterPartitionRequest)>;
+
 /// A partition hosted here.
 #[derive(Debug)]
 pub struct Partition {
@@ -26,6 +32,9 @@ pub struct Partition {
     pub index: PartitionId,
     /// The log, local and remote; only this file changes it.
     log: TieredLog,
+    /// This partition, to hand to the AlterPartition sender.
+    me: Weak<Partition>,
+    alter_partitions: AlterPartitionSender,
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     /// The high-water mark; fetchers and acks=all produce requests wait on it.
@@ -68,7 +77,8 @@ impl Partition {
         log_config: LogConfig,
         node_id: i32,
         tier: Option<Arc<Tier>>,
-    ) -> Result<(Partition, RecoveryReport), LogError> {
+        alter_partitions: AlterPartitionSender,
+    ) -> Result<(Arc<Partition>, RecoveryReport), LogError> {
         let (log, report) = Log::open(dir, log_config, clock.clone())?;
         let meta = dir.join(PARTITION_METADATA);
         if read_topic_id(dir) != Some(topic_id) {
@@ -91,11 +101,13 @@ impl Partition {
         let log = TieredLog::new(log, topic.clone(), topic_id, index, tier);
         log.set_policy(config.remote_storage_enable, config.parquet_enable);
         Ok((
-            Partition {
+            Arc::new_cyclic(|me| Partition {
                 topic,
                 topic_id,
                 index,
                 log,
+                me: me.clone(),
+                alter_partitions,
                 dir: dir.to_path_buf(),
                 clock,
                 hwm,
@@ -104,7 +116,7 @@ impl Partition {
                 config: RwLock::new(config),
                 last_isr: Mutex::new(Vec::new()),
                 parquet_coverage: Mutex::new(None),
-            },
+            }),
             report,
         ))
     }
@@ -251,13 +263,8 @@ impl Partition {
     }
 
     /// Applies the controller's view of the partition: becomes leader or follower when
-    /// the leader epoch or partition epoch moved. Returns AlterPartition requests for the
-    /// controller (none here in practice; ISR changes come from fetches and ticks).
-    pub fn apply_state(
-        &self,
-        node_id: i32,
-        state: &PartitionState,
-    ) -> Result<Vec<AlterPartitionRequest>, LogError> {
+    /// the leader epoch or partition epoch moved.
+    pub fn apply_state(&self, node_id: i32, state: &PartitionState) -> Result<(), LogError> {
         let now = self.clock.now_ms();
         let cmds = {
             let mut r = self.replica();
@@ -265,7 +272,7 @@ impl Partition {
                 == (state.leader_epoch, state.partition_epoch)
                 && !matches!(r.role(), Role::Offline);
             if unchanged {
-                return Ok(vec![]);
+                return Ok(());
             }
             if state.leader == node_id {
                 r.become_leader(now, state, self.log.local())
@@ -284,9 +291,28 @@ impl Partition {
         self.execute(cmds)
     }
 
-    /// Carries out the replica state machine's commands that concern this partition's
-    /// own state; returns the AlterPartition requests the broker must send.
-    pub fn execute(&self, cmds: Vec<Command>) -> Result<Vec<AlterPartitionRequest>, LogError> {
+    /// Carries out the replica state machine's commands; AlterPartition requests go to
+    /// the controller through the broker's sender.
+    fn execute(&self, cmds: Vec<Command>) -> Result<(), LogError> {
+        let alters = self.execute_collecting(cmds)?;
+        self.send_alter_partitions(alters);
+        Ok(())
+    }
+
+    fn send_alter_partitions(&self, reqs: Vec<AlterPartitionRequest>) {
+        let Some(me) = self.me.upgrade() else { return };
+        for req in reqs {
+            if self.alter_partitions.send((me.clone(), req)).is_err() {
+                tracing::debug!(topic = %self.topic, partition = self.index, "the broker stopped; an AlterPartition request is dropped");
+            }
+        }
+    }
+
+    /// [`Self::execute`], returning the AlterPartition requests instead of sending them.
+    fn execute_collecting(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Result<Vec<AlterPartitionRequest>, LogError> {
         let mut out = Vec::new();
         for c in cmds {
             match c {
@@ -339,10 +365,7 @@ impl Partition {
 
     /// Appends as leader (the caller checked leadership and acks). Returns the leader
     /// epoch the batch was appended in: an acks=all wait holds only while it lasts.
-    pub fn append(
-        &self,
-        records: &mut [u8],
-    ) -> Result<(AppendInfo, Vec<AlterPartitionRequest>, i32), LogError> {
+    pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
         let info = self.log.local().append(records, epoch)?;
         let leo = self.log.local().log_end_offset();
@@ -355,8 +378,8 @@ impl Partition {
             }
         });
         let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
-        let alters = self.execute(cmds)?;
-        Ok((info, alters, epoch))
+        self.execute(cmds)?;
+        Ok((info, epoch))
     }
 
     /// Appends batches fetched from the leader (follower).
@@ -376,21 +399,12 @@ impl Partition {
     }
 
     /// A follower's fetch (leader side).
-    pub fn on_follower_fetch(
-        &self,
-        fetch: &FollowerFetch,
-    ) -> (
-        FetchOutcome,
-        Vec<AlterPartitionRequest>,
-        Result<(), LogError>,
-    ) {
+    pub fn on_follower_fetch(&self, fetch: &FollowerFetch) -> (FetchOutcome, Result<(), LogError>) {
         let outcome =
             self.replica()
                 .on_follower_fetch(self.clock.now_ms(), fetch, self.log.local());
-        match self.execute(outcome.commands.clone()) {
-            Ok(alters) => (outcome, alters, Ok(())),
-            Err(e) => (outcome, vec![], Err(e)),
-        }
+        let result = self.execute(outcome.commands.clone());
+        (outcome, result)
     }
 
     /// The leader's answer to where our logs part (follower side).
@@ -418,12 +432,14 @@ impl Partition {
     }
 
     /// Periodic leader duties: ISR shrink after replica.lag.time.max.ms.
-    pub fn tick(&self) -> Result<Vec<AlterPartitionRequest>, LogError> {
+    pub fn tick(&self) -> Result<(), LogError> {
         let cmds = self.replica().tick(self.clock.now_ms());
         self.execute(cmds)
     }
 
-    /// The controller's answer to an AlterPartition this replica asked for.
+    /// The controller's answer to an AlterPartition this replica asked for; returns the
+    /// request to retry, if the state machine wants one (the sender retries it after a
+    /// pause).
     pub fn on_alter_partition_response(
         &self,
         req: &AlterPartitionRequest,
@@ -432,7 +448,7 @@ impl Partition {
         let cmds = self
             .replica()
             .on_alter_partition_response(self.clock.now_ms(), req, result);
-        self.execute(cmds)
+        self.execute_collecting(cmds)
     }
 
     /// The follower's fetch position: its log end and the epoch of its last batch.

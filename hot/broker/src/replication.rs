@@ -94,8 +94,7 @@ async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
                 under += 1;
             }
             match p.tick() {
-                Ok(reqs) if !reqs.is_empty() => broker.send_alter_partitions(p.clone(), reqs),
-                Ok(_) => {}
+                Ok(()) => {}
                 Err(e) => {
                     tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "leader tick failed")
                 }

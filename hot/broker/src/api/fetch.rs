@@ -127,7 +127,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 }
                 (Some(p), Some(replica)) => {
                     watches.push(p.watch_log_end());
-                    check_follower(broker, p, replica, fp, &mut pd)
+                    check_follower(p, replica, fp, &mut pd)
                 }
                 (Some(p), None) => {
                     watches.push(p.watch_high_watermark());
@@ -264,7 +264,6 @@ fn check_replica_broker(
 /// moves the ISR and the high-water mark); the data comes from the local log, up to its
 /// end.
 fn check_follower(
-    broker: &Broker,
     p: &Arc<Partition>,
     replica: i32,
     fp: &kafka_protocol::messages::fetch_request::FetchPartition,
@@ -277,10 +276,7 @@ fn check_follower(
         fetch_offset: fp.fetch_offset,
         last_fetched_epoch: (fp.last_fetched_epoch >= 0).then_some(fp.last_fetched_epoch),
     };
-    let (outcome, alters, result) = p.on_follower_fetch(&fetch);
-    if !alters.is_empty() {
-        broker.send_alter_partitions(p.clone(), alters);
-    }
+    let (outcome, result) = p.on_follower_fetch(&fetch);
     if let Err(e) = result {
         tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower fetch bookkeeping failed");
     }

@@ -291,15 +291,12 @@ fn produce_partition(
         ));
     }
     let appended = records.len() as u64;
-    let (info, alters, epoch) = p.append(records).map_err(|e| {
+    let (info, epoch) = p.append(records).map_err(|e| {
         if e.is_retriable() {
             tracing::warn!(topic = %p.topic, partition = index, error = %e, "append failed");
         }
         (e.error_code(), e.to_string())
     })?;
-    if !alters.is_empty() {
-        broker.send_alter_partitions(p.clone(), alters);
-    }
     if p.tiered() && !info.duplicate {
         broker.note_tiered_append(appended);
     }
