@@ -8,8 +8,11 @@
 //! * [`remote`]: one partition's remote tier: offload, read, time lookup, retention,
 //!   orphan cleanup;
 //! * [`layout`]: object names;
-//! * [`tiered_log`]: one partition's log, local and remote, as readers see it.
+//! * [`tiered_log`]: one partition's log, local and remote, as readers see it;
+//! * [`archiver`]: one partition's offload, remote retention, manifest reloads and
+//!   Parquet conversion, driven by the broker's scheduler.
 
+pub mod archiver;
 pub mod catalog;
 pub mod error;
 pub mod layout;
@@ -20,10 +23,12 @@ pub mod service;
 pub mod source;
 pub mod tiered_log;
 
+pub use archiver::{ArchiveError, Archiver, Leadership, ParquetError};
 pub use error::TierError;
 pub use layout::PartitionKey;
 pub use manifest::{Delta, Manifest, ManifestError, ManifestOp, RemoteSegment};
 pub use remote::{RemotePartition, RemoteRead};
 pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segment};
 pub use source::StoreSource;
-pub use tiered_log::{ReadError, TieredLog};
+pub use strata_parquet::DeadLetter;
+pub use tiered_log::{ParquetCoverage, ReadError, TieredLog};

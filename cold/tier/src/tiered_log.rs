@@ -6,7 +6,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -41,6 +41,19 @@ impl ReadError {
     }
 }
 
+/// Where a partition's Parquet files start and how much a backfill has left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParquetCoverage {
+    /// The first offset the files cover contiguously up to the progress.
+    pub start_offset: Offset,
+    /// A backfill below the start: the first offset it has not converted.
+    pub backfill_next: Option<Offset>,
+    /// The manifest's dead letters (offsets set aside as unconvertible), and the one
+    /// recorded last.
+    pub dead_letters: usize,
+    pub last_dead_letter: Option<strata_parquet::DeadLetter>,
+}
+
 /// A partition's tiered log.
 #[derive(Debug)]
 pub struct TieredLog {
@@ -59,6 +72,9 @@ pub struct TieredLog {
     /// Topics with parquet.enable: the offset below which the log is in Parquet files
     /// (the sink's manifest, as the archiver last read it; -1 unknown).
     parquet_progress: AtomicI64,
+    /// Topics with parquet.enable: where the files start, and a backfill's remaining
+    /// offsets below it (for the tier status; `None` unknown).
+    parquet_coverage: Mutex<Option<ParquetCoverage>>,
 }
 
 impl TieredLog {
@@ -79,7 +95,20 @@ impl TieredLog {
             tiered: AtomicBool::new(false),
             parquet_enable: AtomicBool::new(false),
             parquet_progress: AtomicI64::new(-1),
+            parquet_coverage: Mutex::new(None),
         }
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn topic_id(&self) -> TopicId {
+        self.topic_id
+    }
+
+    pub fn partition(&self) -> i32 {
+        self.partition
     }
 
     /// The local log: appends, truncation and replication work on it directly.
@@ -278,5 +307,36 @@ impl TieredLog {
 
     pub fn set_parquet_progress(&self, next: Offset) {
         self.parquet_progress.store(next, Ordering::Relaxed);
+    }
+
+    pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {
+        self.parquet_coverage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_parquet_coverage(&self, c: Option<ParquetCoverage>) {
+        *self
+            .parquet_coverage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = c;
+    }
+
+    /// Sealed local segments not yet offloaded: their bytes, and how long the oldest has
+    /// waited by its newest record's timestamp, in seconds.
+    pub fn offload_lag(&self, now_ms: i64) -> (u64, f64) {
+        let remote_end = self.remote().and_then(|r| r.end_offset());
+        let pending: Vec<_> = self
+            .log
+            .segments()
+            .into_iter()
+            .filter(|s| s.sealed && remote_end.is_none_or(|e| s.next_offset > e))
+            .collect();
+        let bytes = pending.iter().map(|s| s.size_bytes).sum();
+        let secs = pending
+            .first()
+            .map_or(0.0, |s| ((now_ms - s.max_timestamp).max(0) as f64) / 1000.0);
+        (bytes, secs)
     }
 }

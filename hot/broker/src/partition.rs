@@ -30,8 +30,9 @@ pub struct Partition {
     pub topic: Arc<str>,
     pub topic_id: TopicId,
     pub index: PartitionId,
-    /// The log, local and remote; only this file changes it.
-    log: TieredLog,
+    /// The log, local and remote; only this file changes it (and the archiver, which
+    /// holds it while converting a segment on its own thread).
+    log: Arc<TieredLog>,
     /// This partition, to hand to the AlterPartition sender.
     me: Weak<Partition>,
     alter_partitions: AlterPartitionSender,
@@ -45,23 +46,9 @@ pub struct Partition {
     config: RwLock<TopicConfig>,
     /// The ISR last applied, to tell shrinks from expands in the metrics.
     last_isr: Mutex<Vec<i32>>,
-    /// Topics with parquet.enable: where the files start, and a backfill's remaining
-    /// offsets below it (for the tier status; `None` unknown).
-    parquet_coverage: Mutex<Option<ParquetCoverage>>,
 }
 
-/// Where a partition's Parquet files start and how much a backfill has left.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParquetCoverage {
-    /// The first offset the files cover contiguously up to the progress.
-    pub start_offset: Offset,
-    /// A backfill below the start: the first offset it has not converted.
-    pub backfill_next: Option<Offset>,
-    /// The manifest's dead letters (offsets set aside as unconvertible), and the one
-    /// recorded last.
-    pub dead_letters: usize,
-    pub last_dead_letter: Option<strata_parquet::DeadLetter>,
-}
+pub use strata_tier::ParquetCoverage;
 
 impl Partition {
     /// Opens (recovering) the partition's log in `dir`. It serves nothing until metadata
@@ -98,7 +85,7 @@ impl Partition {
         let (hwm, _) = watch::channel(hwm_seed);
         let (leo, _) = watch::channel(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
-        let log = TieredLog::new(log, topic.clone(), topic_id, index, tier);
+        let log = Arc::new(TieredLog::new(log, topic.clone(), topic_id, index, tier));
         log.set_policy(config.remote_storage_enable, config.parquet_enable);
         Ok((
             Arc::new_cyclic(|me| Partition {
@@ -115,7 +102,6 @@ impl Partition {
                 replica: Mutex::new(replica),
                 config: RwLock::new(config),
                 last_isr: Mutex::new(Vec::new()),
-                parquet_coverage: Mutex::new(None),
             }),
             report,
         ))
@@ -170,7 +156,7 @@ impl Partition {
     }
 
     /// The log as readers see it, local and remote (fetch, list offsets, the tier).
-    pub fn log(&self) -> &TieredLog {
+    pub fn log(&self) -> &Arc<TieredLog> {
         &self.log
     }
 
@@ -214,22 +200,18 @@ impl Partition {
         self.log.parquet_progress()
     }
 
-    pub(crate) fn set_parquet_progress(&self, next: Offset) {
-        self.log.set_parquet_progress(next);
-    }
-
     pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {
-        self.parquet_coverage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.log.parquet_coverage()
     }
 
-    pub(crate) fn set_parquet_coverage(&self, c: Option<ParquetCoverage>) {
-        *self
-            .parquet_coverage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = c;
+    /// The replica state the archiver works from.
+    pub fn leadership(&self) -> strata_tier::Leadership {
+        let r = self.replica();
+        strata_tier::Leadership {
+            leader: r.is_leader(),
+            leader_epoch: r.leader_epoch(),
+            high_watermark: self.high_watermark(),
+        }
     }
 
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).

@@ -1,0 +1,702 @@
+//! One partition's archiver (Redpanda's `ntp_archiver`, Kafka's per-partition
+//! `RLMTask`): everything that moves the partition's bytes into the bucket and keeps
+//! them there in shape. As leader it reloads the manifest once per leader epoch, offloads
+//! sealed segments below the high-water mark (re-cutting one that straddles the remote
+//! end), backs off after a failure, applies remote retention (moving the local start
+//! with it), sweeps orphans and converts sealed segments to Parquet (backfilling from
+//! the remote tier when asked). As follower it re-reads the manifest every 30 s (it
+//! deletes local segments the leader offloaded) and the Parquet progress.
+//!
+//! The broker keeps one archiver per tiered or Parquet partition and drives them from
+//! one scheduler loop; each step returns a typed [`ArchiveError`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata_cache::ReaderId;
+use strata_log::LogError;
+use strata_parquet::{ConvertError, ParquetSink, SegmentOutcome, SinkError};
+use strata_proto::{Offset, TopicConfig};
+
+use crate::error::TierError;
+use crate::layout::PartitionKey;
+use crate::manifest::RemoteSegment;
+use crate::remote::RemotePartition;
+use crate::service::Tier;
+use crate::tiered_log::{ParquetCoverage, ReadError, TieredLog};
+
+/// How often a follower re-reads a tiered partition's manifest (and a Parquet
+/// partition's progress).
+pub const FOLLOWER_RELOAD_INTERVAL: Duration = Duration::from_secs(30);
+/// Remote bytes a backfill converts per partition per round.
+const BACKFILL_BYTES_PER_ROUND: u64 = 256 << 20;
+/// The backfill's read-ahead stream in the chunk cache.
+const BACKFILL_READER: u64 = 0x5041_5251_4245_4b46;
+
+/// The partition's replica state, as the archiver needs it this round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    pub leader: bool,
+    pub leader_epoch: i32,
+    pub high_watermark: Offset,
+}
+
+/// What failed, step by step.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("cannot reload the remote manifest: {0}")]
+    Reload(#[source] TierError),
+    #[error("offload failed: {0}")]
+    Offload(#[source] TierError),
+    #[error("remote retention failed: {0}")]
+    Retention(#[source] TierError),
+    #[error("cannot move the local log start: {0}")]
+    LocalStart(#[source] LogError),
+    #[error("orphan sweep failed: {0}")]
+    Orphans(#[source] TierError),
+    #[error("parquet conversion failed: {0}")]
+    Parquet(#[from] ParquetError),
+}
+
+/// Why a Parquet round failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ParquetError {
+    /// The topic's parquet.* configs do not make conversion options.
+    #[error("parquet options: {0}")]
+    Options(#[source] ConvertError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The records between the files' end and the local start left the local disk
+    /// before they were converted.
+    #[error(
+        "the parquet files end at offset {files_end} but the local log starts at {local_start}; \
+         `strata tier parquet backfill --topic {topic}` converts the rest from the remote tier"
+    )]
+    Gap {
+        files_end: Offset,
+        local_start: Offset,
+        topic: String,
+    },
+    #[error("backfill needs the remote tier, which this partition lacks")]
+    NoRemote,
+    #[error("reading the log for conversion: {0}")]
+    Read(#[from] ReadError),
+    /// A read returned nothing where a batch must be.
+    #[error("no batch at {at} below {end}")]
+    Hole { at: Offset, end: Offset },
+    #[error("{0}")]
+    Thread(&'static str),
+}
+
+/// What a leader's Parquet conversion last caught up with: leader epoch, log start, last
+/// sealed offset below the high-water mark, and parquet.backfill.
+type ParquetState = (i32, Offset, Option<Offset>, bool);
+
+/// One partition's archiver state.
+#[derive(Debug, Default)]
+pub struct Archiver {
+    /// After a failed offload: when to try again, and the delay that led there.
+    backoff: Option<(Instant, Duration)>,
+    /// The leader epoch in which this broker, as leader, last reloaded the manifest
+    /// (the previous leader may have committed to it since we last read it).
+    leading_since: Option<i32>,
+    /// When a follower last reloaded the manifest.
+    follower_reloaded: Option<Instant>,
+    /// When a follower last read the Parquet progress.
+    parquet_checked: Option<Instant>,
+    /// Leaders: what Parquet last caught up with.
+    parquet_done: Option<ParquetState>,
+}
+
+impl Archiver {
+    pub fn new() -> Archiver {
+        Archiver::default()
+    }
+
+    /// Leaders reload the manifest once per leader epoch (and again while fenced);
+    /// followers every [`FOLLOWER_RELOAD_INTERVAL`]. A follower's failure is returned
+    /// as `Ok(false)` after a debug log (it retries at its next interval).
+    pub async fn reload_manifest(
+        &mut self,
+        log: &TieredLog,
+        lead: Leadership,
+    ) -> Result<(), ArchiveError> {
+        let Some(r) = log.remote() else { return Ok(()) };
+        if lead.leader {
+            self.follower_reloaded = None;
+            if self.leading_since == Some(lead.leader_epoch) && !r.is_fenced() {
+                return Ok(());
+            }
+            r.reload().await.map_err(ArchiveError::Reload)?;
+            self.leading_since = Some(lead.leader_epoch);
+        } else {
+            self.leading_since = None;
+            if self
+                .follower_reloaded
+                .is_some_and(|at| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
+            {
+                return Ok(());
+            }
+            self.follower_reloaded = Some(Instant::now());
+            if let Err(e) = r.reload().await {
+                tracing::debug!(topic = %log.topic(), partition = log.partition(), error = %e, "follower cannot reload the remote manifest");
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this broker leads the partition and has read the manifest as of its
+    /// epoch: only then does it offload and apply remote retention.
+    pub fn leads(&self, lead: Leadership) -> bool {
+        lead.leader && self.leading_since == Some(lead.leader_epoch)
+    }
+
+    /// Whether an offload is due: leading, not fenced, and not backing off.
+    pub fn offload_due(&self, log: &TieredLog, lead: Leadership, now: Instant) -> bool {
+        self.leads(lead)
+            && log.remote().is_some_and(|r| !r.is_fenced())
+            && self.backoff.is_none_or(|(at, _)| at <= now)
+    }
+
+    pub fn in_backoff(&self) -> bool {
+        self.backoff.is_some()
+    }
+
+    /// Offloads, in order, the sealed segments below the high-water mark not yet
+    /// remote; returns how many.
+    pub async fn offload(
+        &self,
+        tier: &Tier,
+        log: &TieredLog,
+        lead: Leadership,
+    ) -> Result<usize, ArchiveError> {
+        let Some(remote) = log.remote() else {
+            return Ok(0);
+        };
+        tier.offload_ready(log.local(), &remote, lead.high_watermark, lead.leader_epoch)
+            .await
+            .map_err(ArchiveError::Offload)
+    }
+
+    /// Notes an offload's outcome: a failure backs off exponentially (1 s doubling to
+    /// 15 s) and is retried forever, counted in metrics; its local segments stay (local
+    /// retention waits for the offload). Returns the delay when it failed.
+    pub fn offload_finished(
+        &mut self,
+        log: &TieredLog,
+        result: &Result<usize, ArchiveError>,
+    ) -> Option<Duration> {
+        match result {
+            Ok(_) => {
+                self.backoff = None;
+                None
+            }
+            Err(_) => {
+                let delay = self.backoff.map_or(Duration::from_secs(1), |(_, d)| {
+                    (d * 2).min(Duration::from_secs(15))
+                });
+                self.backoff = Some((Instant::now() + delay, delay));
+                metrics::counter!("strata_tier_upload_failures_total", "topic" => log.topic().to_string()).increment(1);
+                Some(delay)
+            }
+        }
+    }
+
+    /// Publishes the offload lag and remote size.
+    pub fn publish_lag(&self, log: &TieredLog, now_ms: i64) {
+        let (bytes, secs) = log.offload_lag(now_ms);
+        let labels = [
+            ("topic", log.topic().to_string()),
+            ("partition", log.partition().to_string()),
+        ];
+        metrics::gauge!("strata_tier_offload_lag_bytes", &labels).set(bytes as f64);
+        metrics::gauge!("strata_tier_offload_lag_seconds", &labels).set(secs);
+        if let Some(r) = log.remote() {
+            metrics::gauge!("strata_tier_remote_bytes", &labels).set(r.remote_bytes() as f64);
+        }
+    }
+
+    /// Remote retention by the topic's retention.ms and retention.bytes (local bytes not
+    /// yet remote count toward the size). Retention bounds the whole log: local data
+    /// below the new remote start goes too. Returns how many remote segments went.
+    pub async fn apply_retention(
+        &self,
+        log: &TieredLog,
+        config: &TopicConfig,
+        now_ms: i64,
+    ) -> Result<usize, ArchiveError> {
+        let Some(r) = log.remote() else { return Ok(0) };
+        if r.is_fenced() {
+            return Ok(0);
+        }
+        let ms = (config.retention_ms >= 0).then_some(config.retention_ms);
+        let bytes = (config.retention_bytes >= 0).then_some(config.retention_bytes as u64);
+        let beyond: u64 = log
+            .local()
+            .segments()
+            .iter()
+            .filter(|s| {
+                s.next_offset > r.start_bound() && r.end_offset().is_none_or(|e| s.next_offset > e)
+            })
+            .map(|s| s.size_bytes)
+            .sum();
+        let gone = r
+            .apply_retention(now_ms, ms, bytes, beyond)
+            .await
+            .map_err(ArchiveError::Retention)?;
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        tracing::info!(topic = %log.topic(), partition = log.partition(), segments = gone.len(), start = ?r.log_start_offset(), "remote retention deleted segments");
+        // Kafka deletes segments below the log start. (The bound, not
+        // log_start_offset(): that is None once every remote segment expired, and the
+        // local copies must go too.)
+        let start = r.start_bound();
+        let local = log.local();
+        if local.log_start_offset() < start && start <= local.log_end_offset() {
+            local
+                .advance_log_start(start)
+                .map_err(ArchiveError::LocalStart)?;
+        }
+        Ok(gone.len())
+    }
+
+    /// Deletes this partition's objects no manifest names, older than `grace`.
+    pub async fn sweep_orphans(
+        &self,
+        log: &TieredLog,
+        grace: Duration,
+    ) -> Result<usize, ArchiveError> {
+        match log.remote() {
+            Some(r) => r
+                .cleanup_orphans(grace)
+                .await
+                .map_err(ArchiveError::Orphans),
+            None => Ok(0),
+        }
+    }
+
+    /// One Parquet round for a partition of a topic with parquet.enable, when something
+    /// changed for a leader (a new leadership, a newly sealed segment, a new log start,
+    /// parquet.backfill) or every [`FOLLOWER_RELOAD_INTERVAL`] for a follower.
+    pub async fn parquet(
+        &mut self,
+        tier: &Tier,
+        key: &PartitionKey,
+        log: &Arc<TieredLog>,
+        lead: Leadership,
+        config: &TopicConfig,
+    ) -> Result<(), ArchiveError> {
+        // Leaders read the manifest (an object-store GET) only when something changed.
+        let leader_state = lead.leader.then(|| {
+            let sealed = log
+                .local()
+                .segments()
+                .iter()
+                .filter(|s| s.sealed && s.next_offset <= lead.high_watermark)
+                .map(|s| s.next_offset)
+                .max();
+            (
+                lead.leader_epoch,
+                log.log_start(),
+                sealed,
+                config.parquet_backfill,
+            )
+        });
+        match leader_state {
+            Some(state) if self.parquet_done == Some(state) => return Ok(()),
+            Some(_) => {}
+            None => {
+                if self
+                    .parquet_checked
+                    .is_some_and(|at| at.elapsed() < FOLLOWER_RELOAD_INTERVAL)
+                {
+                    return Ok(());
+                }
+                self.parquet_checked = Some(Instant::now());
+            }
+        }
+        let caught_up = parquet_step(tier, key, log, lead, config).await?;
+        if let Some(state) = leader_state
+            && caught_up
+        {
+            self.parquet_done = Some(state);
+        }
+        Ok(())
+    }
+}
+
+/// One round of Parquet for a partition of a topic with parquet.enable. The leader
+/// converts its sealed local segments below the high-water mark, in offset order, from
+/// where the sink's manifest says the files end (a segment cut elsewhere than the last
+/// one converted, after a leader change, is read from that offset); files wholly below
+/// the log start are deleted (retention). Batches that can never be converted become
+/// dead letters in the sink's manifest and conversion goes on after them (see
+/// [`write_parquet`]). A follower only reads the progress. Returns whether it caught up.
+async fn parquet_step(
+    tier: &Tier,
+    key: &PartitionKey,
+    log: &Arc<TieredLog>,
+    lead: Leadership,
+    config: &TopicConfig,
+) -> Result<bool, ParquetError> {
+    let (topic, index) = (log.topic(), log.partition());
+    let options =
+        strata_parquet::ConvertOptions::from_topic_config(topic.to_string(), index, config)
+            .map_err(ParquetError::Options)?;
+    let sink = ParquetSink::new(
+        tier.store().clone(),
+        strata_parquet::ParquetLayout::new(key.cluster_id.clone()),
+        options,
+    );
+    let manifest = sink.manifest(topic, index).await?;
+    let local_start = log.local_start();
+    let backfill = config.parquet_backfill && log.remote().is_some();
+    let mut next = match manifest.next_offset {
+        Some(n) if n < local_start && !backfill => {
+            // The records in between left the local disk before they were converted
+            // (parquet.enable turned on later): they can only come from the remote
+            // tier, which parquet.backfill asks for. Retention must not wait on what
+            // will not happen here.
+            log.set_parquet_progress(i64::MAX);
+            return Err(ParquetError::Gap {
+                files_end: n,
+                local_start,
+                topic: topic.to_string(),
+            });
+        }
+        Some(n) => n,
+        // No file yet: from the log start (remote included) when backfilling, else from
+        // where conversion was turned on.
+        None if backfill => log.log_start().min(local_start),
+        None => local_start,
+    };
+    log.set_parquet_progress(next);
+    log.set_parquet_coverage(manifest.covered_start().map(|start| {
+        ParquetCoverage {
+            start_offset: start,
+            backfill_next: manifest.backfill.map(|c| c.next),
+            dead_letters: manifest.dead_letters.len(),
+            last_dead_letter: manifest
+                .dead_letters
+                .iter()
+                .max_by_key(|d| d.at_ms)
+                .cloned(),
+        }
+    }));
+    if !lead.leader {
+        return Ok(true);
+    }
+    let log_start = log.log_start();
+    let mut budget: u64 = BACKFILL_BYTES_PER_ROUND;
+    // Backfill below where the files start: segments offloaded before parquet.enable was
+    // set, from the remote tier, a bounded amount per round so offloads of other
+    // partitions are not held up behind it.
+    if backfill
+        && let Some(start) = manifest.covered_start()
+        && start > log_start
+        && let Some(remote) = log.remote()
+    {
+        let mut cursor = manifest.backfill.map_or(log_start, |c| c.next);
+        let segments: Vec<_> = remote
+            .manifest_snapshot()
+            .segments()
+            .iter()
+            .filter(|s| s.next_offset > cursor && s.base_offset < start)
+            .copied()
+            .collect();
+        if let Some(first) = segments.first()
+            && first.base_offset > cursor
+        {
+            tracing::warn!(topic = %topic, partition = index, from = cursor, to = first.base_offset, "records expired before the backfill reached them");
+            sink.restart_backfill(topic, index, first.base_offset)
+                .await?;
+            cursor = first.base_offset;
+        }
+        for seg in segments {
+            let bytes = read_remote_segment(tier, &remote, &seg, cursor).await?;
+            let (sink2, topic2) = (sink.clone(), topic.to_string());
+            let range = seg.base_offset.max(cursor)..seg.next_offset;
+            let (outcome, done) = at_background_priority(move |rt| {
+                rt.block_on(sink2.write_backfill_or_dead_letter(&topic2, index, &bytes, range))
+            })
+            .await??;
+            report_parquet(log, &outcome);
+            cursor = seg.next_offset.min(start);
+            let known = log.parquet_coverage();
+            log.set_parquet_coverage(Some(ParquetCoverage {
+                start_offset: if done { log_start.min(start) } else { start },
+                backfill_next: (!done).then_some(cursor),
+                dead_letters: known.as_ref().map_or(0, |c| c.dead_letters),
+                last_dead_letter: known.and_then(|c| c.last_dead_letter),
+            }));
+            metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => topic.to_string())
+                .increment(seg.size_bytes);
+            budget = budget.saturating_sub(seg.size_bytes);
+            if done {
+                break;
+            }
+            if budget == 0 {
+                return Ok(false);
+            }
+        }
+    }
+    // Conversion behind the local log start (with backfill): from the remote tier.
+    if next < local_start {
+        let Some(remote) = log.remote() else {
+            return Err(ParquetError::NoRemote);
+        };
+        let segments: Vec<_> = remote
+            .manifest_snapshot()
+            .segments()
+            .iter()
+            .filter(|s| s.next_offset > next && s.base_offset < local_start)
+            .copied()
+            .collect();
+        if segments.first().is_none_or(|s| s.base_offset > next) {
+            // What lies between is gone (retention deleted it before conversion).
+            let start = segments.first().map_or(local_start, |s| s.base_offset);
+            tracing::warn!(topic = %topic, partition = index, from = next, to = start, "records expired before conversion; the Parquet files skip them");
+            sink.skip_to(topic, index, start).await?;
+            next = start;
+        }
+        for seg in segments {
+            let bytes = read_remote_segment(tier, &remote, &seg, next).await?;
+            let range = seg.base_offset.max(next)..seg.next_offset;
+            write_parquet(&sink, log, range, move || Ok(bytes)).await?;
+            next = seg.next_offset;
+            log.set_parquet_progress(next);
+            metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => topic.to_string())
+                .increment(seg.size_bytes);
+            budget = budget.saturating_sub(seg.size_bytes);
+            if budget == 0 {
+                return Ok(false);
+            }
+        }
+        if next < local_start {
+            return Ok(false);
+        }
+    }
+    let hwm = lead.high_watermark;
+    for seg in log.local().segments() {
+        if !seg.sealed || seg.next_offset > hwm {
+            break;
+        }
+        if seg.next_offset <= next {
+            continue;
+        }
+        let from = seg.base_offset.max(next);
+        let end = seg.next_offset;
+        let owner = log.clone();
+        // Read on the conversion thread too: copying the segment is part of its cost.
+        let read = move || {
+            let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
+            let mut at = from;
+            while at < end {
+                let r = owner
+                    .local()
+                    .read(at, 8 << 20, Some(end))
+                    .map_err(|e| ParquetError::Read(e.into()))?;
+                if r.data.is_empty() || r.next_offset <= at {
+                    return Err(ParquetError::Hole { at, end });
+                }
+                bytes.extend_from_slice(&r.data);
+                at = r.next_offset;
+            }
+            Ok(bytes)
+        };
+        write_parquet(&sink, log, from..end, read).await?;
+        next = seg.next_offset;
+        log.set_parquet_progress(next);
+    }
+    sink.expire(topic, index, log.log_start()).await?;
+    Ok(true)
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread Parquet conversion runs on.
+static PARQUET_THREAD: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> =
+    std::sync::OnceLock::new();
+
+/// Runs `f` (CPU-bound conversion, given the runtime's handle for its object-store IO)
+/// on one dedicated thread at the idle scheduling class (SCHED_IDLE) and the idle IO
+/// class, so conversion uses the CPU producers and consumers leave idle and does not
+/// compete with them: on a saturated broker the backlog waits (local retention waits
+/// with it, and the local-disk cap pushes back on producers) instead of the producers
+/// slowing down. One thread: a broker's conversions queue behind each other, which
+/// bounds their memory too.
+async fn at_background_priority<T: Send + 'static>(
+    f: impl FnOnce(&tokio::runtime::Handle) -> T + Send + 'static,
+) -> Result<T, ParquetError> {
+    let thread = PARQUET_THREAD.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let started = std::thread::Builder::new()
+            .name("strata-parquet".into())
+            .spawn(move || {
+                // SCHED_IDLE: the kernel runs this thread only when no other wants the
+                // CPU, and a waking request handler preempts it at once (a low nice
+                // value would still make handlers wait out its time slice).
+                use thread_priority::{
+                    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+                };
+                if let Err(e) = thread_priority::set_thread_priority_and_policy(
+                    thread_priority::thread_native_id(),
+                    ThreadPriority::Min,
+                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+                ) {
+                    tracing::warn!(error = ?e, "cannot lower the Parquet thread's priority");
+                }
+                // And the idle IO class: conversion reads sealed segments back from the
+                // disk (O_DIRECT), and at the default class those reads compete with the
+                // producers' appends for it (benches/parquet.sh: a producer's throughput
+                // 0.80x of alone while converting, 0.87-1.04x with this). The scheduler
+                // ages idle requests, so conversion still progresses on a busy disk.
+                // Pid 0 is the calling thread.
+                if let Err(e) = ioprio::set_priority(
+                    ioprio::Target::Process(ioprio::Pid::from_raw(0)),
+                    ioprio::Priority::new(ioprio::Class::Idle),
+                ) {
+                    tracing::warn!(error = %e, "cannot lower the Parquet thread's IO priority");
+                }
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+        match started {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the Parquet thread");
+                None
+            }
+        }
+    });
+    let Some(thread) = thread else {
+        return Err(ParquetError::Thread(
+            "the Parquet thread could not be started",
+        ));
+    };
+    let rt = tokio::runtime::Handle::current();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    thread
+        .send(Box::new(move || {
+            let _ = tx.send(f(&rt));
+        }))
+        .map_err(|_| ParquetError::Thread("the Parquet thread stopped"))?;
+    rx.await
+        .map_err(|_| ParquetError::Thread("the Parquet thread dropped a conversion"))
+}
+
+/// A remote segment's batches from `from` (a batch boundary) to its end.
+async fn read_remote_segment(
+    tier: &Tier,
+    remote: &RemotePartition,
+    seg: &RemoteSegment,
+    from: Offset,
+) -> Result<Vec<u8>, ParquetError> {
+    let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
+    let mut at = seg.base_offset.max(from);
+    while at < seg.next_offset {
+        let r = {
+            let _permit = tier.read_permit().await;
+            remote
+                .read(at, 8 << 20, ReaderId(BACKFILL_READER))
+                .await
+                .map_err(|e| ParquetError::Read(e.into()))?
+        };
+        if r.data.is_empty() || r.next_offset <= at {
+            return Err(ParquetError::Hole {
+                at,
+                end: seg.next_offset,
+            });
+        }
+        bytes.extend_from_slice(&r.data);
+        at = r.next_offset;
+    }
+    Ok(bytes)
+}
+
+/// Converts one segment's batches `range` (what `read` returns, on the conversion
+/// thread) into Parquet files through the sink. Batches that can never be converted are
+/// set aside as dead letters in the sink's manifest (reported by [`report_parquet`]) so
+/// that conversion, and local retention behind it, go on; other errors (the store, a
+/// pending transaction, the options) are returned, and the archiver retries.
+async fn write_parquet(
+    sink: &ParquetSink,
+    log: &TieredLog,
+    range: std::ops::Range<Offset>,
+    read: impl FnOnce() -> Result<Vec<u8>, ParquetError> + Send + 'static,
+) -> Result<(), ParquetError> {
+    let (sink2, topic, index) = (sink.clone(), log.topic().to_string(), log.partition());
+    let outcome = at_background_priority(move |rt| {
+        let bytes = read()?;
+        rt.block_on(sink2.write_segment_or_dead_letter(&topic, index, &bytes, range))
+            .map_err(ParquetError::from)
+    })
+    .await??;
+    report_parquet(log, &outcome);
+    Ok(())
+}
+
+/// Logs and counts what a conversion wrote and set aside, and notes the dead letters for
+/// the tier status.
+fn report_parquet(log: &TieredLog, outcome: &SegmentOutcome) {
+    let (topic, index) = (log.topic(), log.partition());
+    for f in &outcome.files {
+        tracing::debug!(topic = %topic, partition = index, key = %f.key, rows = f.rows, "wrote a parquet file");
+        metrics::counter!("strata_parquet_rows_total", "topic" => topic.to_string())
+            .increment(f.rows);
+        if f.raw_fallbacks > 0 {
+            tracing::warn!(topic = %topic, partition = index, key = %f.key, values = f.raw_fallbacks, "values that do not fit parquet.value.schema were kept whole in _raw");
+            metrics::counter!("strata_parquet_raw_values_total", "topic" => topic.to_string())
+                .increment(f.raw_fallbacks);
+        }
+    }
+    let Some(last) = outcome.dead_letters.last() else {
+        return;
+    };
+    for d in &outcome.dead_letters {
+        tracing::warn!(
+            topic = %topic,
+            partition = index,
+            first_offset = d.first_offset,
+            last_offset = d.last_offset,
+            reason = %d.reason,
+            "parquet: offsets that cannot be converted are set aside as a dead letter in the manifest; conversion goes on after them"
+        );
+    }
+    metrics::counter!("strata_parquet_dead_letters_total", "topic" => topic.to_string())
+        .increment(outcome.dead_letters.len() as u64);
+    let known = log.parquet_coverage();
+    log.set_parquet_coverage(Some(ParquetCoverage {
+        start_offset: known
+            .as_ref()
+            .map_or(outcome.dead_letters[0].first_offset, |c| c.start_offset),
+        backfill_next: known.as_ref().and_then(|c| c.backfill_next),
+        dead_letters: known.as_ref().map_or(0, |c| c.dead_letters) + outcome.dead_letters.len(),
+        last_dead_letter: Some(last.clone()),
+    }));
+}
+
+/// Multipart uploads in create mode go through a staging object that is copied into
+/// place (cold/store); a crash between the two leaves it behind. Deletes those older
+/// than `grace`.
+pub async fn sweep_staging(tier: &Tier, grace: Duration) {
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(grace)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    match tier
+        .store()
+        .list(strata_store::STAGING_PREFIX.trim_end_matches('/'))
+        .await
+    {
+        Ok(objects) => {
+            for o in objects.into_iter().filter(|o| o.last_modified <= cutoff) {
+                if let Err(e) = tier.store().delete(&o.path).await {
+                    tracing::warn!(key = %o.path, error = %e, "cannot delete a stale staging object");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot list staging objects"),
+    }
+}
