@@ -31,4 +31,4 @@ pub use remote::{RemotePartition, RemoteRead};
 pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segment};
 pub use source::StoreSource;
 pub use strata_parquet::DeadLetter;
-pub use tiered_log::{ParquetCoverage, ReadError, TieredLog};
+pub use tiered_log::{AttachError, ParquetCoverage, ReadError, TieredLog};

@@ -15,6 +15,7 @@ use strata_log::{Log, LogError};
 use strata_proto::{ErrorCode, Offset, TopicId};
 
 use crate::error::TierError;
+use crate::layout::PartitionKey;
 use crate::remote::RemotePartition;
 use crate::service::Tier;
 
@@ -52,6 +53,19 @@ pub struct ParquetCoverage {
     /// recorded last.
     pub dead_letters: usize,
     pub last_dead_letter: Option<strata_parquet::DeadLetter>,
+}
+
+/// Why a remote tier could not be attached.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("the broker has no object store")]
+    NoTier,
+    /// The manifest could not be loaded (the store is down, or it is damaged).
+    #[error("cannot load the remote manifest: {0}")]
+    Load(#[from] TierError),
+    /// The local log could not restart at the remote end.
+    #[error("cannot align the local log with the remote tier: {0}")]
+    Align(#[from] LogError),
 }
 
 /// A partition's tiered log.
@@ -131,6 +145,33 @@ impl TieredLog {
 
     pub fn attach_remote(&self, remote: Arc<RemotePartition>) {
         *self.remote.write().unwrap_or_else(|e| e.into_inner()) = Some(remote);
+    }
+
+    /// Opens the remote tier stored under `key` (loads its manifest) and attaches it. A
+    /// local log that is empty while the remote tier holds data (a broker restarted with
+    /// an empty data dir, or a topic recovered from the bucket) first restarts at the
+    /// remote end, so offsets stay dense: then `restarted` is called with the new local
+    /// start before the remote tier is attached (the partition's high-water mark starts
+    /// there too).
+    pub async fn open_remote(
+        &self,
+        key: PartitionKey,
+        restarted: impl FnOnce(Offset),
+    ) -> Result<(), AttachError> {
+        let Some(tier) = &self.tier else {
+            return Err(AttachError::NoTier);
+        };
+        let remote = Arc::new(tier.open_partition(key).await?);
+        if let Some(end) = remote.end_offset() {
+            let local_empty = self.log.log_end_offset() == self.log.log_start_offset();
+            if local_empty && self.log.log_end_offset() < end {
+                self.log.reset_empty(end)?;
+                restarted(end);
+                tracing::info!(topic = %self.topic, partition = self.partition, offset = end, "local log continues at the remote end");
+            }
+        }
+        self.attach_remote(remote);
+        Ok(())
     }
 
     /// The topic's remote.storage.enable and parquet.enable, which decide what local

@@ -11,7 +11,7 @@ use strata_controller::{BrokerRegistration, ClusterMetadata, ControllerApi};
 use strata_log::Clock;
 use strata_proto::{TopicConfig, TopicId};
 use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr, PartitionState};
-use strata_tier::{PartitionKey, RemotePartition, Tier};
+use strata_tier::{PartitionKey, Tier};
 
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
@@ -328,7 +328,9 @@ impl Broker {
     /// offloader calls this on every tick); the partition keeps serving local data and
     /// keeps its local segments meanwhile.
     pub async fn attach_remotes(&self) {
-        let Some(tier) = &self.tier else { return };
+        if self.tier.is_none() {
+            return;
+        }
         for t in self.topics() {
             if !t.config.remote_storage_enable {
                 continue;
@@ -337,14 +339,15 @@ impl Broker {
                 if p.remote().is_some() {
                     continue;
                 }
-                match tier.open_partition(self.partition_key(p)).await {
-                    Ok(r) => {
-                        let r = Arc::new(r);
-                        if let Err(e) = self.adopt_remote_range(p, &r) {
-                            tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot align the local log with the remote tier");
-                            continue;
-                        }
-                        p.set_remote(r);
+                let key = self.partition_key(p);
+                match p
+                    .log()
+                    .open_remote(key, |end| p.reset_high_watermark(end))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e @ strata_tier::AttachError::Align(_)) => {
+                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot align the local log with the remote tier");
                     }
                     Err(e) => {
                         tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot load the remote manifest; will retry");
@@ -353,22 +356,6 @@ impl Broker {
                 }
             }
         }
-    }
-
-    /// A partition whose local log is empty but whose remote tier holds data (a broker
-    /// restarted with an empty data dir, or a topic recovered from the bucket) continues
-    /// at the remote end: the local log restarts there, so offsets stay dense.
-    fn adopt_remote_range(&self, p: &Partition, r: &RemotePartition) -> Result<(), ApiError> {
-        let Some(end) = r.end_offset() else {
-            return Ok(());
-        };
-        let local_empty = p.local_log().log_end_offset() == p.local_log().log_start_offset();
-        if local_empty && p.local_log().log_end_offset() < end {
-            p.local_log().reset_empty(end)?;
-            p.reset_high_watermark(end);
-            tracing::info!(topic = %p.topic, partition = p.index, offset = end, "local log continues at the remote end");
-        }
-        Ok(())
     }
 
     /// A deleted tiered topic's objects are deleted from the bucket in the background

@@ -171,10 +171,6 @@ impl Partition {
         self.log.remote()
     }
 
-    pub fn set_remote(&self, remote: Arc<RemotePartition>) {
-        self.log.attach_remote(remote);
-    }
-
     /// Whether this partition's topic tiers to object storage.
     pub fn tiered(&self) -> bool {
         self.config().remote_storage_enable
