@@ -16,8 +16,8 @@
 //! leader-epoch-checkpoint          the first offset of every leader epoch (KIP-101)
 //! ```
 //!
-//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, open and
-//! recovery), `segment` (one segment's files, scanning, header walks), `tail` (direct
+//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, truncation;
+//! its child `log::loader` opens and recovers it, Kafka's `LogLoader`), `segment` (one segment's files, scanning, header walks), `tail` (direct
 //! writes through the aligned tail buffer, and reads from it), `direct_read` (direct
 //! reads of the rest), `index` (sparse
 //! offset and time indexes), [`producer`] (sans-IO idempotent-producer state and its

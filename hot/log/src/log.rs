@@ -1,11 +1,12 @@
-//! The partition log.
+//! The partition log: appends, reads, rolls, flushes, retention and truncation of a
+//! [`Log`] that is open. Opening it (loading and recovery) is in `loader`.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
@@ -17,11 +18,16 @@ use crate::config::{IoMode, LogConfig};
 use crate::direct_read::{self, AlignedBuf};
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::LogError;
-use crate::index::{Indexes, TIME_ENTRY, rel};
+use crate::index::{Indexes, rel};
 use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment, read_at};
 use crate::snapshot;
 use crate::tail::{self, TailCache, ceil_block, floor_block};
+
+mod loader;
+
+use self::loader::replay_producers;
+pub use self::loader::{RecoveryReport, Truncation};
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
@@ -74,46 +80,6 @@ pub struct SegmentInfo {
     pub log_path: PathBuf,
     pub index_path: PathBuf,
     pub time_index_path: PathBuf,
-}
-
-/// One truncation made during recovery.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct Truncation {
-    pub segment_base: Offset,
-    /// The byte position the segment was cut at.
-    pub position: u64,
-    pub bytes_removed: u64,
-    pub reason: String,
-}
-
-/// What [`Log::open`] found and repaired.
-#[derive(Clone, PartialEq, Eq, Debug, Default)]
-pub struct RecoveryReport {
-    /// Segments CRC-scanned (those at or above the recovery point, and the last one).
-    pub scanned_segments: Vec<Offset>,
-    pub truncations: Vec<Truncation>,
-    /// Segments removed: after a truncation (offsets must stay dense) or below the log start.
-    pub deleted_segments: Vec<Offset>,
-    /// Sealed segments whose index files were missing or damaged and were rebuilt.
-    pub rebuilt_indexes: Vec<Offset>,
-    pub log_start_offset: Offset,
-    pub log_end_offset: Offset,
-    /// The producer snapshot the producer state was loaded from; batches from there to
-    /// the log end were replayed. `None`: replayed from the log start.
-    pub producer_snapshot: Option<Offset>,
-    /// Producer snapshots deleted: damaged ones, and ones past the log end (left by a
-    /// truncation).
-    pub deleted_producer_snapshots: Vec<Offset>,
-    /// The leader-epoch checkpoint was missing, damaged, or disagreed with the
-    /// batches, and the cache was rebuilt from the batch headers.
-    pub rebuilt_leader_epochs: bool,
-}
-
-impl RecoveryReport {
-    /// Whether recovery had to throw anything away.
-    pub fn lost_data(&self) -> bool {
-        !self.truncations.is_empty()
-    }
 }
 
 /// What a retention pass deleted.
@@ -331,260 +297,6 @@ pub struct Log {
 }
 
 impl Log {
-    /// Opens (creating if needed) the log in `dir`, recovering it as described in the
-    /// crate docs.
-    pub fn open(
-        dir: &Path,
-        config: LogConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<(Log, RecoveryReport), LogError> {
-        fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
-        let mut report = RecoveryReport::default();
-        let mut bases = Vec::new();
-        for entry in fs::read_dir(dir).map_err(LogError::io("list", dir))? {
-            let entry = entry.map_err(LogError::io("list", dir))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.ends_with(".tmp") {
-                let _ = fs::remove_file(entry.path());
-                continue;
-            }
-            if let Some(stem) = name.strip_suffix(".log")
-                && let Ok(base) = stem.parse::<Offset>()
-            {
-                bases.push(base);
-            }
-        }
-        bases.sort_unstable();
-        // Index files without a log file are leftovers of a deletion cut short.
-        for entry in fs::read_dir(dir)
-            .map_err(LogError::io("list", dir))?
-            .flatten()
-        {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let stem = name
-                .strip_suffix(".index")
-                .or_else(|| name.strip_suffix(".timeindex"));
-            if let Some(base) = stem.and_then(|s| s.parse::<Offset>().ok())
-                && bases.binary_search(&base).is_err()
-            {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
-
-        let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
-        let start_checkpoint = checkpoint::read(&dir.join(LOG_START_FILE));
-        let interval = config.index_interval_bytes;
-        let mut segments: BTreeMap<Offset, Segment> = BTreeMap::new();
-        // The leader-epoch runs of the scanned batches, to check the epoch cache with.
-        let mut scanned_epochs: Vec<(LeaderEpoch, Offset, Offset)> = Vec::new();
-        let mut cut = false;
-        for (i, &base) in bases.iter().enumerate() {
-            let path = segment::log_path(dir, base);
-            if cut {
-                delete_segment_files(dir, base);
-                report.deleted_segments.push(base);
-                continue;
-            }
-            let file = Segment::open_file(&path)?;
-            let next_base = bases.get(i + 1).copied();
-            let is_last = next_base.is_none();
-            let needs_scan = is_last || next_base.is_some_and(|nb| nb > recovery_point);
-            if !needs_scan {
-                if let Some(seg) = open_trusted(
-                    dir,
-                    base,
-                    file,
-                    path.clone(),
-                    next_base.unwrap_or(base),
-                    interval,
-                )? {
-                    segments.insert(base, seg);
-                    continue;
-                }
-                report.rebuilt_indexes.push(base);
-                // Fall through to a scan with a freshly opened handle.
-            }
-            let file = Segment::open_file(&path)?;
-            report.scanned_segments.push(base);
-            // Direct mode scans with O_DIRECT (the scan must not fill the page cache);
-            // a sealed segment keeps the fd for its direct reads.
-            let direct = match config.io_mode {
-                IoMode::Direct => direct_read::open(&path)
-                    .map_err(LogError::io("open O_DIRECT", &path))?
-                    .map(Arc::new),
-                IoMode::Buffered => None,
-            };
-            let scan = Segment::scan(&file, direct.as_deref(), &path, base, interval)?;
-            scanned_epochs.extend_from_slice(&scan.epochs);
-            let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
-            if scan.padding > 0 {
-                // Zeros a direct write padded the last block with: nothing was lost.
-                file.set_len(scan.valid_size)
-                    .map_err(LogError::io("truncate", &path))?;
-                tracing::debug!(segment = %path.display(), bytes = scan.padding, "cut direct-write padding");
-            }
-            if let Some(reason) = &scan.stop_reason {
-                file.set_len(scan.valid_size)
-                    .map_err(LogError::io("truncate", &path))?;
-                file.sync_all().map_err(LogError::io("fsync", &path))?;
-                tracing::warn!(segment = %path.display(), position = scan.valid_size, removed = len - scan.valid_size, %reason, "truncated log tail");
-                report.truncations.push(Truncation {
-                    segment_base: base,
-                    position: scan.valid_size,
-                    bytes_removed: len - scan.valid_size,
-                    reason: reason.clone(),
-                });
-                cut = !is_last;
-            } else if next_base.is_some_and(|nb| nb != scan.next_offset) {
-                tracing::warn!(segment = %path.display(), next = scan.next_offset, "segment does not end where the next begins; dropping later segments");
-                report.truncations.push(Truncation {
-                    segment_base: base,
-                    position: scan.valid_size,
-                    bytes_removed: 0,
-                    reason: format!(
-                        "segment ends at offset {} but the next segment starts at {}",
-                        scan.next_offset,
-                        next_base.unwrap_or_default()
-                    ),
-                });
-                cut = true;
-            }
-            let last_now = is_last || cut;
-            let mut seg = Segment {
-                base,
-                next_offset: scan.next_offset,
-                size: scan.valid_size,
-                max_timestamp: scan.builder.max_timestamp(),
-                file: Arc::new(file),
-                direct: None,
-                direct_read: OnceLock::new(),
-                path,
-                sealed: false,
-                builder: scan.builder,
-                persisted: (0, 0),
-                sealed_index: Default::default(),
-                first_append_ms: scan.first_batch_max_ts,
-                dirty: true,
-            };
-            if last_now {
-                // The active segment: its index is rebuilt on every open, so rewrite the
-                // files from the scan and keep appending to them.
-                segment::write_index_files(dir, base, &seg.builder.idx, false)?;
-                seg.persisted = (seg.builder.idx.offsets.len(), seg.builder.idx.times.len());
-                // Its direct fd is opened read-write for appends (`open_direct`).
-            } else {
-                seg.seal()?;
-                if let Some(d) = direct {
-                    let _ = seg.direct_read.set(d);
-                }
-            }
-            segments.insert(base, seg);
-        }
-
-        // The log start: the checkpoint, but never before the first segment.
-        let mut log_start = start_checkpoint.unwrap_or(0);
-        if let Some((&first, _)) = segments.iter().next() {
-            log_start = log_start.max(first);
-        }
-        let leo = segments.values().next_back().map(|s| s.next_offset);
-        if leo.is_some_and(|leo| log_start > leo) {
-            // Everything local is below the start (for example, a remote retention moved
-            // the start past the local data): start afresh at the log start.
-            for (&base, _) in segments.iter() {
-                delete_segment_files(dir, base);
-                report.deleted_segments.push(base);
-            }
-            segments.clear();
-        }
-        // Whole segments below the log start are gone already from a reader's view.
-        while segments.len() > 1 {
-            let (&base, seg) = segments.iter().next().expect("len > 1");
-            if seg.next_offset > log_start {
-                break;
-            }
-            segments.remove(&base);
-            delete_segment_files(dir, base);
-            report.deleted_segments.push(base);
-        }
-        if segments.is_empty() {
-            let seg = Segment::create(dir, log_start, interval)?;
-            segments.insert(log_start, seg);
-        }
-        checkpoint::sync_directory(dir)?;
-
-        let tail_cache_bytes = config.tail_cache_bytes;
-        let mut inner = Inner {
-            config,
-            segments,
-            log_start_offset: log_start,
-            recovery_point: 0,
-            unflushed_records: 0,
-            first_unflushed_ms: None,
-            producers: ProducerState::new(),
-            epochs: LeaderEpochCache::new(),
-            tail: TailCache::new(tail_cache_bytes),
-            direct_refused: false,
-            direct_written: false,
-            direct_reads_refused: AtomicBool::new(false),
-        };
-        inner.open_direct(dir)?;
-        // What we scanned may sit only in the page cache (the process died, the machine
-        // did not): make it durable before the recovery point says so.
-        inner.active_mut().sync()?;
-        inner.recovery_point = inner.log_end_offset();
-        checkpoint::write(&dir.join(RECOVERY_POINT_FILE), inner.recovery_point, false)?;
-        if start_checkpoint != Some(inner.log_start_offset) {
-            checkpoint::write(&dir.join(LOG_START_FILE), inner.log_start_offset, true)?;
-        }
-        report.log_start_offset = inner.log_start_offset;
-        report.log_end_offset = inner.log_end_offset();
-
-        // Producer state: the newest usable snapshot, then the batches after it.
-        let loaded = snapshot::load_latest(dir, inner.log_end_offset())?;
-        if !loaded.rejected.is_empty() {
-            // A stale snapshot that came back after a power loss would be trusted once
-            // the log grows past it again.
-            checkpoint::sync_directory(dir)?;
-        }
-        report.deleted_producer_snapshots = loaded.rejected;
-        let (from, mut producers) = match loaded.snapshot {
-            Some((offset, state)) => {
-                report.producer_snapshot = Some(offset);
-                (offset, state)
-            }
-            None => (inner.log_start_offset, ProducerState::new()),
-        };
-        replay_producers(
-            &inner.segments,
-            from.max(inner.log_start_offset),
-            &mut producers,
-        )?;
-        // Kafka drops expired producers when it loads a snapshot; do the same for the
-        // rebuilt state as a whole.
-        producers.expire(clock.now_ms(), inner.config.producer_expiration_ms);
-        inner.producers = producers;
-        // Finish a retention pass cut short between deleting segments and snapshots.
-        snapshot::retain_from(dir, inner.log_start_offset);
-
-        let (epochs, rebuilt) = recover_epochs(dir, &inner, &scanned_epochs)?;
-        report.rebuilt_leader_epochs = rebuilt;
-        inner.epochs = epochs;
-
-        if !report.truncations.is_empty() || !report.deleted_segments.is_empty() {
-            tracing::warn!(dir = %dir.display(), ?report, "log recovered with repairs");
-        }
-        Ok((
-            Log {
-                dir: dir.to_path_buf(),
-                clock,
-                inner: RwLock::new(inner),
-            },
-            report,
-        ))
-    }
-
     fn read_lock(&self) -> RwLockReadGuard<'_, Inner> {
         // A panic while holding the lock cannot leave Inner half-updated in a way reads
         // care about (appends update sizes last), so poisoning is ignored.
@@ -1709,117 +1421,6 @@ impl Log {
     }
 }
 
-/// Rebuilds producer state from the headers of the batches that end after `from`, as
-/// Kafka's `rebuildProducerState` does from its last snapshot. Headers only: no record
-/// is read or decompressed.
-fn replay_producers(
-    segments: &BTreeMap<Offset, Segment>,
-    from: Offset,
-    state: &mut ProducerState,
-) -> Result<(), LogError> {
-    for seg in segments.values() {
-        if seg.next_offset <= from || seg.size == 0 {
-            continue;
-        }
-        let pos = if from <= seg.base {
-            0
-        } else {
-            seg.index()?.position_for(rel(seg.base, from)) as u64
-        };
-        let direct = seg.direct_read.get().map(|d| &**d);
-        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
-            if h.next_offset() > from {
-                state.update(h);
-            }
-        })?;
-    }
-    Ok(())
-}
-
-/// Loads the leader-epoch checkpoint and makes it agree with the log: entries past the
-/// log end go (a crash between the checkpoint and the batches; one at the log end is an
-/// epoch assigned before its first append, and stays), the first entry moves to the
-/// log start, and the batches scanned by recovery (`scanned`: their epoch runs) are
-/// checked against it. A run of a newer epoch after the last entry is added (Kafka's
-/// recovery does the same); any other disagreement, or a checkpoint that is missing,
-/// torn, or does not cover the log start while the log holds batches, makes the cache
-/// be rebuilt from the headers of every batch. Segments below the recovery point are
-/// trusted, as Kafka trusts them. Returns the cache and whether it was rebuilt.
-fn recover_epochs(
-    dir: &Path,
-    g: &Inner,
-    scanned: &[(LeaderEpoch, Offset, Offset)],
-) -> Result<(LeaderEpochCache, bool), LogError> {
-    let path = dir.join(LEADER_EPOCH_FILE);
-    let on_disk = checkpoint::read_epochs(&path);
-    let (start, leo) = (g.log_start_offset, g.log_end_offset());
-    let checked = on_disk.clone().and_then(|mut c| {
-        c.truncate_from_end(leo + 1);
-        c.truncate_from_start(start);
-        for &(epoch, base, end) in scanned {
-            if epoch < 0 || end <= start || base >= leo {
-                continue;
-            }
-            let (base, end) = (base.max(start), end.min(leo));
-            let floor = c.entry_at(base);
-            if floor.is_some_and(|f| f.epoch == epoch) {
-                let split = c
-                    .entries()
-                    .iter()
-                    .any(|e| e.start_offset > base && e.start_offset < end);
-                if split {
-                    return None;
-                }
-            } else if floor == c.latest() && c.latest_epoch().is_none_or(|l| l < epoch) {
-                c.assign(epoch, base);
-            } else {
-                return None;
-            }
-        }
-        (leo == start || c.entry_at(start).is_some()).then_some(c)
-    });
-    let rebuilt = checked.is_none() && leo > start;
-    let cache = match checked {
-        Some(c) => c,
-        None => rebuild_epochs(&g.segments, start)?,
-    };
-    if rebuilt {
-        tracing::info!(dir = %dir.display(), found = on_disk.is_some(), entries = cache.entries().len(), "rebuilt the leader-epoch cache from the batches");
-    }
-    if on_disk.as_ref() != Some(&cache) {
-        checkpoint::write_epochs(&path, &cache)?;
-    }
-    Ok((cache, rebuilt))
-}
-
-/// The leader-epoch cache of the batches from `from` on, from their headers: a batch
-/// starts an entry when its epoch is newer than the latest (Kafka's recovery rule).
-fn rebuild_epochs(
-    segments: &BTreeMap<Offset, Segment>,
-    from: Offset,
-) -> Result<LeaderEpochCache, LogError> {
-    let mut cache = LeaderEpochCache::new();
-    for seg in segments.values() {
-        if seg.next_offset <= from || seg.size == 0 {
-            continue;
-        }
-        let pos = if from <= seg.base {
-            0
-        } else {
-            seg.index()?.position_for(rel(seg.base, from)) as u64
-        };
-        let direct = seg.direct_read.get().map(|d| &**d);
-        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
-            let epoch = h.partition_leader_epoch;
-            if h.next_offset() > from && cache.latest_epoch().is_none_or(|l| epoch > l) {
-                cache.assign(epoch, h.base_offset);
-            }
-        })?;
-    }
-    cache.truncate_from_start(from);
-    Ok(cache)
-}
-
 fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
     let leo = g.log_end_offset();
     let active = g.active_mut();
@@ -1829,52 +1430,6 @@ fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
     g.unflushed_records = 0;
     g.first_unflushed_ms = None;
     Ok(())
-}
-
-/// Opens a sealed segment below the recovery point without scanning it. Returns `None`
-/// if its time index cannot give the max timestamp (the caller then scans and rebuilds).
-fn open_trusted(
-    dir: &Path,
-    base: Offset,
-    file: std::fs::File,
-    path: PathBuf,
-    next_offset: Offset,
-    interval: u64,
-) -> Result<Option<Segment>, LogError> {
-    let size = file.metadata().map_err(LogError::io("stat", &path))?.len();
-    let tpath = segment::time_index_path(dir, base);
-    let tail = fs::read(&tpath).ok().and_then(|t| {
-        if t.is_empty() || t.len() % TIME_ENTRY != 0 {
-            return None;
-        }
-        let last = &t[t.len() - TIME_ENTRY..];
-        let mut tsb = [0u8; 8];
-        tsb.copy_from_slice(&last[..8]);
-        let r = u32::from_be_bytes([last[8], last[9], last[10], last[11]]);
-        (r as i64 == next_offset - base).then_some(i64::from_be_bytes(tsb))
-    });
-    let Some(max_timestamp) = tail else {
-        return Ok(None);
-    };
-    if size == 0 || next_offset <= base {
-        return Ok(None);
-    }
-    Ok(Some(Segment {
-        base,
-        next_offset,
-        size,
-        max_timestamp,
-        file: Arc::new(file),
-        direct: None,
-        direct_read: OnceLock::new(),
-        path,
-        sealed: true,
-        builder: crate::index::IndexBuilder::new(interval),
-        persisted: (0, 0),
-        sealed_index: Default::default(),
-        first_append_ms: None,
-        dirty: false,
-    }))
 }
 
 fn delete_segment_files(dir: &Path, base: Offset) {
