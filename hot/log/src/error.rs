@@ -59,6 +59,11 @@ pub enum LogError {
     /// `UnexpectedAppendOffsetException`). The follower refetches from its log end.
     #[error("replicated batch starts at offset {found}, expected {expected}")]
     UnexpectedAppendOffset { expected: Offset, found: Offset },
+    /// A range read ([`crate::Log::read_range`]) found no batch at `offset` that ends
+    /// at or below `end`: `end` is not a batch boundary of this log, or the range is
+    /// not (or no longer) all in it.
+    #[error("no batch at offset {offset} below {end}")]
+    NoBatch { offset: Offset, end: Offset },
     #[error("corrupt log data in {path} at byte {position}: {reason}")]
     Corrupt {
         path: PathBuf,
@@ -79,7 +84,9 @@ impl LogError {
     /// The Kafka error a client gets for this failure.
     pub fn error_code(&self) -> ErrorCode {
         match self {
-            LogError::Io { .. } | LogError::Corrupt { .. } => ErrorCode::KafkaStorageError,
+            LogError::Io { .. } | LogError::Corrupt { .. } | LogError::NoBatch { .. } => {
+                ErrorCode::KafkaStorageError
+            }
             LogError::InvalidBatch(e) => e.error_code(),
             LogError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
             LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,

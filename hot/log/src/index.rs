@@ -1,4 +1,7 @@
-//! Sparse offset and time indexes of one segment.
+//! Sparse offset and time indexes of one segment: their file formats, the decoder, the
+//! lookups, and the builder that places entries. [`Indexes`] is public so that a
+//! segment's index files read back from elsewhere (the remote tier downloads them) are
+//! decoded and searched by this code, not by a copy of it.
 //!
 //! Offset index entry (8 bytes): offset relative to the segment base (u32), byte position
 //! of the batch starting at that offset (u32). An entry is added for the first batch
@@ -14,13 +17,25 @@
 
 use strata_proto::Offset;
 
-pub(crate) const OFFSET_ENTRY: usize = 8;
-pub(crate) const TIME_ENTRY: usize = 12;
+/// Bytes of one offset-index entry (`.index`).
+pub const OFFSET_ENTRY: usize = 8;
+/// Bytes of one time-index entry (`.timeindex`).
+pub const TIME_ENTRY: usize = 12;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct OffsetEntry {
     pub rel: u32,
     pub pos: u32,
+}
+
+impl OffsetEntry {
+    /// Decodes one entry: relative offset (u32), position (u32), big-endian.
+    pub(crate) fn decode(c: &[u8; OFFSET_ENTRY]) -> OffsetEntry {
+        OffsetEntry {
+            rel: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+            pos: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -29,15 +44,62 @@ pub(crate) struct TimeEntry {
     pub rel: u32,
 }
 
-/// A segment's indexes, in memory.
+impl TimeEntry {
+    /// Decodes one entry: timestamp (i64), relative offset (u32), big-endian.
+    pub(crate) fn decode(c: &[u8; TIME_ENTRY]) -> TimeEntry {
+        let mut tsb = [0u8; 8];
+        tsb.copy_from_slice(&c[0..8]);
+        TimeEntry {
+            ts: i64::from_be_bytes(tsb),
+            rel: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+        }
+    }
+}
+
+/// A segment's indexes, in memory: its offset index and its time index, decoded.
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Indexes {
-    pub offsets: Vec<OffsetEntry>,
-    pub times: Vec<TimeEntry>,
+pub struct Indexes {
+    pub(crate) offsets: Vec<OffsetEntry>,
+    pub(crate) times: Vec<TimeEntry>,
 }
 
 impl Indexes {
-    /// The position of the last indexed batch starting at or before `rel`, or 0.
+    /// Decodes the bytes of a segment's `.index` and `.timeindex` files, checking only
+    /// that each holds whole entries (the error says which does not). For index files
+    /// read back from elsewhere, which the caller trusts as much as the segment's data
+    /// (a bad entry surfaces as a batch header that does not parse where it points).
+    pub fn decode(offsets: &[u8], times: &[u8]) -> Result<Indexes, String> {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY) {
+            return Err(format!(
+                "offset index length {} is not a multiple of 8",
+                offsets.len()
+            ));
+        }
+        if !times.len().is_multiple_of(TIME_ENTRY) {
+            return Err(format!(
+                "time index length {} is not a multiple of 12",
+                times.len()
+            ));
+        }
+        Ok(Indexes {
+            offsets: offsets
+                .as_chunks::<OFFSET_ENTRY>()
+                .0
+                .iter()
+                .map(OffsetEntry::decode)
+                .collect(),
+            times: times
+                .as_chunks::<TIME_ENTRY>()
+                .0
+                .iter()
+                .map(TimeEntry::decode)
+                .collect(),
+        })
+    }
+
+    /// The position of the last indexed batch starting at or before `rel` (an offset
+    /// relative to the segment base), or 0: where a walk of batch headers looking for
+    /// the batch holding `rel` starts.
     pub fn position_for(&self, rel: u32) -> u32 {
         let i = self.offsets.partition_point(|e| e.rel <= rel);
         if i == 0 { 0 } else { self.offsets[i - 1].pos }
@@ -50,7 +112,7 @@ impl Indexes {
         if i == 0 { 0 } else { self.times[i - 1].rel }
     }
 
-    pub fn encode_offsets(entries: &[OffsetEntry]) -> Vec<u8> {
+    pub(crate) fn encode_offsets(entries: &[OffsetEntry]) -> Vec<u8> {
         let mut out = Vec::with_capacity(entries.len() * OFFSET_ENTRY);
         for e in entries {
             out.extend_from_slice(&e.rel.to_be_bytes());
@@ -59,7 +121,7 @@ impl Indexes {
         out
     }
 
-    pub fn encode_times(entries: &[TimeEntry]) -> Vec<u8> {
+    pub(crate) fn encode_times(entries: &[TimeEntry]) -> Vec<u8> {
         let mut out = Vec::with_capacity(entries.len() * TIME_ENTRY);
         for e in entries {
             out.extend_from_slice(&e.ts.to_be_bytes());
@@ -74,55 +136,32 @@ impl Indexes {
     /// non-decreasing timestamps. A damaged index gives `Err` and is rebuilt by the
     /// caller. (Whether each position really starts a batch is checked where it matters:
     /// the first read through an entry validates the batch header it lands on.)
-    pub fn decode_checked(
+    pub(crate) fn decode_checked(
         offsets: &[u8],
         times: &[u8],
         log_size: u64,
         next_rel: u64,
     ) -> Result<Indexes, String> {
-        if !offsets.len().is_multiple_of(OFFSET_ENTRY) {
-            return Err(format!(
-                "offset index length {} is not a multiple of 8",
-                offsets.len()
-            ));
-        }
-        if !times.len().is_multiple_of(TIME_ENTRY) {
-            return Err(format!(
-                "time index length {} is not a multiple of 12",
-                times.len()
-            ));
-        }
-        let mut idx = Indexes::default();
-        for c in offsets.chunks_exact(OFFSET_ENTRY) {
-            let rel = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-            let pos = u32::from_be_bytes([c[4], c[5], c[6], c[7]]);
-            if let Some(prev) = idx.offsets.last()
+        let idx = Indexes::decode(offsets, times)?;
+        for (i, e) in idx.offsets.iter().enumerate() {
+            let (rel, pos) = (e.rel, e.pos);
+            if let Some(prev) = i.checked_sub(1).map(|p| idx.offsets[p])
                 && (rel <= prev.rel || pos <= prev.pos)
             {
-                return Err(format!(
-                    "offset index not increasing at entry {}",
-                    idx.offsets.len()
-                ));
+                return Err(format!("offset index not increasing at entry {i}"));
             }
             if pos as u64 >= log_size || rel as u64 >= next_rel {
                 return Err(format!(
                     "offset index entry ({rel}, {pos}) outside the segment"
                 ));
             }
-            idx.offsets.push(OffsetEntry { rel, pos });
         }
-        for c in times.chunks_exact(TIME_ENTRY) {
-            let mut tsb = [0u8; 8];
-            tsb.copy_from_slice(&c[0..8]);
-            let ts = i64::from_be_bytes(tsb);
-            let rel = u32::from_be_bytes([c[8], c[9], c[10], c[11]]);
-            if let Some(prev) = idx.times.last()
+        for (i, e) in idx.times.iter().enumerate() {
+            let (ts, rel) = (e.ts, e.rel);
+            if let Some(prev) = i.checked_sub(1).map(|p| idx.times[p])
                 && (ts < prev.ts || rel < prev.rel)
             {
-                return Err(format!(
-                    "time index not increasing at entry {}",
-                    idx.times.len()
-                ));
+                return Err(format!("time index not increasing at entry {i}"));
             }
             if rel as u64 > next_rel {
                 return Err(format!(
@@ -138,7 +177,6 @@ impl Indexes {
                     "time index entry ({ts}, {rel}) has no offset index entry"
                 ));
             }
-            idx.times.push(TimeEntry { ts, rel });
         }
         Ok(idx)
     }

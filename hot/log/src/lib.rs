@@ -16,14 +16,17 @@
 //! leader-epoch-checkpoint          the first offset of every leader epoch (KIP-101)
 //! ```
 //!
-//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, truncation;
-//! its child `log::loader` opens and recovers it, Kafka's `LogLoader`), `segment` (one segment's files, scanning, header walks), `tail` (direct
-//! writes through the aligned tail buffer, and reads from it), `direct_read` (direct
-//! reads of the rest), `index` (sparse
-//! offset and time indexes), [`producer`] (sans-IO idempotent-producer state and its
-//! snapshot encoding), `snapshot` (producer snapshot files), [`epoch`] (sans-IO
-//! leader-epoch cache and its checkpoint format), `checkpoint` (checkpoint files
-//! replaced atomically), `config` and `clock`.
+//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, truncation; its
+//! child `log::loader` opens and recovers it, Kafka's `LogLoader`), `segment` (one
+//! segment's files, scanning, header walks), `tail` (direct writes through the aligned
+//! tail buffer, and reads from it), `direct_read` (direct reads of the rest), [`index`]
+//! (sparse offset and time indexes, and their public decoder), [`window`] (the
+//! batch-window walk a read makes over segment bytes, public so that remote reads make
+//! the same one), `sealed` (what the offloader takes: [`SealedSegment`],
+//! [`Log::recut`]), [`producer`] (sans-IO idempotent-producer state and its snapshot
+//! encoding), `snapshot` (producer snapshot files), [`epoch`] (sans-IO leader-epoch
+//! cache and its checkpoint format), `checkpoint` (checkpoint files replaced
+//! atomically), `config` and `clock`.
 //!
 //! # IO modes
 //!
@@ -129,18 +132,23 @@ mod config;
 mod direct_read;
 pub mod epoch;
 mod error;
-mod index;
+pub mod index;
 mod log;
 pub mod producer;
+mod sealed;
 mod segment;
 mod snapshot;
 mod tail;
+pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DEFAULT_TAIL_CACHE_BYTES, IoMode, LogConfig, RetentionLimits};
 pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use error::LogError;
+pub use index::Indexes;
 pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,
 };
 pub use producer::{ProducerEntry, ProducerError, ProducerState, SequenceCheck};
+pub use sealed::{RecutSegment, SealedSegment};
+pub use window::{Window, WindowError, find_window};

@@ -23,6 +23,7 @@ use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment, read_at};
 use crate::snapshot;
 use crate::tail::{self, TailCache, ceil_block, floor_block};
+use crate::window::{self, Window};
 
 mod loader;
 
@@ -33,6 +34,8 @@ const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
 /// entry to the wanted batch (index.interval.bytes is 4 KiB by default).
 const READ_SLACK: u64 = 64 * 1024;
+/// The bytes one read of [`Log::read_range`] asks for.
+const RANGE_CHUNK: usize = 8 << 20;
 const LOG_START_FILE: &str = "log-start-offset";
 /// Kafka's name for the leader-epoch cache's checkpoint.
 const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
@@ -1059,7 +1062,7 @@ impl Log {
             let want = (max_bytes as u64)
                 .saturating_add(READ_SLACK)
                 .min(limit - pos);
-            let mut data = self.read_segment(
+            let data = self.read_segment(
                 seg_base,
                 &file,
                 direct.as_deref(),
@@ -1067,65 +1070,82 @@ impl Log {
                 pos,
                 want as usize,
             )?;
-            // Find the batch containing `offset`.
-            let mut start = 0usize;
-            let mut first = None;
-            while data.len() - start >= HEADER_LEN {
-                let h = batch::parse_header(&data[start..])
-                    .map_err(|e| corrupt(pos + start as u64, e))?;
-                if h.next_offset() > offset {
-                    first = Some(h);
-                    break;
+            let window = window::find_window(&data, offset, max_bytes, max_offset)
+                .map_err(|e| corrupt(pos + e.at as u64, e.error))?;
+            match window {
+                Window::Found {
+                    start,
+                    end,
+                    next_offset,
+                } => {
+                    return Ok(ReadResult {
+                        data: data.slice(start..end),
+                        next_offset,
+                    });
                 }
-                start += h.total_size();
-            }
-            let Some(first) = first else {
                 // The walk ran past this read: continue from where it stopped.
-                pos += start.min(data.len()) as u64;
-                continue;
-            };
-            if max_offset.is_some_and(|m| first.next_offset() > m) {
-                return Ok(empty());
-            }
-            let first_size = first.total_size();
-            if start + first_size > data.len() {
-                // KIP-74: the first batch is returned whole even when larger than max_bytes.
-                let at = pos + start as u64;
-                data =
-                    self.read_segment(seg_base, &file, direct.as_deref(), &path, at, first_size)?;
-                if data.len() < first_size {
-                    return Err(corrupt(
-                        at,
-                        batch::BatchError::Truncated {
-                            need: first_size,
-                            have: data.len(),
-                        },
-                    ));
+                Window::NotFound { skip } => pos += skip as u64,
+                Window::PastMaxOffset => return Ok(empty()),
+                Window::Incomplete {
+                    start,
+                    len,
+                    next_offset,
+                } => {
+                    // KIP-74: the first batch is returned whole even when larger than
+                    // max_bytes.
+                    let at = pos + start as u64;
+                    let data =
+                        self.read_segment(seg_base, &file, direct.as_deref(), &path, at, len)?;
+                    if data.len() < len {
+                        return Err(corrupt(
+                            at,
+                            batch::BatchError::Truncated {
+                                need: len,
+                                have: data.len(),
+                            },
+                        ));
+                    }
+                    return Ok(ReadResult {
+                        data: data.slice(..len),
+                        next_offset,
+                    });
                 }
-                start = 0;
             }
-            // Whole batches from `start`, within max_bytes (after the first), none past
-            // max_offset.
-            let mut end = start + first_size;
-            let mut next_offset = first.next_offset();
-            while data.len() - end >= HEADER_LEN {
-                let h =
-                    batch::parse_header(&data[end..]).map_err(|e| corrupt(pos + end as u64, e))?;
-                let size = h.total_size();
-                if end + size > data.len()
-                    || end + size - start > max_bytes
-                    || max_offset.is_some_and(|m| h.next_offset() > m)
-                {
-                    break;
-                }
-                end += size;
-                next_offset = h.next_offset();
-            }
-            return Ok(ReadResult {
-                data: data.slice(start..end),
-                next_offset,
-            });
         }
+    }
+
+    /// The batches from `from` (a batch boundary) up to `end` (a batch boundary after
+    /// it, at most the log end), back to back: what reads from `from` on return until
+    /// they reach `end`. [`LogError::NoBatch`] if a read there returns nothing (`end`
+    /// is inside a batch, or the range is not all in the log); a range below the log
+    /// start is [`LogError::OffsetOutOfRange`], as for [`Self::read`].
+    pub fn read_range(&self, from: Offset, end: Offset) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::new();
+        self.read_range_chunks(from, end, &mut |chunk| {
+            out.extend_from_slice(&chunk);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::read_range`], handing each read's batches to `f` as they come (at most
+    /// [`RANGE_CHUNK`] bytes, or one batch, each) instead of gathering them.
+    pub(crate) fn read_range_chunks(
+        &self,
+        from: Offset,
+        end: Offset,
+        f: &mut dyn FnMut(Bytes) -> Result<(), LogError>,
+    ) -> Result<(), LogError> {
+        let mut at = from;
+        while at < end {
+            let r = self.read(at, RANGE_CHUNK, Some(end))?;
+            if r.data.is_empty() || r.next_offset <= at {
+                return Err(LogError::NoBatch { offset: at, end });
+            }
+            at = r.next_offset;
+            f(r.data)?;
+        }
+        Ok(())
     }
 
     /// Bytes `[pos, pos + len)` of segment `seg` (fewer only past the end of the file):

@@ -24,7 +24,7 @@ use crate::config::{IoMode, LogConfig};
 use crate::direct_read;
 use crate::epoch::LeaderEpochCache;
 use crate::error::LogError;
-use crate::index::{TIME_ENTRY, rel};
+use crate::index::{TIME_ENTRY, TimeEntry, rel};
 use crate::producer::ProducerState;
 use crate::segment::{self, Segment};
 use crate::snapshot;
@@ -453,11 +453,8 @@ fn open_trusted(
         if t.is_empty() || t.len() % TIME_ENTRY != 0 {
             return None;
         }
-        let last = &t[t.len() - TIME_ENTRY..];
-        let mut tsb = [0u8; 8];
-        tsb.copy_from_slice(&last[..8]);
-        let r = u32::from_be_bytes([last[8], last[9], last[10], last[11]]);
-        (r as i64 == next_offset - base).then_some(i64::from_be_bytes(tsb))
+        let last = TimeEntry::decode(t.as_chunks::<TIME_ENTRY>().0.last()?);
+        (last.rel as i64 == next_offset - base).then_some(last.ts)
     });
     let Some(max_timestamp) = tail else {
         return Ok(None);
