@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use strata_cache::{ChunkCache, ReaderId};
-use strata_log::SegmentInfo;
+use strata_log::{Indexes, SealedSegment, SegmentInfo, Window, find_window};
 use strata_proto::Offset;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
 use strata_store::{BlobStore, ErrorKind, FileMode, PutMode};
@@ -31,59 +31,6 @@ pub struct RemoteRead {
     pub next_offset: Offset,
 }
 
-/// A segment's offset and time indexes, downloaded (the same formats as the local
-/// `.index` and `.timeindex` files, see strata-log).
-#[derive(Debug, Default)]
-struct RemoteIndex {
-    /// (relative offset, position)
-    offsets: Vec<(u32, u32)>,
-    /// (max timestamp so far, relative offset)
-    times: Vec<(i64, u32)>,
-}
-
-impl RemoteIndex {
-    fn parse(index: &[u8], timeindex: &[u8]) -> Option<RemoteIndex> {
-        if !index.len().is_multiple_of(8) || !timeindex.len().is_multiple_of(12) {
-            return None;
-        }
-        let offsets = index
-            .chunks_exact(8)
-            .map(|c| {
-                (
-                    u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
-                    u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
-                )
-            })
-            .collect();
-        let times = timeindex
-            .chunks_exact(12)
-            .map(|c| {
-                let mut t = [0u8; 8];
-                t.copy_from_slice(&c[..8]);
-                (
-                    i64::from_be_bytes(t),
-                    u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
-                )
-            })
-            .collect();
-        Some(RemoteIndex { offsets, times })
-    }
-
-    fn position_for(&self, rel: u32) -> u64 {
-        let i = self.offsets.partition_point(|e| e.0 <= rel);
-        if i == 0 {
-            0
-        } else {
-            self.offsets[i - 1].1 as u64
-        }
-    }
-
-    fn start_for_timestamp(&self, ts: i64) -> u32 {
-        let i = self.times.partition_point(|e| e.0 < ts);
-        if i == 0 { 0 } else { self.times[i - 1].1 }
-    }
-}
-
 /// A partition's remote tier.
 #[derive(Debug)]
 pub struct RemotePartition {
@@ -95,7 +42,9 @@ pub struct RemotePartition {
     writer: tokio::sync::Mutex<()>,
     /// Set when another leader committed: no more commits until reloaded as leader.
     fenced: std::sync::atomic::AtomicBool,
-    indexes: Mutex<HashMap<Uuid, Arc<RemoteIndex>>>,
+    /// Downloaded segment indexes (the local `.index` and `.timeindex` formats, decoded
+    /// by strata-log).
+    indexes: Mutex<HashMap<Uuid, Arc<Indexes>>>,
 }
 
 impl RemotePartition {
@@ -167,6 +116,17 @@ impl RemotePartition {
     /// A snapshot of the manifest (for status and tests).
     pub fn manifest_snapshot(&self) -> Manifest {
         self.manifest().clone()
+    }
+
+    /// [`Self::offload`] of a sealed segment as strata-log describes it: its files and
+    /// its producer-state snapshot.
+    pub async fn offload_sealed(
+        &self,
+        seg: &SealedSegment,
+        leader_epoch: i32,
+    ) -> Result<RemoteSegment, TierError> {
+        self.offload(&seg.info, seg.producer_snapshot.as_deref(), leader_epoch)
+            .await
     }
 
     /// Uploads a sealed local segment with its indexes and producer-state snapshot, then
@@ -360,7 +320,7 @@ impl RemotePartition {
         Ok(removed)
     }
 
-    async fn index(&self, s: &RemoteSegment) -> Result<Arc<RemoteIndex>, TierError> {
+    async fn index(&self, s: &RemoteSegment) -> Result<Arc<Indexes>, TierError> {
         if let Some(i) = self
             .indexes
             .lock()
@@ -372,7 +332,7 @@ impl RemotePartition {
         let ik = self.key.segment_object(s, "index");
         let tk = self.key.segment_object(s, "timeindex");
         let (index, timeindex) = futures::try_join!(self.store.get(&ik), self.store.get(&tk))?;
-        let parsed = RemoteIndex::parse(&index, &timeindex).ok_or_else(|| TierError::Corrupt {
+        let parsed = Indexes::decode(&index, &timeindex).map_err(|_| TierError::Corrupt {
             key: ik,
             reason: "index length is not whole entries".into(),
         })?;
@@ -403,7 +363,7 @@ impl RemotePartition {
             .ok_or(TierError::NotRemote { offset })?;
         let idx = self.index(&seg).await?;
         let rel = (offset - seg.base_offset).clamp(0, u32::MAX as i64) as u32;
-        let mut pos = idx.position_for(rel);
+        let mut pos = idx.position_for(rel) as u64;
         let key = self.key.segment_object(&seg, "log");
         let size = seg.size_bytes;
         loop {
@@ -416,63 +376,58 @@ impl RemotePartition {
             let want = (max_bytes as u64)
                 .saturating_add(READ_SLACK)
                 .min(size - pos);
-            let mut data = self.cache.read(&key, size, pos..pos + want, reader).await?;
+            let data = self.cache.read(&key, size, pos..pos + want, reader).await?;
             let corrupt = |at: u64, e: batch::BatchError| TierError::Corrupt {
                 key: key.clone(),
                 reason: format!("at byte {at}: {e}"),
             };
-            let mut start = 0usize;
-            let mut first = None;
-            while data.len() - start >= HEADER_LEN {
-                let h = batch::parse_header(&data[start..])
-                    .map_err(|e| corrupt(pos + start as u64, e))?;
-                if h.next_offset() > offset {
-                    first = Some(h);
-                    break;
+            let window = find_window(&data, offset, max_bytes, None)
+                .map_err(|e| corrupt(pos + e.at as u64, e.error))?;
+            let read = match window {
+                Window::Found {
+                    start,
+                    end,
+                    next_offset,
+                } => RemoteRead {
+                    data: data.slice(start..end),
+                    next_offset,
+                },
+                Window::NotFound { skip } => {
+                    pos += skip as u64;
+                    continue;
                 }
-                start += h.total_size();
-            }
-            let Some(first) = first else {
-                pos += start.min(data.len()) as u64;
-                continue;
+                Window::Incomplete {
+                    start,
+                    len,
+                    next_offset,
+                } => {
+                    // KIP-74: the first batch whole, even past max_bytes.
+                    let at = pos + start as u64;
+                    if at + len as u64 > size {
+                        return Err(corrupt(
+                            at,
+                            batch::BatchError::Truncated {
+                                need: len,
+                                have: (size - at) as usize,
+                            },
+                        ));
+                    }
+                    // Exactly those bytes: the batch.
+                    let data = self
+                        .cache
+                        .read(&key, size, at..at + len as u64, reader)
+                        .await?;
+                    RemoteRead { data, next_offset }
+                }
+                // Only with a max_offset.
+                Window::PastMaxOffset => RemoteRead {
+                    data: Bytes::new(),
+                    next_offset: offset,
+                },
             };
-            let first_size = first.total_size();
-            if start + first_size > data.len() {
-                // KIP-74: the first batch whole, even past max_bytes.
-                let at = pos + start as u64;
-                if at + first_size as u64 > size {
-                    return Err(corrupt(
-                        at,
-                        batch::BatchError::Truncated {
-                            need: first_size,
-                            have: (size - at) as usize,
-                        },
-                    ));
-                }
-                data = self
-                    .cache
-                    .read(&key, size, at..at + first_size as u64, reader)
-                    .await?;
-                start = 0;
-            }
-            let mut end = start + first_size;
-            let mut next_offset = first.next_offset();
-            while data.len() - end >= HEADER_LEN {
-                let h =
-                    batch::parse_header(&data[end..]).map_err(|e| corrupt(pos + end as u64, e))?;
-                let n = h.total_size();
-                if end + n > data.len() || end + n - start > max_bytes {
-                    break;
-                }
-                end += n;
-                next_offset = h.next_offset();
-            }
             metrics::counter!("strata_tier_remote_read_bytes_total")
-                .increment((end - start) as u64);
-            return Ok(RemoteRead {
-                data: data.slice(start..end),
-                next_offset,
-            });
+                .increment(read.data.len() as u64);
+            return Ok(read);
         }
     }
 
@@ -492,7 +447,7 @@ impl RemotePartition {
         loop {
             let idx = self.index(&seg).await?;
             let from_rel = idx.start_for_timestamp(timestamp);
-            let mut pos = idx.position_for(from_rel);
+            let mut pos = idx.position_for(from_rel) as u64;
             let key = self.key.segment_object(&seg, "log");
             while pos < seg.size_bytes {
                 let head = self

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strata_cache::{CacheStats, ChunkCache};
-use strata_log::{Log, SegmentInfo};
+use strata_log::{Log, LogError, RecutSegment, SegmentInfo};
 use strata_proto::Offset;
 use strata_store::BlobStore;
 use tokio::sync::{Mutex, Semaphore};
@@ -154,22 +154,12 @@ impl Tier {
                 .acquire()
                 .await
                 .expect("the upload semaphore is never closed");
-            let dir = recut_dir(log.dir(), from);
-            let result = match recut(log, &seg, from, &dir) {
-                Ok((cut_log, cut)) => {
-                    self.rate.acquire(cut.size_bytes).await;
-                    let snapshot = producer_snapshot_path(log.dir(), seg.next_offset);
-                    tracing::info!(dir = %log.dir().display(), from, to = seg.next_offset, "offloading the part of a local segment above the remote end");
-                    let r = remote
-                        .offload(&cut, snapshot.as_deref(), leader_epoch)
-                        .await
-                        .map(|_| ());
-                    drop(cut_log);
-                    r
-                }
-                Err(e) => Err(e),
-            };
-            let _ = std::fs::remove_dir_all(&dir);
+            let cut = recut(log, &seg, from, &recut_dir(log.dir(), from))?;
+            self.rate.acquire(cut.segment().info.size_bytes).await;
+            tracing::info!(dir = %log.dir().display(), from, to = seg.next_offset, "offloading the part of a local segment above the remote end");
+            let result = remote.offload_sealed(cut.segment(), leader_epoch).await;
+            // Deletes the re-cut segment's directory.
+            drop(cut);
             result?;
             done += 1;
         }
@@ -180,11 +170,15 @@ impl Tier {
                 .await
                 .expect("the upload semaphore is never closed");
             self.rate.acquire(seg.size_bytes).await;
-            let snapshot = producer_snapshot_path(log.dir(), seg.next_offset);
+            // Gone only if the log dropped it meanwhile (its start moved past it).
+            let sealed = log.sealed_segment(seg.base_offset).ok_or_else(|| {
+                TierError::Io(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{}: no longer in the log", seg.log_path.display()),
+                ))
+            })?;
             let started = Instant::now();
-            remote
-                .offload(&seg, snapshot.as_deref(), leader_epoch)
-                .await?;
+            remote.offload_sealed(&sealed, leader_epoch).await?;
             metrics::histogram!("strata_tier_upload_seconds")
                 .record(started.elapsed().as_secs_f64());
             done += 1;
@@ -249,50 +243,27 @@ fn recut_dir(partition_dir: &Path, from: Offset) -> PathBuf {
         .join(format!(".recut.{name}.{from}"))
 }
 
-/// Copies the batches of `seg` from offset `from` on into a new one-segment log in
-/// `dir` and seals it. `from` is the remote end, a batch boundary in every in-sync
-/// replica's log (they hold the same batches below the high-water mark); if it is not
-/// one here the append fails and nothing is uploaded. The returned log owns the files.
+/// Copies the batches of `seg` from offset `from` on into a standalone sealed segment
+/// in `dir` ([`Log::recut`]). `from` is the remote end, a batch boundary in every
+/// in-sync replica's log (they hold the same batches below the high-water mark); if it
+/// is not one here the copy fails and nothing is uploaded. The returned segment owns
+/// `dir`, which is deleted when it is dropped (and on an error).
 pub fn recut(
     log: &Log,
     seg: &SegmentInfo,
     from: Offset,
     dir: &Path,
-) -> Result<(Log, SegmentInfo), TierError> {
-    let _ = std::fs::remove_dir_all(dir);
-    let mut config = log.config();
-    config.segment_bytes = u64::MAX / 2;
-    config.segment_ms = i64::MAX / 2;
-    let (out, _) = Log::open(dir, config, Arc::new(strata_log::SystemClock))?;
-    out.truncate_fully_and_start_at(from)?;
-    let mut at = from;
-    while at < seg.next_offset {
-        let r = log.read(at, 8 << 20, Some(seg.next_offset))?;
-        if r.data.is_empty() || r.next_offset <= at {
-            return Err(TierError::Corrupt {
-                key: seg.log_path.display().to_string(),
-                reason: format!("no batch at offset {at} below {}", seg.next_offset),
-            });
-        }
-        let mut batches = r.data.to_vec();
-        out.append_replicated(&mut batches)?;
-        at = r.next_offset;
-    }
-    out.force_roll()?;
-    let cut = out
-        .segments()
-        .into_iter()
-        .find(|s| s.sealed && s.base_offset == from)
-        .ok_or_else(|| TierError::Corrupt {
-            key: dir.display().to_string(),
-            reason: "the re-cut segment is missing".into(),
-        })?;
-    Ok((out, cut))
-}
-
-/// The producer-state snapshot the log wrote when the segment ending at `next_offset`
-/// rolled, if it is still there.
-pub fn producer_snapshot_path(dir: &Path, next_offset: Offset) -> Option<PathBuf> {
-    let p = dir.join(format!("{next_offset:020}.snapshot"));
-    p.exists().then_some(p)
+) -> Result<RecutSegment, TierError> {
+    log.recut(seg, from, dir).map_err(|e| match e {
+        LogError::NoBatch { offset, end } => TierError::Corrupt {
+            key: seg.log_path.display().to_string(),
+            reason: format!("no batch at offset {offset} below {end}"),
+        },
+        // The re-cut segment itself is missing.
+        LogError::Corrupt { path, reason, .. } if path == dir => TierError::Corrupt {
+            key: path.display().to_string(),
+            reason,
+        },
+        e => TierError::Log(e),
+    })
 }
