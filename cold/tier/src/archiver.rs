@@ -490,20 +490,10 @@ async fn parquet_step(
         let owner = log.clone();
         // Read on the conversion thread too: copying the segment is part of its cost.
         let read = move || {
-            let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
-            let mut at = from;
-            while at < end {
-                let r = owner
-                    .local()
-                    .read(at, 8 << 20, Some(end))
-                    .map_err(|e| ParquetError::Read(e.into()))?;
-                if r.data.is_empty() || r.next_offset <= at {
-                    return Err(ParquetError::Hole { at, end });
-                }
-                bytes.extend_from_slice(&r.data);
-                at = r.next_offset;
-            }
-            Ok(bytes)
+            owner
+                .local()
+                .read_range(from, end)
+                .map_err(|e| ParquetError::Read(e.into()))
         };
         write_parquet(&sink, log, from..end, read).await?;
         next = seg.next_offset;

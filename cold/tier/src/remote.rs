@@ -392,6 +392,18 @@ impl RemotePartition {
                     data: data.slice(start..end),
                     next_offset,
                 },
+                // Not even one batch header before the end: the object is shorter than
+                // the manifest says, or ends in a torn batch. (Retrying the same position
+                // would loop forever.)
+                Window::NotFound { skip: 0 } => {
+                    return Err(TierError::Corrupt {
+                        key,
+                        reason: format!(
+                            "offset {offset} not found: {} bytes at byte {pos} do not hold a batch header",
+                            data.len()
+                        ),
+                    });
+                }
                 Window::NotFound { skip } => {
                     pos += skip as u64;
                     continue;

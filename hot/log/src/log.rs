@@ -1083,6 +1083,17 @@ impl Log {
                         next_offset,
                     });
                 }
+                // Not one batch header before the segment's end (the file is shorter
+                // than its recorded size): retrying here would loop forever.
+                Window::NotFound { skip: 0 } => {
+                    return Err(corrupt(
+                        pos,
+                        batch::BatchError::Truncated {
+                            need: HEADER_LEN,
+                            have: data.len(),
+                        },
+                    ));
+                }
                 // The walk ran past this read: continue from where it stopped.
                 Window::NotFound { skip } => pos += skip as u64,
                 Window::PastMaxOffset => return Ok(empty()),
