@@ -1,0 +1,142 @@
+//! Committed offsets: OffsetCommit validation, storing and reading offsets, and
+//! OffsetDelete.
+
+use strata_proto::ErrorCode;
+
+use super::{CONSUMER_PROTOCOL_TYPE, Group, GroupCoordinator, GroupState};
+use crate::records::CommittedOffset;
+
+impl GroupCoordinator {
+    /// OffsetCommit validation (Kafka's `validateOffsetCommit` + `doCommitOffsets`).
+    ///
+    /// Generation `-1` with an empty member id and no instance id is a standalone
+    /// ("simple") commit: allowed when the group is unknown (an Empty group is created)
+    /// or Empty. Otherwise the member must be current (UNKNOWN_MEMBER_ID /
+    /// FENCED_INSTANCE_ID), of the current generation (ILLEGAL_GENERATION), and the group
+    /// not waiting for the leader's assignment (REBALANCE_IN_PROGRESS). A valid member
+    /// commit counts as a heartbeat. On `None`, the caller stores the offsets with
+    /// [`commit`](Self::commit) (after persisting them).
+    pub fn validate_commit(
+        &mut self,
+        now: i64,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> ErrorCode {
+        if group_id.is_empty() {
+            return ErrorCode::InvalidGroupId;
+        }
+        if !self.groups.contains_key(group_id) {
+            if generation_id < 0 {
+                self.groups
+                    .insert(group_id.to_string(), Group::new(group_id, now));
+                return ErrorCode::None;
+            }
+            return ErrorCode::IllegalGeneration;
+        }
+        self.with_group(now, group_id, |_, g| {
+            if g.state == GroupState::Dead {
+                return ErrorCode::CoordinatorNotAvailable;
+            }
+            if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
+                let err = g.validate_current_member(member_id, group_instance_id);
+                if !err.is_ok() {
+                    return err;
+                }
+                if generation_id != g.generation_id {
+                    return ErrorCode::IllegalGeneration;
+                }
+            } else if g.state != GroupState::Empty {
+                // A non-empty group only accepts commits from its members.
+                return ErrorCode::UnknownMemberId;
+            } else {
+                return ErrorCode::None;
+            }
+            if g.state == GroupState::CompletingRebalance {
+                return ErrorCode::RebalanceInProgress;
+            }
+            match g.members.get_mut(member_id) {
+                Some(m) => {
+                    m.heartbeat_deadline_ms = now + i64::from(m.session_timeout_ms);
+                    ErrorCode::None
+                }
+                None => ErrorCode::UnknownMemberId,
+            }
+        })
+        .unwrap_or(ErrorCode::UnknownMemberId)
+    }
+
+    /// Stores a committed offset (creating an Empty group if needed).
+    pub fn commit(&mut self, group_id: &str, topic: &str, partition: i32, offset: CommittedOffset) {
+        self.group_or_create(group_id)
+            .offsets
+            .insert((topic.to_string(), partition), offset);
+    }
+
+    /// The committed offset of one partition.
+    pub fn committed(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<CommittedOffset> {
+        self.groups
+            .get(group_id)?
+            .offsets
+            .get(&(topic.to_string(), partition))
+            .cloned()
+    }
+
+    /// Every committed offset of a group, ordered by topic then partition.
+    pub fn offsets(&self, group_id: &str) -> Vec<(String, i32, CommittedOffset)> {
+        self.groups
+            .get(group_id)
+            .map(|g| {
+                g.offsets
+                    .iter()
+                    .map(|((t, p), o)| (t.clone(), *p, o.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// OffsetDelete (Kafka's `handleDeleteOffsets`): returns the top-level error and one
+    /// error per partition. Consumer groups keep offsets of topics a member subscribes to
+    /// (GROUP_SUBSCRIBED_TO_TOPIC; subscriptions that do not parse count as subscribed to
+    /// everything); other non-empty groups answer NON_EMPTY_GROUP. The caller writes
+    /// [`offset_tombstone`](crate::offset_tombstone)s for the partitions answered `None`.
+    pub fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> (ErrorCode, Vec<(String, i32, ErrorCode)>) {
+        let Some(g) = self.groups.get_mut(group_id) else {
+            return (ErrorCode::GroupIdNotFound, Vec::new());
+        };
+        if g.state == GroupState::Dead {
+            return (ErrorCode::GroupIdNotFound, Vec::new());
+        }
+        let consumer = g.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE);
+        if !consumer && g.state != GroupState::Empty {
+            return (ErrorCode::NonEmptyGroup, Vec::new());
+        }
+        let results = partitions
+            .iter()
+            .map(|(topic, partition)| {
+                let subscribed = consumer
+                    && g.state != GroupState::Empty
+                    && g.subscribed_topics
+                        .as_ref()
+                        .is_none_or(|t| t.contains(topic));
+                if subscribed {
+                    (topic.clone(), *partition, ErrorCode::GroupSubscribedToTopic)
+                } else {
+                    g.offsets.remove(&(topic.clone(), *partition));
+                    (topic.clone(), *partition, ErrorCode::None)
+                }
+            })
+            .collect();
+        (ErrorCode::None, results)
+    }
+}
