@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use strata_proto::ErrorCode;
 
 /// Kafka error codes the gateway maps to HTTP statuses (positive: the broker's,
 /// negative: librdkafka's local codes).
@@ -79,30 +80,76 @@ impl ServiceError {
         )
     }
 
-    /// Whether retrying the same call later can succeed (Kafka's RetriableException).
+    /// Whether retrying the same call later can succeed: for a Kafka code, Kafka's
+    /// answer ([`ErrorCode::is_retriable`], its RetriableException) except where the
+    /// gateway answers otherwise (`gateway_retriable`, which says why); for any other
+    /// code, whether it is one of the local transients (`local_transient`).
     pub fn retriable(&self) -> bool {
-        use codes::*;
-        matches!(
-            self.code,
-            LEADER_NOT_AVAILABLE
-                | NOT_LEADER_OR_FOLLOWER
-                | REQUEST_TIMED_OUT
-                | NETWORK_EXCEPTION
-                | COORDINATOR_NOT_AVAILABLE
-                | NOT_COORDINATOR
-                | NOT_ENOUGH_REPLICAS
-                | NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                | REBALANCE_IN_PROGRESS
-                | KAFKA_STORAGE_ERROR
-                | THROTTLING_QUOTA_EXCEEDED
-                | LOCAL_MSG_TIMED_OUT
-                | LOCAL_TRANSPORT
-                | LOCAL_ALL_BROKERS_DOWN
-                | LOCAL_QUEUE_FULL
-                | LOCAL_TIMED_OUT
-                | GATEWAY_QUEUE_FULL
-        )
+        match i16::try_from(self.code).ok().and_then(ErrorCode::from_code) {
+            Some(code) => gateway_retriable(code).unwrap_or_else(|| code.is_retriable()),
+            None => local_transient(self.code),
+        }
     }
+}
+
+/// The Kafka codes whose retriability the gateway answers otherwise than Kafka, and
+/// what it answers; `None` for the rest, where Kafka's answer holds.
+fn gateway_retriable(code: ErrorCode) -> Option<bool> {
+    match code {
+        // Kafka retries it (a corrupted copy on the wire). The gateway built the batch
+        // itself from the HTTP request, so a refusal (a batch over the broker's
+        // decompressed bound, a null key on a compacted topic) refuses the same bytes
+        // again: the client hears 422 at once, not after the delivery timeout.
+        ErrorCode::CorruptMessage => Some(false),
+        // Kafka retries it (metadata may lag behind a topic's creation). The gateway
+        // answers a topic or partition that does not exist with 404 at once: its
+        // producer fails the records instead of retrying for the delivery timeout, and
+        // an SSE stream on it ends instead of polling forever.
+        ErrorCode::UnknownTopicOrPartition => Some(false),
+        // Kafka does not (its client must rejoin the group first). The gateway's
+        // members are librdkafka consumers, which rejoin by themselves, so the same
+        // call later succeeds: an SSE stream keeps going through a rebalance, and an
+        // HTTP client hears 503.
+        ErrorCode::RebalanceInProgress => Some(true),
+        // Retriable in Kafka, but never in the gateway's own list of retriable codes
+        // that this function replaced; answered as before (not retriable). Most come
+        // only from requests the gateway does not make itself (replica fetches, fetch
+        // sessions, leader epochs, topic ids, elections, the controller: librdkafka
+        // handles them inside its consumers). Retrying any of them would be a
+        // behaviour change, for a commit of its own.
+        ErrorCode::ReplicaNotAvailable
+        | ErrorCode::CoordinatorLoadInProgress
+        | ErrorCode::NotController
+        | ErrorCode::FetchSessionIdNotFound
+        | ErrorCode::InvalidFetchSessionEpoch
+        | ErrorCode::ListenerNotFound
+        | ErrorCode::FencedLeaderEpoch
+        | ErrorCode::UnknownLeaderEpoch
+        | ErrorCode::OffsetNotAvailable
+        | ErrorCode::PreferredLeaderNotAvailable
+        | ErrorCode::EligibleLeadersNotAvailable
+        | ErrorCode::ElectionNotNeeded
+        | ErrorCode::UnstableOffsetCommit
+        | ErrorCode::UnknownTopicId
+        | ErrorCode::InconsistentTopicId
+        | ErrorCode::FetchSessionTopicIdError => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether a code that is not Kafka's (librdkafka's local ones, the gateway's own) is
+/// transient: a timeout, a lost or missing connection, a full queue.
+fn local_transient(code: i32) -> bool {
+    use codes::*;
+    matches!(
+        code,
+        LOCAL_MSG_TIMED_OUT
+            | LOCAL_TRANSPORT
+            | LOCAL_ALL_BROKERS_DOWN
+            | LOCAL_QUEUE_FULL
+            | LOCAL_TIMED_OUT
+            | GATEWAY_QUEUE_FULL
+    )
 }
 
 /// A header of a record; the value may be null.
@@ -282,4 +329,64 @@ pub trait GroupConsumer: Send + Sync + 'static {
     async fn assignment(&self) -> Result<Vec<TopicPartition>, ServiceError>;
     /// Leaves the group.
     async fn close(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gateway's list of retriable codes before [`ServiceError::retriable`] followed
+    /// Kafka's answer: every other code was not retriable.
+    const OLD_RETRIABLE: &[i32] = &[
+        5,       // LEADER_NOT_AVAILABLE
+        6,       // NOT_LEADER_OR_FOLLOWER
+        7,       // REQUEST_TIMED_OUT
+        13,      // NETWORK_EXCEPTION
+        15,      // COORDINATOR_NOT_AVAILABLE
+        16,      // NOT_COORDINATOR
+        19,      // NOT_ENOUGH_REPLICAS
+        20,      // NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        27,      // REBALANCE_IN_PROGRESS
+        56,      // KAFKA_STORAGE_ERROR
+        89,      // THROTTLING_QUOTA_EXCEEDED
+        -192,    // LOCAL_MSG_TIMED_OUT
+        -195,    // LOCAL_TRANSPORT
+        -187,    // LOCAL_ALL_BROKERS_DOWN
+        -184,    // LOCAL_QUEUE_FULL
+        -185,    // LOCAL_TIMED_OUT
+        -10_001, // GATEWAY_QUEUE_FULL
+    ];
+
+    #[test]
+    fn retriable_answers_as_the_old_list_for_every_code() {
+        use codes::*;
+        let named = [
+            LOCAL_MSG_TIMED_OUT,
+            LOCAL_TRANSPORT,
+            LOCAL_ALL_BROKERS_DOWN,
+            LOCAL_QUEUE_FULL,
+            LOCAL_TIMED_OUT,
+            LOCAL_MSG_SIZE_TOO_LARGE,
+            LOCAL_UNKNOWN_PARTITION,
+            LOCAL_UNKNOWN_TOPIC,
+            LOCAL_STATE,
+            LOCAL_INVALID_ARG,
+            GATEWAY_QUEUE_FULL,
+        ];
+        // Kafka's codes, librdkafka's local range, the named codes, and codes outside
+        // an i16.
+        let all = (-1..=120).chain(-200..=-100).chain(named).chain([
+            i32::from(i16::MIN),
+            i32::from(i16::MAX),
+            -40_000,
+            40_000,
+        ]);
+        for code in all {
+            assert_eq!(
+                ServiceError::new(code, "").retriable(),
+                OLD_RETRIABLE.contains(&code),
+                "code {code}"
+            );
+        }
+    }
 }
