@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -32,6 +33,8 @@ use serde::Serialize;
 
 pub mod gateway;
 pub use gateway::{EndToEnd, GatewayArgs, HttpProduceArgs, Receipt, SseLatencyArgs};
+/// The codec `produce --compression` names (strata_proto's).
+pub use strata_proto::Compression;
 
 /// Load generator for Kafka-compatible brokers.
 #[derive(Parser, Debug)]
@@ -105,26 +108,11 @@ pub enum Acks {
     All,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Compression {
-    fn as_str(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-            Compression::Snappy => "snappy",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
-        }
-    }
+/// clap's parser for a codec: strata_proto's names are the possible values (listed in
+/// --help and in the error for any other value).
+fn compression_parser() -> impl TypedValueParser<Value = Compression> {
+    PossibleValuesParser::new(Compression::ALL.map(Compression::name))
+        .try_map(|name| name.parse::<Compression>())
 }
 
 #[derive(Args, Debug, Clone)]
@@ -164,7 +152,7 @@ pub struct ProduceArgs {
     pub batch_size: u64,
     /// Batch compression. Values are random bytes, so this measures the codec's cost,
     /// not a ratio.
-    #[arg(long, value_enum, default_value_t = Compression::None)]
+    #[arg(long, default_value_t = Compression::None, value_parser = compression_parser())]
     pub compression: Compression,
     /// Leave records sent in the first part of the run out of the latency figures (the
     /// client's start-up: connections, metadata, and for an idempotent producer its
@@ -639,7 +627,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         .set("enable.idempotence", a.idempotent.to_string())
         .set("linger.ms", a.linger_ms.to_string())
         .set("batch.size", a.batch_size.to_string())
-        .set("compression.type", a.compression.as_str())
+        .set("compression.type", a.compression.name())
         .set("partitioner", "murmur2_random")
         .set("message.timeout.ms", b.timeout.as_millis().to_string());
     let ctx = Deliveries {
@@ -802,7 +790,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         humantime::format_duration(a.warmup).to_string(),
     );
     settings.insert("batch_size".into(), a.batch_size.to_string());
-    settings.insert("compression".into(), a.compression.as_str().into());
+    settings.insert("compression".into(), a.compression.name().into());
     settings.insert("json_values".into(), a.json_values.to_string());
     Ok(Report {
         mode: "produce".into(),
@@ -1104,6 +1092,28 @@ mod tests {
         assert_eq!(parse_size("2g"), Ok(2 << 30));
         assert!(parse_size("x").is_err());
         assert!(parse_size("1 parsec").is_err());
+    }
+
+    #[test]
+    fn compression_flag_takes_strata_protos_codec_names() {
+        let parse = |extra: &[&str]| {
+            let argv = ["strata-benches", "produce", "--topic", "t"]
+                .iter()
+                .chain(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Produce(a)) => Ok(a.compression),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        assert_eq!(parse(&[]), Ok(Compression::None));
+        for c in Compression::ALL {
+            assert_eq!(parse(&["--compression", c.name()]), Ok(c));
+        }
+        assert_eq!(
+            parse(&["--compression", "brotli"]),
+            Err(clap::error::ErrorKind::InvalidValue)
+        );
     }
 
     #[test]

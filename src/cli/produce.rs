@@ -6,13 +6,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
+use strata_proto::Compression;
 
 use super::client::{CliContext, ClientArgs};
 
@@ -36,29 +38,15 @@ pub struct ProduceArgs {
     #[arg(long, default_value = "all", value_parser = ["0", "1", "all", "-1"])]
     pub acks: String,
     /// Batch compression.
-    #[arg(long, value_enum, default_value_t = Compression::None)]
+    #[arg(long, default_value_t = Compression::None, value_parser = compression_parser())]
     pub compression: Compression,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Compression {
-    fn as_str(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-            Compression::Snappy => "snappy",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
-        }
-    }
+/// clap's parser for a codec: strata_proto's names are the possible values (listed in
+/// --help and in the error for any other value).
+fn compression_parser() -> impl TypedValueParser<Value = Compression> {
+    PossibleValuesParser::new(Compression::ALL.map(Compression::name))
+        .try_map(|name| name.parse::<Compression>())
 }
 
 /// Counts deliveries; remembers the first failure.
@@ -129,7 +117,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
     let timeout_ms = c.timeout.as_millis().to_string();
     config
         .set("acks", &args.acks)
-        .set("compression.type", args.compression.as_str())
+        .set("compression.type", args.compression.name())
         // Kafka's Java client hashes keys with murmur2; librdkafka's default is CRC-32.
         // Matching Java puts a key in the same partition whichever client wrote it.
         .set("partitioner", "murmur2_random")
@@ -277,6 +265,29 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compression_flag_takes_strata_protos_codec_names() {
+        #[derive(clap::Parser, Debug)]
+        struct Cmd {
+            #[command(flatten)]
+            args: ProduceArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let argv = ["produce", "--topic", "t"].iter().chain(extra);
+            <Cmd as clap::Parser>::try_parse_from(argv)
+                .map(|c| c.args.compression)
+                .map_err(|e| e.kind())
+        };
+        assert_eq!(parse(&[]), Ok(Compression::None));
+        for c in Compression::ALL {
+            assert_eq!(parse(&["--compression", c.name()]), Ok(c));
+        }
+        assert_eq!(
+            parse(&["--compression", "brotli"]),
+            Err(clap::error::ErrorKind::InvalidValue)
+        );
+    }
 
     #[test]
     fn lines_split_at_the_first_separator() {

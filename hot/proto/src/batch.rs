@@ -122,6 +122,49 @@ impl Compression {
             Compression::Zstd => 4,
         }
     }
+
+    /// Every codec, in id order.
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// The codec's name as Kafka's `compression.type` (and librdkafka's) spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no codec's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compression codec '{0}'")]
+pub struct UnknownCompressionName(pub String);
+
+impl std::str::FromStr for Compression {
+    type Err = UnknownCompressionName;
+
+    /// A codec by its [`name`](Compression::name).
+    fn from_str(s: &str) -> Result<Compression, UnknownCompressionName> {
+        Compression::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownCompressionName(s.to_string()))
+    }
 }
 
 /// Whether a batch's timestamps are the producer's or the broker's.
@@ -755,6 +798,21 @@ mod tests {
                 timestamp: 1_700_000_000_000 + (i as i64) * 13,
             })
             .collect()
+    }
+
+    #[test]
+    fn compression_names_round_trip() {
+        for c in Compression::ALL {
+            assert_eq!(c.to_string(), c.name());
+            assert_eq!(c.name().parse::<Compression>(), Ok(c));
+            assert_eq!(Compression::from_attributes(c.id()).ok(), Some(c));
+        }
+        assert_eq!(
+            Compression::ALL.map(Compression::name),
+            ["none", "gzip", "snappy", "lz4", "zstd"]
+        );
+        assert!("GZIP".parse::<Compression>().is_err());
+        assert!("".parse::<Compression>().is_err());
     }
 
     /// Fuzzing found it (fuzz/corpus/record_batch/regress-base-offset-i64-max): the

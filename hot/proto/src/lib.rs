@@ -21,7 +21,10 @@ pub mod error;
 pub mod ids;
 pub mod partitioner;
 
-pub use batch::{BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType};
+pub use batch::{
+    BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
+    UnknownCompressionName,
+};
 pub use config::{CleanupPolicy, ConfigError, TopicConfig};
 pub use error::ErrorCode;
 pub use ids::{
