@@ -4,7 +4,8 @@
 # so the machine's noise falls on both (read the ratio, not the absolutes).
 # Usage: benches/decode.sh OLD_STRATA_BINARY [seconds per run, default 15] [rounds, default 3]
 #   (after cargo build --release -p strata -p strata-benches; build the old binary from
-#   1122144, e.g. git worktree add ../old 1122144 && cd ../old && cargo build --release -p strata)
+#   1122144, e.g. git worktree add /tmp/strata-before 1122144 && cd /tmp/strata-before &&
+#   cargo build --release -p strata)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?usage: benches/decode.sh OLD_STRATA_BINARY [seconds] [rounds]}

@@ -3,7 +3,8 @@
 //! `cold/store` owns the real object-store client; `cold/tier` adapts it to
 //! [`ChunkSource`]. Keeping the trait here (and this small) lets the cache be
 //! built and tested without the store, and keeps retry/timeout policy in the
-//! store's wrappers, where STYLE.md wants it, rather than in the cache.
+//! store's wrappers, the one place that policy lives for every user of the store,
+//! rather than in the cache.
 
 use std::{fmt::Debug, ops::Range};
 

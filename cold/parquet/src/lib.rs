@@ -1,8 +1,8 @@
-//! Kafka record batches -> Arrow -> Parquet, for warehouse loaders (DESIGN.md, "Parquet
-//! rows"). The converter does no IO: the input is bytes already in memory (a segment, or
-//! batches borrowed from several), the output is a Parquet file written into a `Vec<u8>`
-//! (or any `Write` the caller hands in) plus a [`Summary`] the offloader puts in its
-//! manifest. [`sink`] is the one IO layer, on top.
+//! Kafka record batches -> Arrow -> Parquet, for warehouse loaders (docs/parquet.md,
+//! "Files and columns"). The converter does no IO: the input is bytes already in memory
+//! (a segment, or batches borrowed from several), the output is a Parquet file written
+//! into a `Vec<u8>` (or any `Write` the caller hands in) plus a [`Summary`] the offloader
+//! puts in its manifest. [`sink`] is the one IO layer, on top.
 //!
 //! # Rows
 //!

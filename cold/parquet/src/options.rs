@@ -8,8 +8,7 @@ use crate::txn::{PendingTxnPolicy, TxnMarker};
 use crate::value_schema::ValueSchema;
 
 /// Row groups are cut at about this much uncompressed data: large enough for readers'
-/// sequential scans, small enough that a reader's per-row-group buffers stay modest
-/// (DESIGN.md, "Parquet rows").
+/// sequential scans, small enough that a reader's per-row-group buffers stay modest.
 pub const DEFAULT_ROW_GROUP_BYTES: usize = 128 << 20;
 
 /// zstd level 1: the offloader shares the broker's cores with producers (issue 7 bounds

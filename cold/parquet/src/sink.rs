@@ -1,5 +1,6 @@
 //! Writes converted segments to the object store, exactly once per offset range: the piece
-//! the offloader calls after a segment is sealed (DESIGN.md, "Data flows", Offload).
+//! the archiver calls after a segment is sealed (docs/architecture.md, "Data flows",
+//! Offload).
 //!
 //! # Layout
 //!
@@ -8,8 +9,9 @@
 //! {prefix}/parquet/topic={topic}/partition={p}/_manifest.json
 //! ```
 //!
-//! `prefix` is everything before `parquet/` in DESIGN.md's layout (`{prefix}/{cluster_id}`);
-//! an empty prefix puts `parquet/` at the store's root. The date is the UTC day of the
+//! `prefix` is everything before `parquet/` in the bucket's layout: the cluster id
+//! (docs/architecture.md, "Object layout in the bucket"); an empty prefix puts `parquet/`
+//! at the store's root. The date is the UTC day of the
 //! file's first row's timestamp; offsets are zero-padded so that names sort in offset
 //! order. `first` and `last` are the segment's offset range, control and aborted records
 //! included, so the files of a partition cover its log without gaps (see [`crate`]).

@@ -20,7 +20,8 @@ pub enum ErrorKind {
     AlreadyExists,
     /// An `Update` put found another version than the one it was conditioned on
     /// (S3 `If-Match` answered 412): someone else wrote in between. This is how a fenced
-    /// leader learns it lost the race for the manifest (STYLE item 7).
+    /// leader learns it lost the race for the manifest (metadata is only ever written
+    /// with conditional puts).
     PreconditionFailed,
     /// The backend cannot do this at all (for example conditional update on the local
     /// filesystem). Retrying cannot help; the deployment has to change.

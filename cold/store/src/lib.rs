@@ -2,11 +2,13 @@
 //! crate (S3 and S3-compatible servers such as MinIO, a local directory, memory).
 //!
 //! Tiered storage keeps sealed segments, their indexes and the partition manifests in a
-//! bucket (DESIGN.md, "Object-store layout"). This crate is the only code that talks to
-//! it. The trait is small on purpose: put (with `Create`/`Update` conditions for
-//! metadata, STYLE item 7), put_file (multipart for segments), get, get_range, head,
-//! delete and list. Everything cross-cutting is a wrapper that implements the same trait
-//! around an `Arc<dyn BlobStore>` (STYLE item 2):
+//! bucket (docs/architecture.md, "Object layout in the bucket"). This crate is the only
+//! code that talks to it. The trait is small on purpose: put (with `Create`/`Update`
+//! conditions for metadata, so a fenced writer's put fails instead of overwriting its
+//! successor's), put_file (multipart for segments), get, get_range, head, delete and
+//! list. Everything cross-cutting is a wrapper that implements the same trait around an
+//! `Arc<dyn BlobStore>`, so each concern is one type, composed with the others in a
+//! chosen order and tested alone:
 //!
 //! - [`RetryStore`]: exponential backoff with full jitter on throttling (S3 503 SlowDown),
 //!   transient failures and timeouts; seeded jitter; resolves ambiguous conditional puts.

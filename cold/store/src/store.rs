@@ -12,9 +12,9 @@ use crate::error::{ErrorKind, Op, Result, StoreError};
 /// How a put treats an object already at the key.
 ///
 /// `Create` and `Update` are the conditional writes that make the bucket safe to use
-/// for metadata (STYLE item 7): a manifest is committed with `Update(version read)`,
-/// so a fenced leader that read an older version gets [`ErrorKind::PreconditionFailed`]
-/// instead of overwriting its successor's manifest.
+/// for metadata: a manifest is committed with `Update(version read)`, so a fenced leader
+/// that read an older version gets [`ErrorKind::PreconditionFailed`] instead of
+/// overwriting its successor's manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum PutMode {
     /// Replace whatever is there (S3 last-writer-wins).
@@ -236,7 +236,8 @@ impl UploadConfig {
 /// the local directory); segments may not be empty, `.` or `..`. Cross-cutting concerns
 /// are wrapper types around an `Arc<dyn BlobStore>` ([`crate::RetryStore`],
 /// [`crate::TimeoutStore`], [`crate::MeteredStore`], [`crate::FaultStore`]), not
-/// options of this trait (STYLE item 2). Users hold an `Arc<dyn BlobStore>`.
+/// options of this trait, so each concern composes with the others and is tested alone.
+/// Users hold an `Arc<dyn BlobStore>`.
 ///
 /// Implementors provide the required methods; [`get`](Self::get),
 /// [`get_range`](Self::get_range) and [`put_file`](Self::put_file) are built on them and
@@ -263,8 +264,8 @@ pub trait BlobStore: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// in no promised order.
     ///
     /// For recovery and orphan cleanup only, never on a hot path: S3 lists 1000 keys per
-    /// request, and a bucket holding years of segments has millions (PITFALLS, tiered
-    /// storage). Reads find objects through the manifest instead.
+    /// request, and a bucket holding years of segments has millions, so one listing is
+    /// thousands of requests. Reads find objects through the manifest instead.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
 
     /// Starts a multipart upload to `path`. Every part but the last must be exactly

@@ -83,7 +83,7 @@ impl TimeoutConfig {
 /// Fails each attempt that runs past its deadline with [`ErrorKind::Timeout`], and every
 /// call in flight with [`ErrorKind::Cancelled`] once the cancellation token fires.
 ///
-/// The two are different answers (STYLE item 5): a timeout is the remote end's fault and
+/// The two are different answers: a timeout is the remote end's fault and
 /// worth retrying; a cancellation is our own decision (shutdown, a fetch whose client
 /// went away) and is never retried. Dropping the returned future also cancels the
 /// request, with no answer at all.

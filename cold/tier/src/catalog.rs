@@ -3,9 +3,10 @@
 //!
 //! Each tiered topic has a descriptor (name, id, partitions, configs, and the cluster id
 //! its objects live under) in two places: next to its data
-//! (`{cluster}/topics/{topic}-{id}/topic.json`, DESIGN.md's layout) and in a catalog
-//! keyed by topic name (`_catalog/topics/{topic}.json`), so recovery finds a topic with
-//! one GET instead of listing the bucket (which may hold millions of segment objects).
+//! (`{cluster}/topics/{topic}-{id}/topic.json`; docs/architecture.md, "Object layout in
+//! the bucket") and in a catalog keyed by topic name (`_catalog/topics/{topic}.json`), so
+//! recovery finds a topic with one GET instead of listing the bucket (which may hold
+//! millions of segment objects).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

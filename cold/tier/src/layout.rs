@@ -1,5 +1,5 @@
-//! Object names (DESIGN.md, "Object-store layout"), relative to the store's root
-//! (bucket plus prefix):
+//! Object names (docs/architecture.md, "Object layout in the bucket"), relative to the
+//! store's root (bucket plus prefix):
 //!
 //! ```text
 //! {cluster_id}/topics/{topic}-{topic_id}/topic.json                       name, id, partitions, configs

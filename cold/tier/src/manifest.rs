@@ -7,7 +7,8 @@
 //! before them. Committing a segment therefore writes one small object whatever the
 //! history's length (Redpanda solved the same problem with spillover manifests), and a
 //! leader that was fenced cannot overwrite a newer leader's commit: its create of the
-//! next sequence number fails (STYLE 7, PITFALLS "Tiered storage").
+//! next sequence number fails. (A plain put is last-writer-wins: a zombie leader's late
+//! write would silently replace its successor's commit and lose the segments it named.)
 //!
 //! This module is sans-IO: encoding, decoding, applying, and lookups. Lookups are binary
 //! searches: by offset over the segment bases, by timestamp over the running maximum of

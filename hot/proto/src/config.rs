@@ -1,7 +1,8 @@
 //! Topic configuration: the keys Strata understands, Kafka's defaults, validation.
 //!
-//! Names are Kafka's wherever Kafka has one (DESIGN.md, Interfaces). A topic stores only
-//! the keys it overrides; [`TopicConfig`] is the resolved view with defaults filled in.
+//! Names are Kafka's wherever Kafka has one, so Kafka's tools and clients configure
+//! Strata unchanged. A topic stores only the keys it overrides; [`TopicConfig`] is the
+//! resolved view with defaults filled in.
 //! Unknown keys and bad values are refused with INVALID_CONFIG, as Kafka does.
 
 use std::collections::BTreeMap;

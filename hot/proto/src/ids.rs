@@ -8,7 +8,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// A record's position in a partition. Dense and monotonic (see DESIGN.md, the log model).
+/// A record's position in a partition. Dense and monotonic (docs/architecture.md, "The
+/// log model").
 pub type Offset = i64;
 /// A partition's index within its topic.
 pub type PartitionId = i32;

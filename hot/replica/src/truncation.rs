@@ -28,8 +28,8 @@ pub enum TruncationDecision {
     /// The leader knows no epoch at or below the one asked (it is behind this
     /// follower's metadata, or has no epochs). Kafka falls back to truncating to the
     /// high-water mark here, which can lose acknowledged records when leaders change
-    /// twice quickly (PITFALLS, KIP-101): we truncate nothing and ask again once the
-    /// metadata has moved on.
+    /// twice quickly (the failure KIP-101 was written for): we truncate nothing and ask
+    /// again once the metadata has moved on.
     Undefined,
 }
 

@@ -407,9 +407,10 @@ fn acks_all_checks_the_isr_at_append_and_after() {
     assert!(r.acks_all_allowed(2));
 }
 
-/// PITFALLS: a leader cut off from the controller can still take acks=1 writes, but
+/// Split brain: a leader cut off from the controller can still take acks=1 writes, but
 /// cannot complete acks=all: its followers moved to the new leader, and dropping them
-/// from the ISR needs the controller.
+/// from the ISR needs the controller (so no acks=all write is acknowledged by two
+/// leaders).
 #[test]
 fn a_leader_cut_off_from_the_controller_cannot_complete_acks_all() {
     let (mut r, mut log) = leader();

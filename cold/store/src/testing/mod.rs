@@ -1,8 +1,9 @@
 //! Test support for this crate and the crates above it (feature `testing`).
 //!
 //! - The conformance suite: async functions taking an `Arc<dyn BlobStore>` that check the
-//!   trait's contract. Every backend, and every wrapper stack, must pass them (STYLE item
-//!   3, after object_store's `integration.rs`). Each function works under its own random
+//!   trait's contract. Every backend, and every wrapper stack, must pass them, so a new
+//!   one is held to the same contract as the others (after object_store's
+//!   `integration.rs`). Each function works under its own random
 //!   prefix, so several may run at once against one store; [`run_suite`] runs them all.
 //! - [`S3Server`]: a real S3 server process (s3s-fs) on loopback.
 //!
