@@ -18,8 +18,8 @@ ROUNDS=${3:-3}
 PARTS=${PARTS:-4}
 BROKER_CPU=(); LG_CPU=()
 if [ -n "${PIN:-}" ]; then BROKER_CPU=(taskset -c 0); LG_CPU=(taskset -c 1); fi
-NEW=target/release/strata
-LG=target/release/strata-benches
+NEW=${NEW:-target/release/strata}
+LG=${LG:-target/release/strata-benches}
 [ -x "$NEW" ] && [ -x "$LG" ] || { echo "build first: cargo build --release -p strata -p strata-benches" >&2; exit 1; }
 [ -x "$OLD" ] || { echo "$OLD is not an executable strata binary" >&2; exit 1; }
 DIR=$(mktemp -d /tmp/strata-tiered-bench.XXXXXX)

@@ -664,39 +664,13 @@ impl Broker {
             .iter()
             .filter(|t| t.config.remote_storage_enable)
             .flat_map(|t| t.partitions.iter())
-            .map(|p| p.local_log().size_bytes())
+            .map(|p| p.log().local_bytes())
             .sum();
         self.tiered_local_bytes.store(tiered, Ordering::Relaxed);
         metrics::gauge!("strata_tier_local_bytes").set(tiered as f64);
         for t in self.topics() {
             for p in &t.partitions {
-                if let Err(e) = p.local_log().maybe_roll() {
-                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "segment roll failed");
-                }
-                if let Err(e) = p.local_log().maybe_flush() {
-                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush failed");
-                }
-                if retention {
-                    match p.local_log().apply_retention(&mut |seg| {
-                        p.may_delete_locally(seg.base_offset, seg.next_offset)
-                    }) {
-                        Ok(out) if !out.deleted.is_empty() => {
-                            tracing::info!(topic = %t.name, partition = p.index, segments = out.deleted.len(), log_start = out.log_start_offset, "retention deleted segments");
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(topic = %t.name, partition = p.index, error = %e, "retention failed")
-                        }
-                    }
-                }
-                if checkpoint {
-                    if let Err(e) = p.local_log().checkpoint() {
-                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "checkpoint failed");
-                    }
-                    if let Err(e) = p.checkpoint_high_watermark() {
-                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "high-water mark checkpoint failed");
-                    }
-                }
+                p.housekeeping(retention, checkpoint);
             }
         }
     }
@@ -705,14 +679,7 @@ impl Broker {
     pub fn shutdown(&self) {
         for t in self.topics() {
             for p in &t.partitions {
-                if let Err(e) = p
-                    .local_log()
-                    .flush()
-                    .and_then(|_| p.local_log().checkpoint())
-                {
-                    tracing::warn!(topic = %t.name, partition = p.index, error = %e, "flush on shutdown failed");
-                }
-                let _ = p.checkpoint_high_watermark();
+                p.flush_and_checkpoint();
             }
         }
     }

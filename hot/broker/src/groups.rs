@@ -257,8 +257,8 @@ impl Groups {
                 }
             };
             let headroom_ms = age_ms.and_then(|a| retention_headroom(a, retention_ms, rate));
-            let local = (p.local_log().log_end_offset() - p.local_log().log_start_offset()).max(1);
-            let bytes = (records as f64 * p.local_log().size_bytes() as f64 / local as f64) as i64;
+            let local = (p.log().log_end() - p.log().local_start()).max(1);
+            let bytes = (records as f64 * p.log().local_bytes() as f64 / local as f64) as i64;
             out.push(Lag {
                 group,
                 topic,
@@ -522,7 +522,7 @@ impl Broker {
         let p = self
             .partition(OFFSETS_TOPIC, partition)
             .ok_or_else(|| ApiError::new(ErrorCode::NotCoordinator, "not the coordinator"))?;
-        let mut first = p.local_log().log_end_offset();
+        let mut first = p.log().log_end();
         let mut chunks = live.chunks(2_000);
         if let Some(chunk) = chunks.next() {
             first = self.append_offsets_batch(partition, chunk.to_vec()).await?;
@@ -533,7 +533,7 @@ impl Broker {
         // Everything below `first` is superseded by what follows it (and replicated:
         // the appends above waited for the in-sync replicas).
         let to = first.min(p.high_watermark());
-        let start = p.local_log().advance_log_start(to)?;
+        let start = p.advance_log_start(to)?;
         tracing::info!(
             partition,
             live = live.len(),
@@ -594,7 +594,7 @@ impl Broker {
 
 /// The timestamp of the record at `offset`, if it is on local disk.
 fn record_timestamp(p: &Partition, offset: i64) -> Option<i64> {
-    let r = p.local_log().read(offset, 1, None).ok()?;
+    let r = p.read_local(offset, 1).ok()?;
     let b = strata_proto::batch::batches(&r.data).next()?.ok()?;
     let records = b.records().ok()?;
     records
@@ -642,8 +642,8 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
 /// Reads an offsets partition's log into a new coordinator.
 fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
     let mut coordinator = GroupCoordinator::new(group_config());
-    let end = p.local_log().log_end_offset();
-    let mut at = p.local_log().log_start_offset();
+    let end = p.log().log_end();
+    let mut at = p.log().local_start();
     // What does not decode is skipped, logged and counted: one bad record (or batch)
     // must never keep every group of this partition from loading.
     let skip = |what: &str, offset: i64, error: &dyn std::fmt::Display| {
@@ -652,7 +652,7 @@ fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
         tracing::warn!(partition = p.index, offset, error = %error, "skipping an unreadable offsets {what}");
     };
     while at < end {
-        let r = p.local_log().read(at, 1 << 20, None)?;
+        let r = p.read_local(at, 1 << 20)?;
         if r.data.is_empty() || r.next_offset <= at {
             break;
         }
@@ -753,7 +753,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             };
             // Load only once the high-water mark covers the log (what the previous
             // leader acknowledged is committed here too).
-            if p.high_watermark() < p.local_log().log_end_offset() {
+            if p.high_watermark() < p.log().log_end() {
                 continue;
             }
             to_load.push((index, epoch, p));
@@ -825,7 +825,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 }
                 // Bound the partition to its live offsets plus what came after them.
                 if check && let Some(p) = broker.partition(OFFSETS_TOPIC, index) {
-                    let held = p.local_log().log_end_offset() - p.local_log().log_start_offset();
+                    let held = p.log().log_end() - p.log().local_start();
                     let live = s.live_offsets().len();
                     if held > 2 * live as i64 + broker.config.offsets_checkpoint_records {
                         due.push(index);

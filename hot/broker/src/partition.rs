@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
-use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, RecoveryReport};
+use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, ReadResult, RecoveryReport};
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
 use strata_replica::{
     AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
@@ -160,10 +160,65 @@ impl Partition {
         &self.log
     }
 
-    /// The local log, for what works on local segments only (housekeeping, the
-    /// offsets topic's loader, the offloader).
-    pub fn local_log(&self) -> &Log {
-        self.log.local()
+    /// A read of the local log with where it ended (the offsets topic's loader, which
+    /// walks it batch by batch).
+    pub fn read_local(&self, offset: Offset, max_bytes: usize) -> Result<ReadResult, LogError> {
+        self.log.local().read(offset, max_bytes, None)
+    }
+
+    /// The leader epoch at or below `epoch` and where it ends (OffsetForLeaderEpoch).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, Offset)> {
+        self.log.local().end_offset_for_epoch(epoch)
+    }
+
+    /// Moves the local log start up to `offset` (a follower following its leader's
+    /// start, the offsets topic dropping what a checkpoint covers); returns the start.
+    pub fn advance_log_start(&self, offset: Offset) -> Result<Offset, LogError> {
+        self.log.local().advance_log_start(offset)
+    }
+
+    /// Periodic work on the local log: roll by segment.ms, flush by flush.ms, local
+    /// retention (when `retention`; segments go only as [`Self::may_delete_locally`]
+    /// allows), and the recovery-point and high-water-mark checkpoints (when
+    /// `checkpoint`). Failures are logged; the next round tries again.
+    pub fn housekeeping(&self, retention: bool, checkpoint: bool) {
+        let log = self.log.local();
+        if let Err(e) = log.maybe_roll() {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "segment roll failed");
+        }
+        if let Err(e) = log.maybe_flush() {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush failed");
+        }
+        if retention {
+            match log.apply_retention(&mut |seg| {
+                self.may_delete_locally(seg.base_offset, seg.next_offset)
+            }) {
+                Ok(out) if !out.deleted.is_empty() => {
+                    tracing::info!(topic = %self.topic, partition = self.index, segments = out.deleted.len(), log_start = out.log_start_offset, "retention deleted segments");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "retention failed")
+                }
+            }
+        }
+        if checkpoint {
+            if let Err(e) = log.checkpoint() {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "checkpoint failed");
+            }
+            if let Err(e) = self.checkpoint_high_watermark() {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "high-water mark checkpoint failed");
+            }
+        }
+    }
+
+    /// Flushes the log and writes its checkpoints (clean shutdown).
+    pub fn flush_and_checkpoint(&self) {
+        let log = self.log.local();
+        if let Err(e) = log.flush().and_then(|_| log.checkpoint()) {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush on shutdown failed");
+        }
+        let _ = self.checkpoint_high_watermark();
     }
 
     /// The remote tier, if attached.

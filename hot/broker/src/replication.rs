@@ -223,7 +223,7 @@ fn fetch_request(node: i32, broker_epoch: i64, parts: &[Arc<Partition>]) -> Fetc
         fp.current_leader_epoch = p.leader_epoch();
         fp.fetch_offset = offset;
         fp.last_fetched_epoch = epoch.unwrap_or(-1);
-        fp.log_start_offset = p.local_log().log_start_offset();
+        fp.log_start_offset = p.log().local_start();
         fp.partition_max_bytes = 1 << 20;
         topics
             .entry((p.topic.clone(), p.topic_id.0))
@@ -292,9 +292,9 @@ fn handle_fetch_response(
                         // maybeIncrementLogStartOffset): what retention, a checkpoint of
                         // committed offsets, or offload plus local retention dropped there
                         // goes here too.
-                        if r.is_ok() && pd.log_start_offset > p.local_log().log_start_offset() {
-                            let to = pd.log_start_offset.min(p.local_log().log_end_offset());
-                            if let Err(e) = p.local_log().advance_log_start(to) {
+                        if r.is_ok() && pd.log_start_offset > p.log().local_start() {
+                            let to = pd.log_start_offset.min(p.log().log_end());
+                            if let Err(e) = p.advance_log_start(to) {
                                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot follow the leader's log start");
                             }
                         }

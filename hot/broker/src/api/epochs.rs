@@ -45,9 +45,7 @@ pub(super) fn handle(
                     } else if rp.current_leader_epoch > epoch {
                         ErrorCode::UnknownLeaderEpoch
                     } else {
-                        if let Some((epoch, end)) =
-                            p.local_log().end_offset_for_epoch(rp.leader_epoch)
-                        {
+                        if let Some((epoch, end)) = p.end_offset_for_epoch(rp.leader_epoch) {
                             e.leader_epoch = epoch;
                             e.end_offset = end;
                         }
