@@ -16,8 +16,9 @@
 //! leader-epoch-checkpoint          the first offset of every leader epoch (KIP-101)
 //! ```
 //!
-//! Modules: `log` (the [`Log`]: append, read, roll, flush, retention, truncation; its
-//! child `log::loader` opens and recovers it, Kafka's `LogLoader`), `segment` (one
+//! Modules: `log` (the [`Log`]: append, roll, flush; its children `log::loader` opens
+//! and recovers it, Kafka's `LogLoader`, `log::read` reads it, `log::retention`
+//! truncates it and applies retention), `segment` (one
 //! segment's files, scanning, header walks), `tail` (direct writes through the aligned
 //! tail buffer, and reads from it), `direct_read` (direct reads of the rest), [`index`]
 //! (sparse offset and time indexes, and their public decoder), [`window`] (the
@@ -150,5 +151,5 @@ pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,
 };
 pub use producer::{ProducerEntry, ProducerError, ProducerState, SequenceCheck};
-pub use sealed::{RecutSegment, SealedSegment};
+pub use sealed::{RecutSegment, RemoteEndState, SealedSegment};
 pub use window::{Window, WindowError, find_window};

@@ -1,0 +1,341 @@
+//! Reads of an open [`Log`]: whole batches from an offset (KIP-74), ranges of batches
+//! for the offloader and the Parquet converter, segment bytes from the tail buffer, the
+//! page cache or `O_DIRECT`, and the time lookup behind ListOffsets.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use strata_proto::Offset;
+use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
+
+use super::{Log, RANGE_CHUNK, READ_SLACK, ReadResult};
+use crate::direct_read::{self, AlignedBuf};
+use crate::error::LogError;
+use crate::index::{Indexes, rel};
+use crate::segment::{self, read_at};
+use crate::tail::{ceil_block, floor_block};
+use crate::window::{self, Window};
+
+impl Log {
+    /// Reads whole batches starting with the one that contains `offset`, up to
+    /// `max_bytes` (but always at least one whole batch, as Kafka does since KIP-74), and
+    /// only batches that end at or below `max_offset` when given (the high-water mark).
+    /// Reads come from one segment; the caller continues from `next_offset`.
+    pub fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        max_offset: Option<Offset>,
+    ) -> Result<ReadResult, LogError> {
+        let empty = || ReadResult {
+            data: Bytes::new(),
+            next_offset: offset,
+        };
+        let (seg_base, file, direct, path, mut pos, limit) = {
+            let g = self.read_lock();
+            let (start, end) = (g.log_start_offset, g.log_end_offset());
+            if offset < start || offset > end {
+                return Err(LogError::OffsetOutOfRange {
+                    requested: offset,
+                    start,
+                    end,
+                });
+            }
+            if offset == end || max_offset.is_some_and(|m| offset >= m) {
+                return Ok(empty());
+            }
+            let Some(seg) = g.segment_for(offset) else {
+                return Ok(empty());
+            };
+            let target = rel(seg.base, offset.max(seg.base));
+            let pos = if seg.sealed {
+                seg.index()?.position_for(target)
+            } else {
+                seg.builder.idx.position_for(target)
+            };
+            (
+                seg.base,
+                seg.file.clone(),
+                g.direct_reader(&self.dir, seg),
+                seg.path.clone(),
+                pos as u64,
+                seg.size,
+            )
+        };
+        // One read from the index entry covers the walk to the wanted batch (at most an
+        // index interval plus one batch) and the data: no separate header reads.
+        let corrupt = |at: u64, e: batch::BatchError| LogError::Corrupt {
+            path: path.clone(),
+            position: at,
+            reason: e.to_string(),
+        };
+        loop {
+            if pos >= limit {
+                return Ok(empty());
+            }
+            let want = (max_bytes as u64)
+                .saturating_add(READ_SLACK)
+                .min(limit - pos);
+            let data = self.read_segment(
+                seg_base,
+                &file,
+                direct.as_deref(),
+                &path,
+                pos,
+                want as usize,
+            )?;
+            let window = window::find_window(&data, offset, max_bytes, max_offset)
+                .map_err(|e| corrupt(pos + e.at as u64, e.error))?;
+            match window {
+                Window::Found {
+                    start,
+                    end,
+                    next_offset,
+                } => {
+                    return Ok(ReadResult {
+                        data: data.slice(start..end),
+                        next_offset,
+                    });
+                }
+                // Not one batch header before the segment's end (the file is shorter
+                // than its recorded size): retrying here would loop forever.
+                Window::NotFound { skip: 0 } => {
+                    return Err(corrupt(
+                        pos,
+                        batch::BatchError::Truncated {
+                            need: HEADER_LEN,
+                            have: data.len(),
+                        },
+                    ));
+                }
+                // The walk ran past this read: continue from where it stopped.
+                Window::NotFound { skip } => pos += skip as u64,
+                Window::PastMaxOffset => return Ok(empty()),
+                Window::Incomplete {
+                    start,
+                    len,
+                    next_offset,
+                } => {
+                    // KIP-74: the first batch is returned whole even when larger than
+                    // max_bytes.
+                    let at = pos + start as u64;
+                    let data =
+                        self.read_segment(seg_base, &file, direct.as_deref(), &path, at, len)?;
+                    if data.len() < len {
+                        return Err(corrupt(
+                            at,
+                            batch::BatchError::Truncated {
+                                need: len,
+                                have: data.len(),
+                            },
+                        ));
+                    }
+                    return Ok(ReadResult {
+                        data: data.slice(..len),
+                        next_offset,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The batches from `from` (a batch boundary) up to `end` (a batch boundary after
+    /// it, at most the log end), back to back: what reads from `from` on return until
+    /// they reach `end`. [`LogError::NoBatch`] if a read there returns nothing (`end`
+    /// is inside a batch, or the range is not all in the log); a range below the log
+    /// start is [`LogError::OffsetOutOfRange`], as for [`Self::read`].
+    pub fn read_range(&self, from: Offset, end: Offset) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::new();
+        self.read_range_chunks(from, end, &mut |chunk| {
+            out.extend_from_slice(&chunk);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::read_range`], handing each read's batches to `f` as they come (at most
+    /// [`RANGE_CHUNK`] bytes, or one batch, each) instead of gathering them.
+    pub(crate) fn read_range_chunks(
+        &self,
+        from: Offset,
+        end: Offset,
+        f: &mut dyn FnMut(Bytes) -> Result<(), LogError>,
+    ) -> Result<(), LogError> {
+        let mut at = from;
+        while at < end {
+            let r = self.read(at, RANGE_CHUNK, Some(end))?;
+            if r.data.is_empty() || r.next_offset <= at {
+                return Err(LogError::NoBatch { offset: at, end });
+            }
+            at = r.next_offset;
+            f(r.data)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes `[pos, pos + len)` of segment `seg` (fewer only past the end of the file):
+    /// the part the tail cache holds is copied from memory, under the read lock (a
+    /// memcpy, no syscall); the part before it is read from the file without the lock,
+    /// with `O_DIRECT` through `direct` when given (see `direct_read`), else through
+    /// `file` and the page cache. Bytes below a segment's size never change, so it does
+    /// not matter whether a byte comes from the cache or the file, nor that the cache
+    /// moves on meanwhile.
+    fn read_segment(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        direct: Option<&std::fs::File>,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Bytes, LogError> {
+        match direct {
+            Some(direct) => self.read_segment_direct(seg, file, direct, path, pos, len),
+            None => self.read_segment_buffered(seg, file, path, pos, len),
+        }
+    }
+
+    fn read_segment_buffered(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Bytes, LogError> {
+        let end = pos + len as u64;
+        let mut out = Vec::with_capacity(len);
+        let mut at = pos;
+        while at < end {
+            let cached_from = {
+                let g = self.read_lock();
+                at += g.tail.copy_out(seg, at, end, &mut out);
+                g.tail.cached_from(seg)
+            };
+            if at >= end {
+                break;
+            }
+            // From the file: up to where the cache starts, if that is inside the range.
+            let stop = cached_from.filter(|&c| c > at && c < end).unwrap_or(end);
+            let want = (stop - at) as usize;
+            let got = segment::read_into(file, path, at, want, &mut out)?;
+            at += got as u64;
+            if got < want || stop == end {
+                break;
+            }
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// [`Self::read_segment`] in direct mode: one aligned buffer covers the blocks of
+    /// `[pos, pos + len)`; the file's part of the range is read into it with `O_DIRECT`
+    /// in whole blocks (where the cache starts is a block boundary), the cache's part
+    /// copied after it, and the result is a slice of the buffer. A direct read may
+    /// rewrite bytes of the buffer already copied from the cache (the start of a block,
+    /// or a gap between the windows): below the segment's size, file and cache agree.
+    fn read_segment_direct(
+        &self,
+        seg: Offset,
+        file: &std::fs::File,
+        direct: &std::fs::File,
+        path: &Path,
+        pos: u64,
+        len: usize,
+    ) -> Result<Bytes, LogError> {
+        let end = pos + len as u64;
+        let base = floor_block(pos);
+        let mut buf = AlignedBuf::new((ceil_block(end) - base) as usize);
+        let mut direct = Some(direct);
+        let mut at = pos;
+        while at < end {
+            let cached_from = {
+                let g = self.read_lock();
+                let out = &mut buf.bytes_mut()[(at - base) as usize..];
+                at += g.tail.copy_out_to(seg, at, end, out);
+                g.tail.cached_from(seg)
+            };
+            if at >= end {
+                break;
+            }
+            // From the file: up to where the cache starts, if that is inside the range.
+            let stop = cached_from.filter(|&c| c > at && c < end).unwrap_or(end);
+            let from = floor_block(at);
+            let region = &mut buf.bytes_mut()[(from - base) as usize..];
+            let got = direct_read::fill(file, &mut direct, region, from, (stop - from) as usize)
+                .map_err(LogError::io("read", path))?;
+            if direct.is_none() {
+                self.read_lock()
+                    .refuse_direct_reads(&self.dir, "direct read refused");
+            }
+            let reached = from + got as u64;
+            if reached < stop {
+                // The end of the file.
+                at = at.max(reached);
+                break;
+            }
+            at = stop;
+        }
+        let (from, to) = ((pos - base) as usize, (at.max(pos) - base) as usize);
+        Ok(buf.into_bytes(from, to))
+    }
+
+    /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by
+    /// time): its offset and timestamp, or `None` if every record is older. Found through
+    /// the segments' max timestamps and time indexes, then a walk of at most one index
+    /// interval of batches.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(Offset, i64)>, LogError> {
+        let candidates: Vec<(Arc<std::fs::File>, PathBuf, u64, u64, Offset)> = {
+            let g = self.read_lock();
+            let start = g.log_start_offset;
+            let mut out = Vec::new();
+            for seg in g.segments.values() {
+                if seg.next_offset <= start || seg.max_timestamp < timestamp {
+                    continue;
+                }
+                let with_index = |idx: &Indexes| {
+                    let from = seg.base + idx.start_for_timestamp(timestamp) as i64;
+                    let from = from.max(start).min(seg.next_offset);
+                    idx.position_for(rel(seg.base, from))
+                };
+                let pos = if seg.sealed {
+                    with_index(seg.index()?.as_ref())
+                } else {
+                    with_index(&seg.builder.idx)
+                };
+                out.push((
+                    seg.file.clone(),
+                    seg.path.clone(),
+                    pos as u64,
+                    seg.size,
+                    start,
+                ));
+            }
+            out
+        };
+        for (file, path, mut pos, limit, start) in candidates {
+            while pos < limit {
+                let head = read_at(&file, &path, pos, HEADER_LEN)?;
+                let h = batch::parse_header(&head).map_err(|e| LogError::Corrupt {
+                    path: path.clone(),
+                    position: pos,
+                    reason: e.to_string(),
+                })?;
+                let size = h.total_size() as u64;
+                if h.max_timestamp >= timestamp && h.next_offset() > start {
+                    let bytes = read_at(&file, &path, pos, size as usize)?;
+                    let (b, _) = RecordBatch::parse(&bytes)?;
+                    let recs = b.records()?;
+                    for r in recs.iter() {
+                        let r = r?;
+                        if r.offset >= start && r.timestamp >= timestamp {
+                            return Ok(Some((r.offset, r.timestamp)));
+                        }
+                    }
+                }
+                pos += size;
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,236 @@
+//! Unit tests of the open log: direct IO and its fall-backs.
+
+#![allow(clippy::unwrap_used)]
+
+use bytes::Bytes;
+use strata_proto::Compression;
+use strata_proto::batch::build::{NewRecord, batch};
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::direct_read;
+use crate::tail::refuse::{self, Refusal};
+
+fn make_batch(seed: u8) -> Vec<u8> {
+    let records: Vec<NewRecord> = (0..3)
+        .map(|i| NewRecord::value(vec![seed.wrapping_add(i); 700], 1000))
+        .map(|r| NewRecord {
+            key: Some(Bytes::from_static(b"k")),
+            ..r
+        })
+        .collect();
+    batch(&records, Compression::None, None).to_vec()
+}
+
+/// With direct IO refused (at open, or at the first write behind an open that
+/// worked), the log writes through the page cache: every append succeeds, nothing
+/// is padded, and a reopen finds exactly the data.
+fn falls_back_to_buffered(refusal: Refusal) {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe");
+    fs::write(&probe, b"").unwrap();
+    let direct_works = tail::open_direct(&probe).unwrap().is_some();
+    let config = LogConfig {
+        segment_bytes: 8000,
+        io_mode: IoMode::Direct,
+        ..LogConfig::default()
+    };
+    let clock = Arc::new(ManualClock::new(0));
+    refuse::set(Some(refusal));
+    let (log, _) = Log::open(dir.path(), config.clone(), clock.clone()).unwrap();
+    let mut stored = Vec::new();
+    for i in 0..20u8 {
+        let mut b = make_batch(i);
+        log.append(&mut b, 0).unwrap();
+        stored.extend_from_slice(&b);
+        assert_eq!(log.io_mode(), IoMode::Buffered);
+    }
+    assert!(log.segments().len() > 2, "rolled, and stayed buffered");
+    for s in log.segments() {
+        let len = fs::metadata(&s.log_path).unwrap().len();
+        assert_eq!(len, s.size_bytes, "buffered writes leave no padding");
+    }
+    let g = log.read_lock();
+    assert!(g.direct_refused && !g.direct_written);
+    assert_eq!(g.tail.allocated(), 0, "no tail buffer");
+    drop(g);
+    drop(log);
+    refuse::set(None);
+    // Reopened where O_DIRECT works: the same bytes, and direct IO again.
+    let (log, report) = Log::open(dir.path(), config, clock).unwrap();
+    assert!(report.truncations.is_empty(), "{report:?}");
+    let mut got = Vec::new();
+    let mut offset = 0;
+    while offset < log.log_end_offset() {
+        let r = log.read(offset, 1 << 20, None).unwrap();
+        got.extend_from_slice(&r.data);
+        offset = r.next_offset;
+    }
+    assert!(got == stored);
+    if direct_works {
+        assert_eq!(log.io_mode(), IoMode::Direct);
+    }
+}
+
+/// Appends batches of about 2.2 KB (so that segments of 8000 bytes end off a block
+/// boundary) until the log has more than four segments; returns them.
+fn fill(log: &Log) -> Vec<Vec<u8>> {
+    let mut stored = Vec::new();
+    for i in 0..20u8 {
+        let mut b = make_batch(i);
+        log.append(&mut b, 0).unwrap();
+        stored.push(b);
+    }
+    assert!(log.segments().len() > 4);
+    stored
+}
+
+fn read_everything(log: &Log) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut offset = 0;
+    while offset < log.log_end_offset() {
+        let r = log.read(offset, 1 << 20, None).unwrap();
+        assert!(!r.data.is_empty());
+        got.extend_from_slice(&r.data);
+        offset = r.next_offset;
+    }
+    got
+}
+
+/// Direct mode with segments of 8000 bytes and a tail cache of two 4 KiB windows.
+fn small_direct() -> LogConfig {
+    LogConfig {
+        segment_bytes: 8000,
+        tail_cache_bytes: 8192,
+        io_mode: IoMode::Direct,
+        ..LogConfig::default()
+    }
+}
+
+/// How many of this process's fds are open on files under `dir`.
+fn fds_under(dir: &Path) -> usize {
+    let dir = dir.canonicalize().unwrap();
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&dir)))
+        .count()
+}
+
+/// In direct mode every byte outside the tail cache is read with O_DIRECT, from
+/// sealed segments, from the active one, and after a reopen (sealed segments then
+/// open their direct fd on first read); in buffered mode nothing is. Each segment
+/// holds at most two fds: its ordinary one and one O_DIRECT one, which the active
+/// segment shares between appends and reads and keeps once sealed.
+#[test]
+fn direct_mode_reads_with_o_direct_through_at_most_one_more_fd_per_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+    if log.io_mode() != IoMode::Direct {
+        eprintln!("the temp dir refuses O_DIRECT: nothing to test");
+        return;
+    }
+    let stored = fill(&log).concat();
+    let segments = log.segments().len();
+    // Appending left each sealed segment its O_DIRECT fd.
+    assert_eq!(fds_under(dir.path()), 2 * segments);
+    let before = direct_read::stats::direct_bytes();
+    assert!(read_everything(&log) == stored);
+    let direct = direct_read::stats::direct_bytes() - before;
+    // Everything but what the cache holds (at most 12 KiB), at least once.
+    assert!(direct + 12 * 1024 >= stored.len() as u64, "{direct}");
+    assert_eq!(fds_under(dir.path()), 2 * segments);
+    assert!(!log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+    drop(log);
+
+    // Reopened: only the active segment has its O_DIRECT fd until the others are
+    // read, and then each has exactly one.
+    let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+    assert_eq!(fds_under(dir.path()), segments + 1);
+    let before = direct_read::stats::direct_bytes();
+    assert!(read_everything(&log) == stored);
+    // The tail cache starts empty: every byte comes from the file.
+    assert!(direct_read::stats::direct_bytes() - before >= stored.len() as u64);
+    assert_eq!(fds_under(dir.path()), 2 * segments);
+    drop(log);
+    assert_eq!(fds_under(dir.path()), 0);
+
+    // Buffered mode reads through the page cache only.
+    let buffered = LogConfig {
+        io_mode: IoMode::Buffered,
+        ..small_direct()
+    };
+    let (log, _) = Log::open(dir.path(), buffered, clock).unwrap();
+    let before = direct_read::stats::direct_bytes();
+    assert!(read_everything(&log) == stored);
+    assert_eq!(direct_read::stats::direct_bytes(), before);
+    assert_eq!(fds_under(dir.path()), segments);
+}
+
+/// With O_DIRECT reads refused (at the first read, or at the open of a segment's
+/// read-only O_DIRECT fd), reads fall back to the page cache at once, for sealed
+/// segments and the active one, and return exactly the bytes; appends stay direct,
+/// and segments sealed after the refusal read the same way. A reopen where direct
+/// reads work reads directly again.
+fn direct_reads_fall_back_to_buffered(refusal: Refusal) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+    if log.io_mode() != IoMode::Direct {
+        eprintln!("the temp dir refuses O_DIRECT: nothing to test");
+        return;
+    }
+    let mut stored = fill(&log);
+    drop(log);
+    refuse::set(Some(refusal));
+    // Reopened, so sealed segments open their O_DIRECT fd on first read (where
+    // `ReadOpen` refuses); the active segment's is the append fd (where `Read`
+    // refuses its first read).
+    let (log, report) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
+    assert!(report.truncations.is_empty(), "{report:?}");
+    assert_eq!(log.io_mode(), IoMode::Direct, "appends stay direct");
+    let before = direct_read::stats::direct_bytes();
+    assert!(read_everything(&log) == stored.concat());
+    assert!(log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+    // More segments, sealed after the refusal.
+    for i in 20..30u8 {
+        let mut b = make_batch(i);
+        log.append(&mut b, 0).unwrap();
+        stored.push(b);
+        let r = log.read(log.log_end_offset() - 3, 1, None).unwrap();
+        assert_eq!(&r.data[..], &stored.last().unwrap()[..]);
+    }
+    assert_eq!(log.io_mode(), IoMode::Direct);
+    assert!(read_everything(&log) == stored.concat());
+    assert_eq!(direct_read::stats::direct_bytes(), before, "no direct read");
+    drop(log);
+
+    refuse::set(None);
+    let (log, report) = Log::open(dir.path(), small_direct(), clock).unwrap();
+    assert!(report.truncations.is_empty(), "{report:?}");
+    let before = direct_read::stats::direct_bytes();
+    assert!(read_everything(&log) == stored.concat());
+    assert!(direct_read::stats::direct_bytes() > before);
+    assert!(!log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
+}
+
+#[test]
+fn refused_direct_reads_fall_back_to_buffered() {
+    direct_reads_fall_back_to_buffered(Refusal::Read);
+}
+
+#[test]
+fn refused_direct_read_opens_fall_back_to_buffered() {
+    direct_reads_fall_back_to_buffered(Refusal::ReadOpen);
+}
+
+#[test]
+fn refused_direct_open_falls_back_to_buffered() {
+    falls_back_to_buffered(Refusal::Open);
+}
+
+#[test]
+fn refused_first_direct_write_falls_back_to_buffered() {
+    falls_back_to_buffered(Refusal::Write);
+}
