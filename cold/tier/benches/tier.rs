@@ -38,6 +38,7 @@ fn seg(i: u64) -> RemoteSegment {
         leader_epoch: 1,
         id: uuid::Uuid::from_u128(i as u128 + 1),
         has_producer_state: true,
+        has_leader_epochs: false,
         committed_at_ms: 0,
     }
 }

@@ -5,7 +5,7 @@
 //! {cluster_id}/topics/{topic}-{topic_id}/topic.json                       name, id, partitions, configs
 //! {cluster_id}/topics/{topic}-{topic_id}/{partition}/manifest/{seq:020}.delta|.snap
 //! {cluster_id}/topics/{topic}-{topic_id}/{partition}/segments/{base:020}-{epoch}-{uuid}.log
-//!                                                              .../{same}.index, .timeindex, .state
+//!                                                              .../{same}.index, .timeindex, .state, .epochs
 //! ```
 
 use strata_proto::{PartitionId, TopicId};
@@ -55,7 +55,7 @@ pub fn topic_descriptor(cluster_id: &str, topic: &str, topic_id: TopicId) -> Str
 }
 
 /// The extensions of a segment's objects.
-pub const SEGMENT_OBJECTS: [&str; 4] = ["log", "index", "timeindex", "state"];
+pub const SEGMENT_OBJECTS: [&str; 5] = ["log", "index", "timeindex", "state", "epochs"];
 
 /// Splits `{topic}-{topic_id}` (the topic directory in the bucket).
 pub fn parse_topic_dir(dir: &str) -> Option<(String, TopicId)> {
@@ -89,6 +89,7 @@ mod tests {
             leader_epoch: 7,
             id: uuid::Uuid::from_u128(1),
             has_producer_state: false,
+            has_leader_epochs: false,
             committed_at_ms: 0,
         };
         assert_eq!(

@@ -32,8 +32,12 @@ pub struct RemoteSegment {
     /// Makes object names unique: a leader that loses leadership mid-upload leaves
     /// objects no manifest names, which cleanup removes later.
     pub id: Uuid,
-    /// Whether a producer-state snapshot was uploaded with the segment.
+    /// Whether a producer-state snapshot was uploaded with the segment (`.state`).
     pub has_producer_state: bool,
+    /// Whether the leader epochs of its batches were uploaded with it (`.epochs`, in
+    /// Kafka's leader-epoch-checkpoint format). Segments committed before this existed
+    /// have none.
+    pub has_leader_epochs: bool,
     /// When the segment was committed (ms since the epoch).
     pub committed_at_ms: i64,
 }
@@ -448,7 +452,8 @@ impl Writer {
         self.i64(s.max_timestamp);
         self.i32(s.leader_epoch);
         self.buf.extend_from_slice(s.id.as_bytes());
-        self.u8(s.has_producer_state as u8);
+        // One byte of flags: bit 0 the producer state, bit 1 the leader epochs.
+        self.u8(s.has_producer_state as u8 | (s.has_leader_epochs as u8) << 1);
         self.i64(s.committed_at_ms);
     }
     /// Appends the CRC-32C of everything before it.
@@ -523,11 +528,11 @@ impl<'a> Reader<'a> {
         let leader_epoch = self.i32()?;
         let mut id = [0u8; 16];
         id.copy_from_slice(self.take(16)?);
-        let has_producer_state = match self.u8()? {
-            0 => false,
-            1 => true,
-            v => return Err(ManifestError::Corrupt(format!("bad flag {v}"))),
-        };
+        let flags = self.u8()?;
+        if flags > 0b11 {
+            return Err(ManifestError::Corrupt(format!("bad flags {flags}")));
+        }
+        let (has_producer_state, has_leader_epochs) = (flags & 1 != 0, flags & 2 != 0);
         let committed_at_ms = self.i64()?;
         Ok(RemoteSegment {
             base_offset,
@@ -537,6 +542,7 @@ impl<'a> Reader<'a> {
             leader_epoch,
             id: Uuid::from_bytes(id),
             has_producer_state,
+            has_leader_epochs,
             committed_at_ms,
         })
     }
@@ -563,6 +569,7 @@ mod tests {
             leader_epoch: epoch,
             id: Uuid::from_u128(base as u128 * 7 + 1),
             has_producer_state: base % 2 == 0,
+            has_leader_epochs: base % 3 == 0,
             committed_at_ms: 1000 + base,
         }
     }

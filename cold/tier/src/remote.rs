@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use strata_cache::{ChunkCache, ReaderId};
-use strata_log::{Indexes, SealedSegment, SegmentInfo, Window, find_window};
+use strata_log::{Indexes, RemoteEndState, SealedSegment, SegmentInfo, Window, epoch, find_window};
 use strata_proto::Offset;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
 use strata_store::{BlobStore, ErrorKind, FileMode, PutMode};
@@ -118,23 +118,40 @@ impl RemotePartition {
         self.manifest().clone()
     }
 
-    /// [`Self::offload`] of a sealed segment as strata-log describes it: its files and
-    /// its producer-state snapshot.
+    /// Uploads a sealed local segment as strata-log describes it (its files, its
+    /// producer-state snapshot and its leader-epoch slice), then commits it to the
+    /// manifest. The segment must continue the manifest.
     pub async fn offload_sealed(
         &self,
         seg: &SealedSegment,
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
-        self.offload(&seg.info, seg.producer_snapshot.as_deref(), leader_epoch)
-            .await
+        let epochs = (!seg.leader_epochs.is_empty()).then(|| epoch::encode(&seg.leader_epochs));
+        self.upload(
+            &seg.info,
+            seg.producer_snapshot.as_deref(),
+            epochs,
+            leader_epoch,
+        )
+        .await
     }
 
-    /// Uploads a sealed local segment with its indexes and producer-state snapshot, then
-    /// commits it to the manifest. The segment must continue the manifest.
+    /// [`Self::offload_sealed`] of a segment given by its files alone (no leader epochs).
     pub async fn offload(
         &self,
         seg: &SegmentInfo,
         producer_snapshot: Option<&Path>,
+        leader_epoch: i32,
+    ) -> Result<RemoteSegment, TierError> {
+        self.upload(seg, producer_snapshot, None, leader_epoch)
+            .await
+    }
+
+    async fn upload(
+        &self,
+        seg: &SegmentInfo,
+        producer_snapshot: Option<&Path>,
+        leader_epochs: Option<Vec<u8>>,
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
         let _w = self.writer.lock().await;
@@ -151,6 +168,7 @@ impl RemotePartition {
             leader_epoch,
             id: Uuid::new_v4(),
             has_producer_state: producer_snapshot.is_some(),
+            has_leader_epochs: leader_epochs.is_some(),
             committed_at_ms: now_ms(),
         };
         // Objects first (unique names: a crash leaves only unnamed orphans), then the
@@ -183,6 +201,15 @@ impl RemotePartition {
                 .put(
                     &self.key.segment_object(&rs, "state"),
                     Bytes::from(std::fs::read(p)?),
+                    PutMode::Create,
+                )
+                .await?;
+        }
+        if let Some(epochs) = leader_epochs {
+            self.store
+                .put(
+                    &self.key.segment_object(&rs, "epochs"),
+                    Bytes::from(epochs),
                     PutMode::Create,
                 )
                 .await?;
@@ -516,6 +543,34 @@ impl RemotePartition {
         self.fenced
             .store(false, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// What a local log restarting at the remote end takes from the last remote
+    /// segment: its producer snapshot and its leader epochs, where it has them (a
+    /// missing or undecodable epoch slice is left out: the log then starts without one,
+    /// as it did before slices were uploaded).
+    pub async fn end_state(&self) -> Result<RemoteEndState, TierError> {
+        let Some(last) = self.manifest().segments().last().copied() else {
+            return Ok(RemoteEndState::default());
+        };
+        let producer_snapshot = self.producer_state(&last).await?.map(|b| b.to_vec());
+        let leader_epochs = if last.has_leader_epochs {
+            match self
+                .store
+                .get(&self.key.segment_object(&last, "epochs"))
+                .await
+            {
+                Ok(b) => epoch::decode(&b),
+                Err(e) if e.kind() == ErrorKind::NotFound => None,
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            None
+        };
+        Ok(RemoteEndState {
+            producer_snapshot,
+            leader_epochs,
+        })
     }
 
     /// Downloads a remote segment's producer-state snapshot, if it has one.

@@ -60,8 +60,9 @@ pub struct ParquetCoverage {
 pub enum AttachError {
     #[error("the broker has no object store")]
     NoTier,
-    /// The manifest could not be loaded (the store is down, or it is damaged).
-    #[error("cannot load the remote manifest: {0}")]
+    /// The manifest, or the last remote segment's producer state and epochs, could not
+    /// be loaded (the store is down, or they are damaged).
+    #[error("cannot load the remote tier: {0}")]
     Load(#[from] TierError),
     /// The local log could not restart at the remote end.
     #[error("cannot align the local log with the remote tier: {0}")]
@@ -150,7 +151,8 @@ impl TieredLog {
     /// Opens the remote tier stored under `key` (loads its manifest) and attaches it. A
     /// local log that is empty while the remote tier holds data (a broker restarted with
     /// an empty data dir, or a topic recovered from the bucket) first restarts at the
-    /// remote end, so offsets stay dense: then `restarted` is called with the new local
+    /// remote end, so offsets stay dense, with the producer state and leader epoch the
+    /// last remote segment carries (`Log::restore_at`): then `restarted` is called with the new local
     /// start before the remote tier is attached (the partition's high-water mark starts
     /// there too).
     pub async fn open_remote(
@@ -165,7 +167,9 @@ impl TieredLog {
         if let Some(end) = remote.end_offset() {
             let local_empty = self.log.log_end_offset() == self.log.log_start_offset();
             if local_empty && self.log.log_end_offset() < end {
-                self.log.reset_empty(end)?;
+                // The producers and epochs of the log that offloaded the last segment.
+                let state = remote.end_state().await?;
+                self.log.restore_at(end, &state)?;
                 restarted(end);
                 tracing::info!(topic = %self.topic, partition = self.partition, offset = end, "local log continues at the remote end");
             }

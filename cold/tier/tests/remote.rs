@@ -393,6 +393,7 @@ async fn a_delta_adding_an_expired_segment_is_skipped_on_load() {
         leader_epoch: 1,
         id: uuid::Uuid::new_v4(),
         has_producer_state: false,
+        has_leader_epochs: false,
         committed_at_ms: 0,
     };
     let deltas = [
@@ -451,4 +452,74 @@ async fn a_delta_adding_an_expired_segment_is_skipped_on_load() {
         (m3.log_start_offset(), m3.end_offset()),
         (Some(35), Some(40))
     );
+}
+
+/// A log that restarts empty at the remote end (a broker with a fresh data dir, a topic
+/// recovered from the bucket) continues the log that offloaded it: a retry of an
+/// idempotent batch that is only in the bucket is still a duplicate, and the leader
+/// epoch of the last remote batches is in force at the remote end.
+#[tokio::test]
+async fn a_log_restarted_at_the_remote_end_keeps_the_producers_and_epochs_of_the_bucket() {
+    use strata_proto::batch::build::ProducerFields;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let config = LogConfig {
+        segment_bytes: 16 * 1024,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    };
+    let (log, _) = Log::open(&dir.path().join("a"), config.clone(), clock.clone()).unwrap();
+    let producer_batch = |seq: i32| {
+        let recs = [NewRecord::value(vec![seq as u8; 900], 1_000_000)];
+        let fields = ProducerFields {
+            producer_id: 77,
+            producer_epoch: 0,
+            base_sequence: seq,
+        };
+        batch(&recs, Compression::None, Some(fields)).to_vec()
+    };
+    // Epoch 3, then epoch 5 from the middle of the log on.
+    for seq in 0..60 {
+        log.append(&mut producer_batch(seq), if seq < 30 { 3 } else { 5 })
+            .unwrap();
+    }
+    log.force_roll().unwrap();
+    let store = ObjectBackend::memory().into_dyn();
+    let remote = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let sealed: Vec<_> = log.segments().into_iter().filter(|s| s.sealed).collect();
+    assert!(sealed.len() > 2);
+    for s in &sealed {
+        let seg = log.sealed_segment(s.base_offset).unwrap();
+        let rs = remote.offload_sealed(&seg, 5).await.unwrap();
+        assert!(rs.has_producer_state && rs.has_leader_epochs);
+    }
+    let end = remote.end_offset().unwrap();
+    assert_eq!(end, 60);
+
+    // A reloaded manifest keeps the flags.
+    let reopened = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    let state = reopened.end_state().await.unwrap();
+    assert!(state.producer_snapshot.is_some());
+    let epochs = state.leader_epochs.clone().unwrap();
+    assert_eq!(epochs.latest_epoch(), Some(5));
+
+    let (fresh, _) = Log::open(&dir.path().join("b"), config, clock).unwrap();
+    fresh.restore_at(end, &state).unwrap();
+    assert_eq!((fresh.log_start_offset(), fresh.log_end_offset()), (60, 60));
+    assert_eq!(fresh.latest_epoch(), Some(5));
+    assert_eq!(fresh.end_offset_for_epoch(5), Some((5, 60)));
+    // The last batch (sequence 59, offset 59) is only in the bucket: its retry is a
+    // duplicate answered with its original offset; the next sequence appends.
+    let dup = fresh.append(&mut producer_batch(59), 5).unwrap();
+    assert!(dup.duplicate);
+    assert_eq!(dup.first_offset, 59);
+    let next = fresh.append(&mut producer_batch(60), 5).unwrap();
+    assert!(!next.duplicate);
+    assert_eq!(next.first_offset, 60);
+    // A gap is still a gap.
+    assert!(fresh.append(&mut producer_batch(70), 5).is_err());
 }

@@ -350,7 +350,7 @@ impl Broker {
                         tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot align the local log with the remote tier");
                     }
                     Err(e) => {
-                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot load the remote manifest; will retry");
+                        tracing::warn!(topic = %t.name, partition = p.index, error = %e, "cannot attach the remote tier; will retry");
                         metrics::counter!("strata_tier_manifest_load_failures_total").increment(1);
                     }
                 }

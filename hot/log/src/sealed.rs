@@ -1,7 +1,9 @@
 //! What the log offers the offloader (strata-tier), which neither opens a [`Log`] nor
 //! names a log file: the description of a sealed segment, with every file an upload
-//! takes ([`Log::sealed_segment`]), and the re-cut of one into a standalone sealed
-//! segment outside the partition directory ([`Log::recut`]).
+//! takes and the leader epochs of its batches ([`Log::sealed_segment`]), the re-cut of
+//! one into a standalone sealed segment outside the partition directory
+//! ([`Log::recut`]), and the restart of an empty log at the end of what the bucket
+//! holds, with the state the last remote segment carries ([`Log::restore_at`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,19 +11,38 @@ use std::sync::Arc;
 use strata_proto::Offset;
 
 use crate::clock::SystemClock;
+use crate::epoch::LeaderEpochCache;
 use crate::error::LogError;
 use crate::log::{Log, SegmentInfo};
 use crate::snapshot;
 
 /// A sealed segment, as an upload takes it: its files (in [`Self::info`]: `log_path`,
-/// `index_path`, `time_index_path`) and the producer-state snapshot the log wrote when
-/// it rolled, which holds the state of every batch below its end.
+/// `index_path`, `time_index_path`), the producer-state snapshot the log wrote when
+/// it rolled, which holds the state of every batch below its end, and the slice of the
+/// leader-epoch cache covering its offsets (Kafka's `LogSegmentData.leaderEpochIndex`).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct SealedSegment {
     pub info: SegmentInfo,
     /// `None` when the log has no snapshot at the segment's end (a failed snapshot
     /// write, or retention deleted it).
     pub producer_snapshot: Option<PathBuf>,
+    /// The epochs of the segment's batches: the one in force at its base (starting
+    /// there) and every one starting inside it. Empty when the log knows no epoch
+    /// there (batches written without one).
+    pub leader_epochs: LeaderEpochCache,
+}
+
+/// What a log restarting empty at the end of the remote tier takes from the last remote
+/// segment ([`Log::restore_at`]), so that it goes on as the log that offloaded it would
+/// have: the producer state of every batch below that end (idempotent retries of
+/// batches only in the bucket are still recognised) and the leader epochs (a follower
+/// asking where an epoch ends gets the right answer).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct RemoteEndState {
+    /// The segment's producer snapshot (`{offset}.snapshot` bytes, CRC-checked).
+    pub producer_snapshot: Option<Vec<u8>>,
+    /// The segment's leader-epoch slice.
+    pub leader_epochs: Option<LeaderEpochCache>,
 }
 
 /// A re-cut segment ([`Log::recut`]): a sealed segment alone in its own directory,
@@ -64,8 +85,18 @@ impl Log {
             .find(|s| s.base_offset == base_offset && s.sealed)?;
         Some(SealedSegment {
             producer_snapshot: self.producer_snapshot_at(info.next_offset),
+            leader_epochs: self.epoch_slice(info.base_offset, info.next_offset),
             info,
         })
+    }
+
+    /// The leader-epoch cache cut to `[from, to)`: the entry in force at `from`, moved
+    /// to start there, and every entry starting before `to`.
+    fn epoch_slice(&self, from: Offset, to: Offset) -> LeaderEpochCache {
+        let mut slice = self.epoch_cache();
+        slice.truncate_from_end(to);
+        slice.truncate_from_start(from);
+        slice
     }
 
     /// The producer snapshot the log wrote at `offset` (when the segment ending there
@@ -116,6 +147,7 @@ impl Log {
             segment: SealedSegment {
                 info,
                 producer_snapshot: self.producer_snapshot_at(seg.next_offset),
+                leader_epochs: self.epoch_slice(from, seg.next_offset),
             },
             dir: guard,
         })
@@ -171,6 +203,56 @@ mod tests {
         std::fs::remove_file(&snap).unwrap();
         let s = log.sealed_segment(first.base_offset).unwrap();
         assert_eq!(s.producer_snapshot, None);
+    }
+
+    #[test]
+    fn a_sealed_segment_carries_the_epochs_of_its_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_with_segments(&dir.path().join("p"));
+        // Epoch 4 from here on, starting inside the new active segment.
+        log.force_roll().unwrap();
+        let mut b = batch(
+            &[NewRecord::value(vec![1; 300], 1)],
+            Compression::None,
+            None,
+        )
+        .to_vec();
+        log.append(&mut b, 2).unwrap();
+        let switch = log.log_end_offset();
+        for _ in 0..70 {
+            let mut b = batch(
+                &[NewRecord::value(vec![4; 900], 1)],
+                Compression::None,
+                None,
+            )
+            .to_vec();
+            log.append(&mut b, 4).unwrap();
+        }
+        let segs: Vec<SegmentInfo> = log.segments().into_iter().filter(|s| s.sealed).collect();
+        let entries = |s: &SegmentInfo| -> Vec<(i32, Offset)> {
+            log.sealed_segment(s.base_offset)
+                .unwrap()
+                .leader_epochs
+                .entries()
+                .iter()
+                .map(|e| (e.epoch, e.start_offset))
+                .collect()
+        };
+        let first = &segs[0];
+        assert_eq!(entries(first), vec![(2, first.base_offset)]);
+        let mixed = segs
+            .iter()
+            .find(|s| s.base_offset < switch && switch < s.next_offset)
+            .unwrap();
+        assert_eq!(entries(mixed), vec![(2, mixed.base_offset), (4, switch)]);
+        let later = segs.iter().find(|s| s.base_offset > switch).unwrap();
+        assert_eq!(entries(later), vec![(4, later.base_offset)]);
+        // A re-cut from inside the mixed segment starts in the epoch in force there.
+        let cut = log
+            .recut(mixed, switch, &dir.path().join(".recut"))
+            .unwrap();
+        let e = cut.segment().leader_epochs.entries();
+        assert_eq!((e.len(), e[0].epoch, e[0].start_offset), (1, 4, switch));
     }
 
     #[test]
