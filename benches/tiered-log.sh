@@ -8,7 +8,7 @@
 #
 # Usage: benches/tiered-log.sh OLD_STRATA_BINARY [produce seconds, default 10] [rounds, default 3]
 #   after cargo build --release -p strata -p strata-benches; build the old binary from
-#   03d037d, e.g. git worktree add ../base 03d037d && cd ../base && cargo build --release -p strata
+#   03d037d, e.g. git worktree add /tmp/strata-base 03d037d && cd /tmp/strata-base && cargo build --release -p strata
 # PIN=1 pins the broker to CPU 0 and the load generator to CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."

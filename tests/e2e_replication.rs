@@ -223,6 +223,18 @@ fn min_insync_replicas_refuses_acks_all_with_two_brokers_down() {
         ),
         ErrorCode::None
     );
+    // Only the leader answers ListOffsets (a follower's log end and high-water mark
+    // lag the leader's): a follower says NOT_LEADER_OR_FOLLOWER, as Kafka does.
+    assert_eq!(list_offsets_raw(&b1, topic, p), ErrorCode::None);
+    for follower in [1, 2] {
+        let addr = c.nodes[follower].kafka.clone();
+        assert_eq!(
+            list_offsets_raw(&addr, topic, p),
+            ErrorCode::NotLeaderOrFollower,
+            "broker {} follows partition {p}",
+            follower + 1
+        );
+    }
 
     c.broker(2).kill9();
     c.broker(3).stop();
@@ -487,6 +499,29 @@ fn killing_the_controller_leader_during_topic_creation_creates_it_once_or_not() 
             "round {round}: killed controller leader {leader}; first answer {first:?}; created on retry: {created_again}"
         );
     }
+}
+
+/// ListOffsets v7 (latest) for one partition, as a consumer sends it: its error code.
+fn list_offsets_raw(addr: &str, topic: &str, partition: i32) -> ErrorCode {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use std::io::Write;
+    let mut part = ListOffsetsPartition::default();
+    part.partition_index = partition;
+    part.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![part];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.topics = vec![t];
+    let mut s = common::wire::connect(addr);
+    s.write_all(&common::wire::frame(ApiKey::ListOffsets, 7, 1, &req))
+        .unwrap();
+    let (_, r): (i32, ListOffsetsResponse) =
+        common::wire::response(common::wire::read_frame(&mut s).expect("an answer"), 1, 7);
+    ErrorCode::from_code(r.topics[0].partitions[0].error_code).unwrap()
 }
 
 fn create_topic_raw(addr: &str, name: &str, partitions: i32, rf: i16) -> ErrorCode {

@@ -592,16 +592,26 @@ impl Broker {
     }
 }
 
-/// The timestamp of the record at `offset`, if it is on local disk.
+/// The timestamp of the record at `offset`, if it is on local disk. A batch that does
+/// not decode (its records past the decompression cap, say) gives no age: it is counted
+/// in `strata_group_lag_unreadable_total` and the lag is exported without it.
 fn record_timestamp(p: &Partition, offset: i64) -> Option<i64> {
     let r = p.read_local(offset, 1).ok()?;
     let b = strata_proto::batch::batches(&r.data).next()?.ok()?;
-    let records = b.records().ok()?;
-    records
-        .iter()
-        .filter_map(Result::ok)
-        .find(|rec| rec.offset >= offset)
-        .map(|rec| rec.timestamp)
+    let found = b.records().and_then(|records| {
+        for rec in records.iter() {
+            let rec = rec?;
+            if rec.offset >= offset {
+                return Ok(Some(rec.timestamp));
+            }
+        }
+        Ok(None)
+    });
+    found.unwrap_or_else(|e| {
+        metrics::counter!("strata_group_lag_unreadable_total").increment(1);
+        tracing::debug!(partition = p.index, offset, error = %e, "no lag age: the batch does not decode");
+        None
+    })
 }
 
 /// Exports the lag figures and warns about groups whose position aged out.
