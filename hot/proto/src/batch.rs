@@ -101,7 +101,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn from_attributes(attributes: i16) -> Result<Self, BatchError> {
+    pub fn from_attributes(attributes: i16) -> Result<Self, BatchError> {
         match (attributes & COMPRESSION_MASK) as u8 {
             0 => Ok(Compression::None),
             1 => Ok(Compression::Gzip),

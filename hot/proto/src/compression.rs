@@ -38,6 +38,41 @@ pub fn max_decompressed_bytes() -> usize {
 /// blocks (magic, version 1, compatible version 1).
 const SNAPPY_JAVA_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
 
+/// Compresses `input` with `codec` the way Kafka's clients frame it: a gzip stream, raw
+/// snappy (which every Kafka reader takes, snappy-java's framing being optional), an
+/// LZ4 frame with independent blocks (KIP-57), a zstd frame. The log cleaner re-encodes
+/// the batches it rewrites with their own codec.
+pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, BatchError> {
+    use std::io::Write;
+    let failed = |_| BatchError::InvalidRecord("compression failed");
+    Ok(match codec {
+        Compression::None => input.to_vec(),
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(
+                Vec::with_capacity(input.len() / 2),
+                flate2::Compression::default(),
+            );
+            e.write_all(input).map_err(failed)?;
+            e.finish().map_err(failed)?
+        }
+        Compression::Snappy => snap::raw::Encoder::new()
+            .compress_vec(input)
+            .map_err(|_| BatchError::InvalidRecord("compression failed"))?,
+        Compression::Lz4 => {
+            let mut e = lz4::EncoderBuilder::new()
+                .level(4)
+                .block_mode(lz4::BlockMode::Independent)
+                .build(Vec::with_capacity(input.len() / 2))
+                .map_err(failed)?;
+            e.write_all(input).map_err(failed)?;
+            let (out, r) = e.finish();
+            r.map_err(failed)?;
+            out
+        }
+        Compression::Zstd => zstd::bulk::compress(input, 3).map_err(failed)?,
+    })
+}
+
 /// Decompresses `input` into a new buffer of at most `limit` bytes.
 pub fn decompress(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
     let mut out = Vec::new();

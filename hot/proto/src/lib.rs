@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod ids;
 pub mod partitioner;
+pub mod rewrite;
 
 pub use batch::{
     BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
