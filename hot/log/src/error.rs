@@ -54,10 +54,10 @@ pub enum LogError {
         batch_base: Offset,
         batch_next: Offset,
     },
-    /// A follower's batches do not continue the log: the first must start at the log
-    /// end and each the next where the previous ended (Kafka's
+    /// A follower's batches overlap the log: the first must start at or after the log
+    /// end and each at or after where the previous ended (Kafka's
     /// `UnexpectedAppendOffsetException`). The follower refetches from its log end.
-    #[error("replicated batch starts at offset {found}, expected {expected}")]
+    #[error("replicated batch starts at offset {found}, before {expected}")]
     UnexpectedAppendOffset { expected: Offset, found: Offset },
     /// A range read ([`crate::Log::read_range`]) found no batch at `offset` that ends
     /// at or below `end`: `end` is not a batch boundary of this log, or the range is

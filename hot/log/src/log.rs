@@ -488,8 +488,9 @@ impl Log {
 
     /// Appends batches a follower fetched from its leader (Kafka's `appendAsFollower`).
     /// They keep the offsets, leader epochs and timestamps the leader gave them: the
-    /// first must start at the log end and each the next where the previous ended
-    /// ([`LogError::UnexpectedAppendOffset`] otherwise). Framing and CRCs are checked;
+    /// first must start at or after the log end and each at or after where the
+    /// previous ended ([`LogError::UnexpectedAppendOffset`] otherwise); a gap is a range
+    /// the leader's cleaner removed (Kafka's `appendAsFollower` takes it too). Framing and CRCs are checked;
     /// the idempotent-producer checks are not (the leader made them, and Kafka's
     /// followers do not repeat them), but the producer state is updated from the
     /// headers, so that this replica deduplicates retries once it leads. The
@@ -522,8 +523,10 @@ impl Log {
                 }
                 .into());
             }
+            // Offsets increase; a gap is the leader's compaction (Kafka's followers
+            // accept it too), an overlap is an error.
             if let Some(e) = expected
-                && h.base_offset != e
+                && h.base_offset < e
             {
                 return Err(LogError::UnexpectedAppendOffset {
                     expected: e,
@@ -556,13 +559,13 @@ impl Log {
         let mut g = self.write_lock();
         let g = &mut *g;
         let leo = g.log_end_offset();
-        if first_offset != leo {
+        if first_offset < leo {
             return Err(LogError::UnexpectedAppendOffset {
                 expected: leo,
                 found: first_offset,
             });
         }
-        self.maybe_roll_for(g, now, batches.len(), next - first_offset)?;
+        self.maybe_roll_for(g, now, batches.len(), next - leo)?;
         self.assign_epochs(g, epochs)?;
         g.write_active(&self.dir, batches)?;
         self.after_write(

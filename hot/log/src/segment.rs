@@ -221,7 +221,9 @@ impl Segment {
                 stop_reason = Some(format!("at byte {pos}: {e}"));
                 break;
             }
-            if b.base_offset() != expected
+            // Offsets increase; gaps are allowed (a compacted segment, or a follower
+            // that fetched past a range its leader had cleaned), overlaps are not.
+            if b.base_offset() < expected
                 || b.header().last_offset_delta < 0
                 || b.next_offset() - base > u32::MAX as i64
             {
@@ -291,26 +293,28 @@ impl Segment {
             reason,
         };
         loop {
-            if pos + HEADER_LEN as u64 > self.size {
-                return Err(corrupt(pos, format!("no batch starts at offset {offset}")));
-            }
-            let head = read_at(&self.file, &self.path, pos, HEADER_LEN)?;
-            let h = batch::parse_header(&head).map_err(|e| corrupt(pos, e.to_string()))?;
-            if h.base_offset == offset {
+            if pos == self.size {
+                // `offset` is in a gap after the last batch (a compacted segment): the
+                // segment ends there with all its bytes.
                 return Ok(Cut {
                     offset,
                     pos,
                     builder,
                 });
             }
-            if h.base_offset > offset {
-                return Err(corrupt(
+            if pos + HEADER_LEN as u64 > self.size {
+                return Err(corrupt(pos, format!("no batch starts at offset {offset}")));
+            }
+            let head = read_at(&self.file, &self.path, pos, HEADER_LEN)?;
+            let h = batch::parse_header(&head).map_err(|e| corrupt(pos, e.to_string()))?;
+            // The batch that starts at `offset`, or the first after a gap holding it
+            // (compaction removed the batches there): the segment ends at `offset`.
+            if h.base_offset >= offset {
+                return Ok(Cut {
+                    offset,
                     pos,
-                    format!(
-                        "the index skips offset {offset}: a batch starts at {}",
-                        h.base_offset
-                    ),
-                ));
+                    builder,
+                });
             }
             if h.next_offset() > offset {
                 return Err(LogError::NotBatchBoundary {
@@ -409,7 +413,9 @@ impl Segment {
                 // A sealed segment's builder keeps the interval it was configured with.
                 let interval = self.builder.interval();
                 let scan = Segment::scan(&self.file, None, &self.path, self.base, interval)?;
-                if scan.valid_size != self.size || scan.next_offset != self.next_offset {
+                // A sealed segment may end in a gap (its range runs to the next
+                // segment's base): its batches end at or before its recorded end.
+                if scan.valid_size != self.size || scan.next_offset > self.next_offset {
                     return Err(LogError::Corrupt {
                         path: self.path.clone(),
                         position: scan.valid_size,

@@ -440,8 +440,9 @@ fn replicated_appends_must_continue_the_log(mode: IoMode) {
         assert_eq!((log.log_end_offset(), log.size_bytes()), (leo, size));
         assert!(read_all(log, 0) == m.bytes());
     };
-    // Not at the log end: ahead (a gap) or behind (overlap).
-    for base in [leo + 1, leo - 1, 0] {
+    // Behind the log end (an overlap). Ahead of it is a gap the leader's cleaner left,
+    // and is taken (below).
+    for base in [leo - 1, 0] {
         match log.append_replicated(&mut leader_batch(base, 2, 1, 10, 1, 0)) {
             Err(LogError::UnexpectedAppendOffset { expected, found }) => {
                 assert_eq!((expected, found), (leo, base))
@@ -450,15 +451,15 @@ fn replicated_appends_must_continue_the_log(mode: IoMode) {
         }
         unchanged(&log);
     }
-    // A gap between two batches of one fetch.
+    // An overlap between two batches of one fetch.
     let mut two = [
         leader_batch(leo, 2, 2, 10, 1, 0),
-        leader_batch(leo + 3, 2, 1, 10, 2, 0),
+        leader_batch(leo + 1, 2, 1, 10, 2, 0),
     ]
     .concat();
     assert!(matches!(
         log.append_replicated(&mut two),
-        Err(LogError::UnexpectedAppendOffset { expected, found }) if expected == leo + 2 && found == leo + 3
+        Err(LogError::UnexpectedAppendOffset { expected, found }) if expected == leo + 2 && found == leo + 1
     ));
     unchanged(&log);
     // A damaged batch (the CRC covers the records) and a torn one.
@@ -481,6 +482,29 @@ fn replicated_appends_must_continue_the_log(mode: IoMode) {
     ));
     unchanged(&log);
     assert_eq!(epochs(&log), vec![(2, 0)]);
+
+    // Gaps (a compacted leader's log): after the log end and between two batches of
+    // one fetch. Offsets in a gap read as the next batch; the log reopens as it was.
+    let gap = [
+        leader_batch(leo + 4, 2, 2, 10, 1, 0),
+        leader_batch(leo + 9, 2, 1, 10, 2, 0),
+    ];
+    let info = log.append_replicated(&mut gap.concat()).unwrap();
+    assert_eq!(
+        (info.first_offset, info.log_end_offset),
+        (leo + 4, leo + 10)
+    );
+    for (from, want) in [(leo, &gap[0]), (leo + 3, &gap[0]), (leo + 7, &gap[1])] {
+        let r = log.read(from, 1, None).unwrap();
+        assert!(&r.data[..] == &want[..], "read at {from}");
+    }
+    drop(log);
+    let (log, report) = open(dir.path(), small_config(mode), &c);
+    assert!(report.truncations.is_empty(), "{report:?}");
+    assert_eq!(log.log_end_offset(), leo + 10);
+    let mut want = m.bytes();
+    want.extend(gap.iter().cloned());
+    assert!(read_all(&log, 0) == want);
 }
 
 /// An idempotent producer's batch of `n` records.

@@ -46,7 +46,7 @@ pub struct RecoveryReport {
     /// Segments CRC-scanned (those at or above the recovery point, and the last one).
     pub scanned_segments: Vec<Offset>,
     pub truncations: Vec<Truncation>,
-    /// Segments removed: after a truncation (offsets must stay dense) or below the log start.
+    /// Segments removed: after a truncation (offsets must not overlap) or below the log start.
     pub deleted_segments: Vec<Offset>,
     /// Sealed segments whose index files were missing or damaged and were rebuilt.
     pub rebuilt_indexes: Vec<Offset>,
@@ -177,14 +177,14 @@ impl Log {
                     reason: reason.clone(),
                 });
                 cut = !is_last;
-            } else if next_base.is_some_and(|nb| nb != scan.next_offset) {
-                tracing::warn!(segment = %path.display(), next = scan.next_offset, "segment does not end where the next begins; dropping later segments");
+            } else if next_base.is_some_and(|nb| nb < scan.next_offset) {
+                tracing::warn!(segment = %path.display(), next = scan.next_offset, "segment overlaps the next one; dropping later segments");
                 report.truncations.push(Truncation {
                     segment_base: base,
                     position: scan.valid_size,
                     bytes_removed: 0,
                     reason: format!(
-                        "segment ends at offset {} but the next segment starts at {}",
+                        "segment ends at offset {} past where the next segment starts, {}",
                         scan.next_offset,
                         next_base.unwrap_or_default()
                     ),
@@ -192,9 +192,15 @@ impl Log {
                 cut = true;
             }
             let last_now = is_last || cut;
+            // A sealed segment's range runs to the next segment's base: its last batches
+            // may have been compacted away, or a truncation cut it in a gap.
+            let next_offset = match next_base {
+                Some(nb) if !last_now => nb,
+                _ => scan.next_offset,
+            };
             let mut seg = Segment {
                 base,
-                next_offset: scan.next_offset,
+                next_offset,
                 size: scan.valid_size,
                 max_timestamp: scan.builder.max_timestamp(),
                 file: Arc::new(file),
