@@ -32,6 +32,26 @@ pub struct RetentionLimits {
     pub bytes: Option<u64>,
 }
 
+/// How a compacted topic's log is cleaned (cleanup.policy=compact or compact,delete):
+/// Kafka's topic configs of the same names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CompactionConfig {
+    /// Tombstones stay this long after the cleaner first passes them (KIP-534).
+    pub delete_retention_ms: i64,
+    /// Records younger than this are not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// Records are cleaned at the latest this long after they were written (KIP-354).
+    pub max_compaction_lag_ms: i64,
+    /// Clean once the uncleaned share of the log reaches this, in millionths.
+    pub min_cleanable_dirty_ratio_ppm: u32,
+}
+
+impl CompactionConfig {
+    pub fn min_cleanable_dirty_ratio(&self) -> f64 {
+        self.min_cleanable_dirty_ratio_ppm as f64 / 1e6
+    }
+}
+
 /// What the log needs to know of its topic's configuration.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct LogConfig {
@@ -52,8 +72,11 @@ pub struct LogConfig {
     pub flush_messages: i64,
     /// fsync when unflushed data is this old.
     pub flush_ms: i64,
-    /// Local retention (local.retention.* when tiering is on, retention.* otherwise).
+    /// Local retention (local.retention.* when tiering is on, retention.* otherwise;
+    /// none for cleanup.policy=compact).
     pub retention: RetentionLimits,
+    /// Compaction, for cleanup.policy=compact or compact,delete.
+    pub compaction: Option<CompactionConfig>,
     /// Rewrite timestamps to the append time (message.timestamp.type=LogAppendTime).
     pub log_append_time: bool,
     /// Forget an idempotent producer this long after its last batch's timestamp
@@ -78,9 +101,20 @@ impl Default for LogConfig {
 
 impl From<&TopicConfig> for LogConfig {
     fn from(c: &TopicConfig) -> Self {
+        let compaction = c.cleanup_policy.compacts().then_some(CompactionConfig {
+            delete_retention_ms: c.delete_retention_ms,
+            min_compaction_lag_ms: c.min_compaction_lag_ms,
+            max_compaction_lag_ms: c.max_compaction_lag_ms,
+            min_cleanable_dirty_ratio_ppm: c.min_cleanable_dirty_ratio_ppm,
+        });
         LogConfig {
             segment_bytes: c.segment_bytes,
-            segment_ms: c.segment_ms,
+            // KIP-354: the active segment is never cleaned, so a compacted log rolls by
+            // max.compaction.lag.ms at the latest for its records to become cleanable.
+            segment_ms: match compaction {
+                Some(k) => c.segment_ms.min(k.max_compaction_lag_ms),
+                None => c.segment_ms,
+            },
             max_message_bytes: c.max_message_bytes,
             index_interval_bytes: c.index_interval_bytes,
             index_max_entries: DEFAULT_INDEX_MAX_ENTRIES,
@@ -90,6 +124,7 @@ impl From<&TopicConfig> for LogConfig {
                 ms: c.effective_local_retention_ms(),
                 bytes: c.effective_local_retention_bytes(),
             },
+            compaction,
             log_append_time: c.message_timestamp_type == MessageTimestampType::LogAppendTime,
             // A broker setting: the broker overrides it if configured.
             producer_expiration_ms: DEFAULT_PRODUCER_EXPIRATION_MS,

@@ -59,6 +59,12 @@ pub enum LogError {
     /// `UnexpectedAppendOffsetException`). The follower refetches from its log end.
     #[error("replicated batch starts at offset {found}, before {expected}")]
     UnexpectedAppendOffset { expected: Offset, found: Offset },
+    /// One batch holds more records than the cleaner's whole offset map has room for:
+    /// raise the dedupe buffer.
+    #[error(
+        "a batch of {records} records does not fit the cleaner's offset map ({capacity} keys): raise --log-cleaner-dedupe-buffer-size"
+    )]
+    DedupeBufferTooSmall { records: usize, capacity: usize },
     /// A range read ([`crate::Log::read_range`]) found no batch at `offset` that ends
     /// at or below `end`: `end` is not a batch boundary of this log, or the range is
     /// not (or no longer) all in it.
@@ -95,7 +101,9 @@ impl LogError {
             LogError::ProducerBatchNotAlone { .. } => ErrorCode::InvalidRecord,
             LogError::Producer(e) => e.error_code(),
             LogError::NotBatchBoundary { .. } => ErrorCode::UnknownServerError,
-            LogError::UnexpectedAppendOffset { .. } => ErrorCode::UnknownServerError,
+            LogError::UnexpectedAppendOffset { .. } | LogError::DedupeBufferTooSmall { .. } => {
+                ErrorCode::UnknownServerError
+            }
         }
     }
 

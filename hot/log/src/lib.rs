@@ -143,10 +143,11 @@ mod tail;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{DEFAULT_TAIL_CACHE_BYTES, IoMode, LogConfig, RetentionLimits};
+pub use config::{CompactionConfig, DEFAULT_TAIL_CACHE_BYTES, IoMode, LogConfig, RetentionLimits};
 pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use error::LogError;
 pub use index::Indexes;
+pub use log::cleaner::{CleanOutcome, Cleanable, OffsetMap, SLOT_BYTES};
 pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,
 };

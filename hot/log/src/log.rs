@@ -8,7 +8,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use strata_proto::batch;
@@ -25,6 +25,7 @@ use crate::segment::{self, Segment};
 use crate::snapshot;
 use crate::tail::{self, TailCache};
 
+pub(crate) mod cleaner;
 mod loader;
 mod read;
 mod retention;
@@ -132,6 +133,8 @@ struct Inner {
     /// The filesystem refused an `O_DIRECT` read: this log reads through the page cache.
     /// Set by readers, under the read lock.
     direct_reads_refused: AtomicBool,
+    /// Where the cleaner stands (compacted topics).
+    cleaner: cleaner::CleanerState,
 }
 
 impl Inner {
@@ -298,6 +301,8 @@ pub struct Log {
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     inner: RwLock<Inner>,
+    /// Held by a cleaner pass, so that one log has one pass at a time.
+    clean_lock: Mutex<()>,
 }
 
 impl Log {

@@ -265,6 +265,16 @@ impl TailCache {
         }
     }
 
+    /// Forgets the bytes of segment `seg` (a cleaned segment replaced it, under the
+    /// same base offset).
+    pub fn forget_segment(&mut self, seg: Offset) {
+        for w in [&mut self.cur, &mut self.prev].into_iter().flatten() {
+            if w.holds(seg) {
+                w.forget();
+            }
+        }
+    }
+
     /// Forgets every cached byte, keeping the memory.
     pub fn clear(&mut self) {
         for w in [&mut self.cur, &mut self.prev].into_iter().flatten() {

@@ -496,7 +496,7 @@ fn replicated_appends_must_continue_the_log(mode: IoMode) {
     );
     for (from, want) in [(leo, &gap[0]), (leo + 3, &gap[0]), (leo + 7, &gap[1])] {
         let r = log.read(from, 1, None).unwrap();
-        assert!(&r.data[..] == &want[..], "read at {from}");
+        assert!(r.data[..] == want[..], "read at {from}");
     }
     drop(log);
     let (log, report) = open(dir.path(), small_config(mode), &c);

@@ -383,12 +383,19 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// The checks a leader makes on a producer's batch before giving it offsets: CRC,
-    /// a known codec, at least one record, and `lastOffsetDelta == recordCount - 1`
-    /// (a producer's batch has no gaps).
+    /// a known codec, no delete horizon, at least one record, and `lastOffsetDelta ==
+    /// recordCount - 1` (a producer's batch has no gaps).
     pub fn validate_for_append(&self) -> Result<(), BatchError> {
         self.validate_crc()?;
         self.compression()?;
         let h = &self.header;
+        // Only the log cleaner stamps a delete horizon (KIP-534): one from a producer
+        // would make its tombstones expire at a time it chose.
+        if h.attributes & crate::rewrite::DELETE_HORIZON_BIT != 0 {
+            return Err(BatchError::InvalidRecord(
+                "a producer's batch may not carry a delete horizon",
+            ));
+        }
         if h.record_count < 1 || h.last_offset_delta != h.record_count - 1 {
             return Err(BatchError::BadRecordCount {
                 count: h.record_count,

@@ -186,7 +186,10 @@ mod tests {
             .collect()
     }
 
-    fn owned(b: &RecordBatch<'_>) -> Vec<(i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    /// (offset, timestamp, key, value)
+    type Owned = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    fn owned(b: &RecordBatch<'_>) -> Vec<Owned> {
         b.records()
             .unwrap()
             .iter()

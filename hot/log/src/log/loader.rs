@@ -61,6 +61,9 @@ pub struct RecoveryReport {
     /// The leader-epoch checkpoint was missing, damaged, or disagreed with the
     /// batches, and the cache was rebuilt from the batch headers.
     pub rebuilt_leader_epochs: bool,
+    /// Cleaned segments whose swap a crash had interrupted and recovery completed
+    /// (their base offsets).
+    pub completed_swaps: Vec<Offset>,
 }
 
 impl RecoveryReport {
@@ -79,7 +82,11 @@ impl Log {
         clock: Arc<dyn Clock>,
     ) -> Result<(Log, RecoveryReport), LogError> {
         fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
-        let mut report = RecoveryReport::default();
+        // A cleaner pass cut short: roll back what it had not committed, finish what it had.
+        let mut report = RecoveryReport {
+            completed_swaps: super::cleaner::recover_swaps(dir)?,
+            ..RecoveryReport::default()
+        };
         let mut bases = Vec::new();
         for entry in fs::read_dir(dir).map_err(LogError::io("list", dir))? {
             let entry = entry.map_err(LogError::io("list", dir))?;
@@ -274,6 +281,7 @@ impl Log {
             direct_refused: false,
             direct_written: false,
             direct_reads_refused: AtomicBool::new(false),
+            cleaner: super::cleaner::CleanerState::default(),
         };
         inner.open_direct(dir)?;
         // What we scanned may sit only in the page cache (the process died, the machine
@@ -314,6 +322,16 @@ impl Log {
         // Finish a retention pass cut short between deleting segments and snapshots.
         snapshot::retain_from(dir, inner.log_start_offset);
 
+        // The cleaner checkpoint. A log cleaned before may hold tombstones whose delete
+        // horizon has passed: one pass finds out.
+        let cleaned_to = checkpoint::read(&dir.join(super::cleaner::CLEANER_CHECKPOINT))
+            .unwrap_or(0)
+            .min(inner.log_end_offset());
+        inner.cleaner = super::cleaner::CleanerState {
+            cleaned_to,
+            next_horizon: (cleaned_to > inner.log_start_offset).then_some(i64::MIN),
+        };
+
         let (epochs, rebuilt) = recover_epochs(dir, &inner, &scanned_epochs)?;
         report.rebuilt_leader_epochs = rebuilt;
         inner.epochs = epochs;
@@ -326,6 +344,7 @@ impl Log {
                 dir: dir.to_path_buf(),
                 clock,
                 inner: RwLock::new(inner),
+                clean_lock: Default::default(),
             },
             report,
         ))

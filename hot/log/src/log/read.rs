@@ -32,7 +32,7 @@ impl Log {
             data: Bytes::new(),
             next_offset: offset,
         };
-        let (seg_base, file, direct, path, mut pos, limit) = {
+        let (seg_base, seg_next, file, direct, path, mut pos, limit) = {
             let g = self.read_lock();
             let (start, end) = (g.log_start_offset, g.log_end_offset());
             if offset < start || offset > end {
@@ -56,6 +56,7 @@ impl Log {
             };
             (
                 seg.base,
+                seg.sealed.then_some(seg.next_offset),
                 seg.file.clone(),
                 g.direct_reader(&self.dir, seg),
                 seg.path.clone(),
@@ -72,6 +73,11 @@ impl Log {
         };
         loop {
             if pos >= limit {
+                // `offset` is in a gap at the end of a sealed segment (a truncation cut it
+                // in a compacted range): the next batch is in the next segment.
+                if let Some(next) = seg_next.filter(|&n| n > offset) {
+                    return self.read(next, max_bytes, max_offset);
+                }
                 return Ok(empty());
             }
             let want = (max_bytes as u64)

@@ -106,6 +106,15 @@ impl Log {
         }
         checkpoint::sync_directory(&self.dir)?;
         self.reload_producers(g)?;
+        // What is appended from here on has not been cleaned.
+        if g.cleaner.cleaned_to > offset {
+            g.cleaner.cleaned_to = offset;
+            checkpoint::write(
+                &self.dir.join(super::cleaner::CLEANER_CHECKPOINT),
+                offset,
+                false,
+            )?;
+        }
         // The cut segment was fsynced, and every earlier one was when it was sealed.
         g.recovery_point = offset;
         g.unflushed_records = 0;
