@@ -159,6 +159,23 @@ pub struct ServeArgs {
     /// The smallest segment.bytes a topic may set (Kafka 4.0's floor) [default: 1MiB]
     #[arg(long, env = "STRATA_MIN_SEGMENT_BYTES")]
     pub min_segment_bytes: Option<String>,
+    /// Threads cleaning compacted topics (Kafka's log.cleaner.threads), at least 1
+    /// [default: 1]
+    #[arg(long, env = "STRATA_LOG_CLEANER_THREADS")]
+    pub log_cleaner_threads: Option<usize>,
+    /// Memory of the cleaners' offset maps, shared by the threads: 24 bytes a key, about
+    /// 27MiB per million distinct keys; a partition with more keys is cleaned in several
+    /// passes (Kafka's log.cleaner.dedupe.buffer.size) [default: 128MiB]
+    #[arg(long, env = "STRATA_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
+    pub log_cleaner_dedupe_buffer_size: Option<String>,
+    /// The cleaners' IO cap, bytes read plus written per second, 0 for none (Kafka's
+    /// log.cleaner.io.max.bytes.per.second) [default: 64MiB]
+    #[arg(long, env = "STRATA_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    pub log_cleaner_io_max_bytes_per_second: Option<String>,
+    /// How long an idle cleaner waits before looking for work again (Kafka's
+    /// log.cleaner.backoff.ms), e.g. 15s [default: 15s]
+    #[arg(long, env = "STRATA_LOG_CLEANER_BACKOFF")]
+    pub log_cleaner_backoff: Option<String>,
 }
 
 /// The same settings in a TOML file.
@@ -203,6 +220,10 @@ struct FileSettings {
     max_partitions_per_broker: Option<i64>,
     max_decompressed_batch_bytes: Option<String>,
     min_segment_bytes: Option<String>,
+    log_cleaner_threads: Option<usize>,
+    log_cleaner_dedupe_buffer_size: Option<String>,
+    log_cleaner_io_max_bytes_per_second: Option<String>,
+    log_cleaner_backoff: Option<String>,
 }
 
 /// An object store location.
@@ -258,6 +279,11 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     /// What one client may make the broker hold.
     pub limits: strata_broker::limits::Limits,
+    /// The log cleaner: threads, offset-map memory, IO cap, idle wait.
+    pub log_cleaner_threads: usize,
+    pub log_cleaner_dedupe_buffer_bytes: u64,
+    pub log_cleaner_io_max_bytes_per_second: u64,
+    pub log_cleaner_backoff: std::time::Duration,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -645,7 +671,45 @@ impl ServeConfig {
                 defaults.min_segment_bytes,
             )?,
         };
+        let broker_defaults = BrokerConfig::default();
+        let log_cleaner_threads = args
+            .log_cleaner_threads
+            .or(file.log_cleaner_threads)
+            .unwrap_or(broker_defaults.log_cleaner_threads);
+        if log_cleaner_threads == 0 {
+            bail!(
+                "--log-cleaner-threads 0: at least one cleaner is needed, or compacted topics would keep every record"
+            );
+        }
+        let log_cleaner_dedupe_buffer_bytes = size(
+            "--log-cleaner-dedupe-buffer-size",
+            args.log_cleaner_dedupe_buffer_size,
+            file.log_cleaner_dedupe_buffer_size,
+            broker_defaults.log_cleaner_dedupe_buffer_bytes as u64,
+        )?;
+        // Each thread's map must hold at least one large batch's keys.
+        if log_cleaner_dedupe_buffer_bytes < (log_cleaner_threads as u64) << 20 {
+            bail!(
+                "--log-cleaner-dedupe-buffer-size {log_cleaner_dedupe_buffer_bytes} is too small: at least 1MiB per cleaner thread"
+            );
+        }
+        let log_cleaner_io_max_bytes_per_second = size(
+            "--log-cleaner-io-max-bytes-per-second",
+            args.log_cleaner_io_max_bytes_per_second,
+            file.log_cleaner_io_max_bytes_per_second,
+            broker_defaults.log_cleaner_io_max_bytes_per_second,
+        )?;
+        let log_cleaner_backoff = match args.log_cleaner_backoff.or(file.log_cleaner_backoff) {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!("--log-cleaner-backoff '{v}': expected a duration such as 15s or 500ms")
+            })?,
+            None => broker_defaults.log_cleaner_backoff,
+        };
         Ok(ServeConfig {
+            log_cleaner_threads,
+            log_cleaner_dedupe_buffer_bytes,
+            log_cleaner_io_max_bytes_per_second,
+            log_cleaner_backoff,
             max_request_bytes: max_request_bytes as usize,
             limits,
             http_auth,
@@ -702,6 +766,10 @@ impl ServeConfig {
             heartbeat_interval: self.broker_session_timeout / 6,
             max_request_bytes: self.max_request_bytes,
             limits: self.limits.clone(),
+            log_cleaner_threads: self.log_cleaner_threads,
+            log_cleaner_dedupe_buffer_bytes: self.log_cleaner_dedupe_buffer_bytes as usize,
+            log_cleaner_io_max_bytes_per_second: self.log_cleaner_io_max_bytes_per_second,
+            log_cleaner_backoff: self.log_cleaner_backoff,
             ..BrokerConfig::default()
         }
     }

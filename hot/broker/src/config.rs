@@ -4,6 +4,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Default for [`BrokerConfig::log_cleaner_io_max_bytes_per_second`]: a cleaner that
+/// cannot take the disk (or, on two cores, a core) from producers; see
+/// docs/benchmarks.md for the figures behind it.
+pub const DEFAULT_CLEANER_IO_BYTES_PER_SECOND: u64 = 64 << 20;
+
 /// Broker settings. `Default` is a complete single-node broker on 127.0.0.1:9092.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -52,6 +57,18 @@ pub struct BrokerConfig {
     pub offsets_checkpoint_records: i64,
     /// What one client may make this broker hold.
     pub limits: crate::limits::Limits,
+    /// Log cleaner threads (Kafka's log.cleaner.threads); at least one.
+    pub log_cleaner_threads: usize,
+    /// Memory of the cleaners' offset maps, split between the threads (Kafka's
+    /// log.cleaner.dedupe.buffer.size): 24 bytes per key, about 27 MiB per million keys
+    /// at the map's 90% fill.
+    pub log_cleaner_dedupe_buffer_bytes: usize,
+    /// The cleaners' IO cap, bytes read plus written a second, 0 for none (Kafka's
+    /// log.cleaner.io.max.bytes.per.second).
+    pub log_cleaner_io_max_bytes_per_second: u64,
+    /// How long a cleaner thread with nothing to do waits before looking again (Kafka's
+    /// log.cleaner.backoff.ms).
+    pub log_cleaner_backoff: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -76,6 +93,10 @@ impl Default for BrokerConfig {
             offsets_topic_partitions: 16,
             offsets_checkpoint_records: 100_000,
             limits: crate::limits::Limits::default(),
+            log_cleaner_threads: 1,
+            log_cleaner_dedupe_buffer_bytes: 128 << 20,
+            log_cleaner_io_max_bytes_per_second: DEFAULT_CLEANER_IO_BYTES_PER_SECOND,
+            log_cleaner_backoff: Duration::from_secs(15),
         }
     }
 }

@@ -6,7 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
-use strata_log::{AppendInfo, Clock, Log, LogConfig, LogError, ReadResult, RecoveryReport};
+use strata_log::{
+    AppendInfo, CleanOutcome, Cleanable, Clock, Log, LogConfig, LogError, OffsetMap, ReadResult,
+    RecoveryReport,
+};
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
 use strata_replica::{
     AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
@@ -210,6 +213,38 @@ impl Partition {
                 tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "high-water mark checkpoint failed");
             }
         }
+    }
+
+    /// Where this partition's log stands for the cleaner, below its high-water mark;
+    /// `None` when the topic is not compacted (or the log cannot be read: the pass that
+    /// follows reports it).
+    pub fn cleanable(&self) -> Option<Cleanable> {
+        let now = self.clock.now_ms();
+        match self.log.local().cleanable(now, self.high_watermark()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "cannot assess the log for cleaning");
+                None
+            }
+        }
+    }
+
+    /// One cleaner pass over the local log, below the high-water mark (Kafka cleans
+    /// only what every in-sync replica has).
+    pub fn clean(
+        &self,
+        map: &mut OffsetMap,
+        throttle: &mut dyn FnMut(u64),
+    ) -> Result<CleanOutcome, LogError> {
+        let now = self.clock.now_ms();
+        self.log
+            .local()
+            .clean(map, now, self.high_watermark(), throttle)
+    }
+
+    /// The partition's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Flushes the log and writes its checkpoints (clean shutdown).

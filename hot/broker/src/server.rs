@@ -53,6 +53,7 @@ impl Server {
 async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationToken) {
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
     crate::replication::start(&broker, &shutdown);
+    crate::cleaner::start(&broker, &shutdown);
     let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
     let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();

@@ -244,6 +244,7 @@ fn produce_partition(
     let records = records
         .filter(|r| !r.is_empty())
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
+    let compacted = p.config().cleanup_policy.compacts();
     // Produce v3+ carries exactly one batch per partition (Kafka enforces the same).
     let mut count = 0;
     for b in batch::batches(records) {
@@ -267,6 +268,22 @@ fn produce_partition(
         // a bomb.
         b.check_decompressed_size(broker.config.limits.max_decompressed_batch_bytes)
             .map_err(|e| (e.error_code(), e.to_string()))?;
+        // A compacted log keeps the latest record per key: a record without a key has
+        // no place in it (Kafka's LogValidator refuses it the same way).
+        if compacted {
+            let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
+            for r in records.iter() {
+                let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
+                if r.key.is_none() {
+                    return Err((
+                        ErrorCode::InvalidRecord,
+                        format!(
+                            "Compacted topic cannot accept message without key in topic partition {name}-{index}."
+                        ),
+                    ));
+                }
+            }
+        }
     }
     if count != 1 {
         return Err((

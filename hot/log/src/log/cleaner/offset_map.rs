@@ -3,8 +3,10 @@
 //! hash of each (two independently keyed SipHash-1-3 hashes), so an entry is 24 bytes
 //! whatever the key's size; a collision would make the cleaner drop a live record, and
 //! at 128 bits the chance is about n² / 2¹²⁹ (1e-20 for a billion keys). The table is
-//! open-addressed with linear probing and fills to at most 90% of its slots; the memory
-//! is allocated once, from the configured buffer size, and reused by every pass.
+//! open-addressed with linear probing and fills to at most 90% of its slots. It starts
+//! small and doubles as keys come, up to the configured buffer size, and keeps what it
+//! grew to for the next pass: a broker whose compacted partitions hold few keys (the
+//! offsets topic of a quiet cluster) does not pay the whole buffer.
 
 use std::hash::BuildHasher;
 
@@ -29,11 +31,16 @@ const EMPTY: Slot = Slot {
     offset: -1,
 };
 
+/// The slots a map starts with (1.5 MiB).
+const INITIAL_SLOTS: usize = 1 << 16;
+
 /// Key hash → latest offset, of bounded memory.
 #[derive(Debug)]
 pub struct OffsetMap {
     slots: Vec<Slot>,
-    /// At most this many entries (the load factor's share of the slots).
+    /// The most slots it may grow to (the configured memory).
+    max_slots: usize,
+    /// At most this many entries (the load factor's share of `max_slots`).
     max_entries: usize,
     entries: usize,
     /// The largest offset put since the last clear.
@@ -43,11 +50,12 @@ pub struct OffsetMap {
 }
 
 impl OffsetMap {
-    /// A map using about `bytes` of memory (at least 16 slots).
+    /// A map of at most about `bytes` of memory (at least 16 slots).
     pub fn with_memory(bytes: usize) -> OffsetMap {
         let n = (bytes / SLOT_BYTES).max(16);
         OffsetMap {
-            slots: vec![EMPTY; n],
+            slots: vec![EMPTY; n.min(INITIAL_SLOTS)],
+            max_slots: n,
             max_entries: ((n as f64) * LOAD_FACTOR) as usize,
             entries: 0,
             latest: -1,
@@ -56,9 +64,14 @@ impl OffsetMap {
         }
     }
 
-    /// The memory its slots take.
+    /// The memory its slots take now.
     pub fn memory_bytes(&self) -> usize {
         self.slots.len() * SLOT_BYTES
+    }
+
+    /// The most memory it may take.
+    pub fn max_memory_bytes(&self) -> usize {
+        self.max_slots * SLOT_BYTES
     }
 
     /// How many distinct keys it can hold.
@@ -113,12 +126,20 @@ impl OffsetMap {
     /// changes nothing, when the key is new and the map is full.
     pub fn put(&mut self, key: &[u8], offset: Offset) -> bool {
         let (h1, h2) = self.hash(key);
-        let i = self.find(h1, h2);
-        let slot = &mut self.slots[i];
-        if slot.offset < 0 {
+        let mut i = self.find(h1, h2);
+        if self.slots[i].offset < 0 {
             if self.entries >= self.max_entries {
                 return false;
             }
+            if self.entries + 1 > (self.slots.len() as f64 * LOAD_FACTOR) as usize
+                && self.slots.len() < self.max_slots
+            {
+                self.grow();
+                i = self.find(h1, h2);
+            }
+        }
+        let slot = &mut self.slots[i];
+        if slot.offset < 0 {
             self.entries += 1;
             *slot = Slot { h1, h2, offset };
         } else {
@@ -126,6 +147,16 @@ impl OffsetMap {
         }
         self.latest = self.latest.max(offset);
         true
+    }
+
+    /// Doubles the slots (at most to `max_slots`), placing every entry again.
+    fn grow(&mut self) {
+        let n = (self.slots.len() * 2).min(self.max_slots);
+        let old = std::mem::replace(&mut self.slots, vec![EMPTY; n]);
+        for s in old.into_iter().filter(|s| s.offset >= 0) {
+            let i = self.find(s.h1, s.h2);
+            self.slots[i] = s;
+        }
     }
 
     /// The offset of `key`'s latest record, if the map has the key.
@@ -165,10 +196,21 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_what_was_asked_for() {
-        let m = OffsetMap::with_memory(24 << 20);
-        assert_eq!(m.memory_bytes(), 24 << 20);
+    fn memory_grows_with_the_keys_up_to_what_was_asked_for() {
+        let mut m = OffsetMap::with_memory(24 << 20);
+        assert_eq!(m.max_memory_bytes(), 24 << 20);
+        assert_eq!(m.memory_bytes(), INITIAL_SLOTS * SLOT_BYTES);
         // About 26.7 MiB per million distinct keys.
         assert_eq!(m.capacity(), ((1 << 20) as f64 * 0.9) as usize);
+        let n = m.capacity() as u32;
+        for i in 0..n {
+            assert!(m.put(&i.to_le_bytes(), i as i64));
+        }
+        assert!(m.is_full());
+        assert!(!m.put(&n.to_le_bytes(), 0));
+        assert_eq!(m.memory_bytes(), 24 << 20);
+        for i in (0..n).step_by(97) {
+            assert_eq!(m.get(&i.to_le_bytes()), Some(i as i64));
+        }
     }
 }
