@@ -959,16 +959,27 @@ fn committed_offsets_survive_the_loss_of_the_coordinator_broker() {
 }
 
 #[test]
-fn the_offsets_log_is_bounded_by_checkpoints_and_reloads_the_latest_commits() {
+fn the_offsets_log_is_compacted_and_reloads_the_latest_commits() {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = Broker::start(dir.path(), &["--offsets-checkpoint-records", "1000"]);
+    let mut broker = Broker::start(
+        dir.path(),
+        &[
+            "--offsets-topic-segment-bytes",
+            "1MiB",
+            "--log-cleaner-backoff",
+            "200ms",
+            "--log-cleaner-io-max-bytes-per-second",
+            "0",
+        ],
+    );
     let b = broker.kafka.clone();
     create_topic(&b, TOPIC, PARTITIONS, &[]);
     let c: BaseConsumer =
         client_config(&b, &[("group.id", "ckpt"), ("enable.auto.commit", "false")])
             .create()
             .unwrap();
-    // 5000 commits of 6 partitions each: far more records than live offsets (6).
+    // 5000 commits of 6 partitions each: far more records than live offsets (6), over
+    // more than one 1 MiB segment.
     for i in 1..=5_000i64 {
         let mut tpl = TopicPartitionList::new();
         for p in 0..PARTITIONS {
@@ -978,32 +989,32 @@ fn the_offsets_log_is_bounded_by_checkpoints_and_reloads_the_latest_commits() {
         c.commit(&tpl, CommitMode::Sync).expect("commit");
     }
     drop(c);
-    let index = strata_group::partition_for("ckpt", 16);
-    let probe: BaseConsumer = client_config(&b, &[("group.id", "probe")])
-        .create()
-        .unwrap();
+    // The cleaner compacts the offsets partition's sealed segments down to the latest
+    // commit of each partition.
+    let index = strata_group::partition_for("ckpt", 16).to_string();
+    let series = |name: &str| {
+        let want = format!("partition=\"{index}\"");
+        broker.http_get("/metrics").lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
+            (rest.contains("topic=\"__consumer_offsets\"") && rest.contains(&want))
+                .then(|| l.rsplit(' ').next()?.parse::<f64>().ok())?
+        })
+    };
     let t0 = Instant::now();
-    let (low, high) = loop {
-        let (low, high) = probe
-            .fetch_watermarks("__consumer_offsets", index, Duration::from_secs(10))
-            .unwrap();
-        // Bounded: the live offsets (6) and what followed, within the threshold.
-        if low > 0 && high - low <= 1_000 + 2 * 6 {
-            break (low, high);
+    loop {
+        if series("strata_log_cleaner_reclaimed_bytes_total").is_some_and(|r| r > 900_000.0) {
+            break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(60),
-            "the offsets log is not bounded: [{low}, {high})"
+            "the offsets partition was not compacted: {:?} bytes reclaimed",
+            series("strata_log_cleaner_reclaimed_bytes_total")
         );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    assert!(
-        high >= 30_000,
-        "every commit was logged ({high}), then superseded ({low})"
-    );
-    drop(probe);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(series("strata_log_cleaner_cleaned_offset").is_some_and(|o| o > 0.0));
 
-    // A restart reloads from the checkpoint: the latest commit of every partition.
+    // A restart reloads the compacted log: the latest commit of every partition.
     broker.stop();
     broker.restart();
     let b = broker.kafka.clone();
@@ -1025,6 +1036,92 @@ fn the_offsets_log_is_bounded_by_checkpoints_and_reloads_the_latest_commits() {
             .map(|p| 50_000 + i64::from(p))
             .collect::<Vec<_>>()
     );
+}
+
+/// The committed offsets of `group` on every partition of TOPIC (negative: none).
+fn committed_of(bootstrap: &str, group: &str) -> Vec<i64> {
+    let c: BaseConsumer = client_config(bootstrap, &[("group.id", group)])
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition(TOPIC, p);
+    }
+    c.committed_offsets(tpl, Duration::from_secs(20))
+        .expect("offset fetch")
+        .elements()
+        .iter()
+        .map(|e| e.offset().to_raw().unwrap_or(-1))
+        .collect()
+}
+
+/// KIP-211: an empty group's offsets, and standalone commits, expire after
+/// --offsets-retention; a group with a member keeps its commit however old, through a
+/// coordinator reload too.
+#[test]
+fn offsets_expire_only_for_groups_empty_longer_than_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(
+        dir.path(),
+        &[
+            "--offsets-retention",
+            "3s",
+            "--offsets-retention-check-interval",
+            "300ms",
+        ],
+    );
+    let b = broker.kafka.clone();
+    create_topic(&b, TOPIC, PARTITIONS, &[]);
+    produce(&b, 0, 60);
+    // "active" and "gone" each read everything and commit; "gone" then leaves.
+    let active = consumer(&b, "active", &[]);
+    let gone = consumer(&b, "gone", &[]);
+    let mut got = Vec::new();
+    poll_until(
+        &[&active, &gone],
+        &mut got,
+        "both groups read everything",
+        |_, n| n >= 120,
+    );
+    commit(&active);
+    commit(&gone);
+    drop(gone);
+    // A standalone commit (assign(), generation -1).
+    let solo: BaseConsumer = client_config(&b, &[("group.id", "solo")]).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(TOPIC, 0, Offset::Offset(3))
+        .unwrap();
+    solo.commit(&tpl, CommitMode::Sync)
+        .expect("standalone commit");
+    drop(solo);
+    let live = committed_of(&b, "active");
+    assert_eq!(live.iter().sum::<i64>(), 60, "{live:?}");
+
+    // "active" keeps polling (its member heartbeats) while the others expire.
+    let t0 = Instant::now();
+    loop {
+        while poll_one(&active, 0, &mut got, Duration::from_millis(50)) {}
+        let gone_left = committed_of(&b, "gone");
+        let solo_left = committed_of(&b, "solo");
+        if gone_left.iter().all(|&o| o < 0) && solo_left.iter().all(|&o| o < 0) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "offsets did not expire: gone {gone_left:?}, solo {solo_left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The active group's commit is as old as the expired ones, and stays.
+    assert_eq!(committed_of(&b, "active"), live);
+
+    // A coordinator reload (restart) replays the tombstones and the live commit.
+    broker.stop();
+    broker.restart();
+    let b = broker.kafka.clone();
+    assert_eq!(committed_of(&b, "active"), live);
+    assert!(committed_of(&b, "gone").iter().all(|&o| o < 0));
+    drop(active);
 }
 
 /// The broker coordinating a group dies (kill -9): the members carry on with the same

@@ -54,11 +54,19 @@ pub struct ServeArgs {
     /// Partitions of auto-created topics and of CreateTopics without a count [default: 1]
     #[arg(long, env = "STRATA_DEFAULT_PARTITIONS")]
     pub default_partitions: Option<i32>,
-    /// Checkpoint a `__consumer_offsets` partition (rewrite the live committed offsets
-    /// and drop the log below them) once it holds this many records more than its live
-    /// offsets [default: 100000]
-    #[arg(long, env = "STRATA_OFFSETS_CHECKPOINT_RECORDS")]
-    pub offsets_checkpoint_records: Option<i64>,
+    /// Committed offsets of a consumer group that has been empty this long (standalone
+    /// commits: this long after the commit) are deleted; groups with members keep theirs
+    /// (Kafka's offsets.retention.minutes, KIP-211), e.g. 7d [default: 7d]
+    #[arg(long, env = "STRATA_OFFSETS_RETENTION")]
+    pub offsets_retention: Option<String>,
+    /// How often expired committed offsets are looked for (Kafka's
+    /// offsets.retention.check.interval.ms) [default: 10m]
+    #[arg(long, env = "STRATA_OFFSETS_RETENTION_CHECK_INTERVAL")]
+    pub offsets_retention_check_interval: Option<String>,
+    /// segment.bytes of `__consumer_offsets` when this broker creates it (Kafka's
+    /// offsets.topic.segment.bytes); at least 1MiB [default: 100MiB]
+    #[arg(long, env = "STRATA_OFFSETS_TOPIC_SEGMENT_BYTES")]
+    pub offsets_topic_segment_bytes: Option<String>,
     /// Memory for cached object-store chunks, e.g. 512MiB [default: 512MiB]
     #[arg(long, env = "STRATA_CACHE_MEMORY")]
     pub cache_memory: Option<String>,
@@ -192,7 +200,9 @@ struct FileSettings {
     object_store: Option<String>,
     auto_create_topics: Option<bool>,
     default_partitions: Option<i32>,
-    offsets_checkpoint_records: Option<i64>,
+    offsets_retention: Option<String>,
+    offsets_retention_check_interval: Option<String>,
+    offsets_topic_segment_bytes: Option<String>,
     cache_memory: Option<String>,
     cache_disk: Option<String>,
     remote_chunk: Option<String>,
@@ -253,7 +263,9 @@ pub struct ServeConfig {
     pub object_store: ObjectStoreUrl,
     pub auto_create_topics: bool,
     pub default_partitions: i32,
-    pub offsets_checkpoint_records: i64,
+    pub offsets_retention: std::time::Duration,
+    pub offsets_retention_check_interval: std::time::Duration,
+    pub offsets_topic_segment_bytes: u64,
     /// The URL as given (or the default), for opening the store.
     pub object_store_url: String,
     pub cache_memory: u64,
@@ -498,12 +510,33 @@ impl ServeConfig {
         if default_partitions < 1 {
             bail!("--default-partitions {default_partitions} must be at least 1");
         }
-        let offsets_checkpoint_records = args
-            .offsets_checkpoint_records
-            .or(file.offsets_checkpoint_records)
-            .unwrap_or(100_000);
-        if offsets_checkpoint_records < 100 {
-            bail!("--offsets-checkpoint-records {offsets_checkpoint_records} must be at least 100");
+        let offsets_retention = match args.offsets_retention.or(file.offsets_retention) {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!("--offsets-retention '{v}': expected a duration such as 7d or 12h")
+            })?,
+            None => BrokerConfig::default().offsets_retention,
+        };
+        let offsets_retention_check_interval = match args
+            .offsets_retention_check_interval
+            .or(file.offsets_retention_check_interval)
+        {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!(
+                    "--offsets-retention-check-interval '{v}': expected a duration such as 10m or 30s"
+                )
+            })?,
+            None => BrokerConfig::default().offsets_retention_check_interval,
+        };
+        let offsets_topic_segment_bytes = size(
+            "--offsets-topic-segment-bytes",
+            args.offsets_topic_segment_bytes,
+            file.offsets_topic_segment_bytes,
+            BrokerConfig::default().offsets_topic_segment_bytes,
+        )?;
+        if offsets_topic_segment_bytes < 1 << 20 {
+            bail!(
+                "--offsets-topic-segment-bytes {offsets_topic_segment_bytes} must be at least 1MiB"
+            );
         }
         let http_auth = match args.http_auth.or(file.http_auth) {
             Some(v) => Some(
@@ -735,7 +768,9 @@ impl ServeConfig {
                 .or(file.auto_create_topics)
                 .unwrap_or(BrokerConfig::default().auto_create_topics),
             default_partitions,
-            offsets_checkpoint_records,
+            offsets_retention,
+            offsets_retention_check_interval,
+            offsets_topic_segment_bytes,
             object_store_url,
             cache_memory,
             cache_disk,
@@ -759,7 +794,9 @@ impl ServeConfig {
             advertised_addr: self.advertised_kafka_addr.clone(),
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
-            offsets_checkpoint_records: self.offsets_checkpoint_records,
+            offsets_retention: self.offsets_retention,
+            offsets_retention_check_interval: self.offsets_retention_check_interval,
+            offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
             retention_check_interval: self.retention_check_interval,
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,

@@ -52,9 +52,16 @@ pub struct BrokerConfig {
     /// offsets.topic.num.partitions is 50; fewer suit small clusters, and the count is
     /// fixed once the topic exists, since a group's partition depends on it).
     pub offsets_topic_partitions: i32,
-    /// Checkpoint an offsets partition once it holds this many records beyond twice its
-    /// live committed offsets (see `Broker::request_offsets_checkpoint`).
-    pub offsets_checkpoint_records: i64,
+    /// `segment.bytes` of `__consumer_offsets` when a broker first creates it (Kafka's
+    /// offsets.topic.segment.bytes): the active segment is never compacted, so this
+    /// bounds what a new coordinator replays beyond the live offsets.
+    pub offsets_topic_segment_bytes: u64,
+    /// Committed offsets of a group that has been empty this long are deleted (Kafka's
+    /// offsets.retention.minutes, KIP-211); a group with members keeps them.
+    pub offsets_retention: Duration,
+    /// How often expired offsets are looked for (Kafka's
+    /// offsets.retention.check.interval.ms).
+    pub offsets_retention_check_interval: Duration,
     /// What one client may make this broker hold.
     pub limits: crate::limits::Limits,
     /// Log cleaner threads (Kafka's log.cleaner.threads); at least one.
@@ -91,7 +98,9 @@ impl Default for BrokerConfig {
             controller_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_millis(1500),
             offsets_topic_partitions: 16,
-            offsets_checkpoint_records: 100_000,
+            offsets_topic_segment_bytes: 100 << 20,
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            offsets_retention_check_interval: Duration::from_secs(600),
             limits: crate::limits::Limits::default(),
             log_cleaner_threads: 1,
             log_cleaner_dedupe_buffer_bytes: 128 << 20,

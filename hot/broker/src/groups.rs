@@ -2,7 +2,10 @@
 //! `__consumer_offsets` this broker leads, loaded from that partition's log when it
 //! becomes leader and dropped when it stops leading; committed offsets are appended to
 //! the partition (acks=all) before they are acknowledged, so they are durable and
-//! replicated like data.
+//! replicated like data. The partitions are compacted (cleanup.policy=compact, the
+//! broker's log cleaner), which keeps each partition to its live state plus what was
+//! written since the last pass; offsets of groups that have been empty for
+//! `--offsets-retention` are deleted with tombstones (KIP-211).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,8 +82,6 @@ pub struct Groups {
     /// Per offsets partition: commits waiting for the next append, and whether an
     /// append is in flight.
     appends: Mutex<HashMap<i32, (Vec<Item>, bool)>>,
-    /// When each offsets partition was last checkpointed (ms).
-    checkpointed: Mutex<HashMap<i32, i64>>,
     /// Per (group, topic, partition): recent (time, lag age) samples, for the trend
     /// behind the time to the retention edge.
     lag_history: Mutex<HashMap<GroupPartition, std::collections::VecDeque<(i64, i64)>>>,
@@ -106,7 +107,6 @@ enum Item {
         apply: Option<Apply>,
         tx: oneshot::Sender<Result<(), (ErrorCode, String)>>,
     },
-    Checkpoint,
 }
 
 /// One partition's lag for one group.
@@ -333,10 +333,17 @@ impl Broker {
         let count = match self.cluster().topic(OFFSETS_TOPIC) {
             Some(t) => t.partitions.len() as i32,
             None => {
-                let configs = [("cleanup.policy", "compact")]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
+                // Compacted: the cleaner keeps the latest commit per group and partition
+                // (and the latest membership per group) and drops the rest.
+                let configs = [
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    (
+                        "segment.bytes".to_string(),
+                        self.config.offsets_topic_segment_bytes.to_string(),
+                    ),
+                ]
+                .into_iter()
+                .collect();
                 match self
                     .controller()
                     .create_topic(
@@ -391,8 +398,7 @@ impl Broker {
     /// every in-sync replica has them, then runs `apply` on the partition's shard.
     /// Group commit: while one append of a partition is in flight, the records of other
     /// commits queue, and the next append takes them all in one batch (one write, one
-    /// wait for the replicas). The shard sees commits in log order, which is what makes
-    /// a checkpoint ([`Broker::request_offsets_checkpoint`]) complete.
+    /// wait for the replicas). The shard sees commits in log order.
     pub(crate) async fn append_offsets_records(
         self: &Arc<Self>,
         partition: i32,
@@ -408,14 +414,6 @@ impl Broker {
                 "the commit was abandoned; retry",
             )),
         }
-    }
-
-    /// Queues a checkpoint of offsets partition `partition`: every live committed
-    /// offset is written again, and the log start moves up to the first of them, so the
-    /// partition holds the live state plus what came after (the bound log compaction
-    /// gives Kafka's `__consumer_offsets`).
-    pub(crate) fn request_offsets_checkpoint(self: &Arc<Self>, partition: i32) {
-        self.enqueue_offsets(partition, Item::Checkpoint);
     }
 
     fn enqueue_offsets(self: &Arc<Self>, partition: i32, item: Item) {
@@ -452,18 +450,10 @@ impl Broker {
                 }
                 std::mem::take(queued)
             };
-            let mut run = Vec::new();
-            for item in items {
-                match item {
-                    Item::Records { records, apply, tx } => run.push((records, apply, tx)),
-                    Item::Checkpoint => {
-                        self.flush_run(partition, std::mem::take(&mut run)).await;
-                        if let Err(e) = self.checkpoint_offsets(partition).await {
-                            tracing::warn!(partition, error = %e.message, "offsets checkpoint failed; the next one retries");
-                        }
-                    }
-                }
-            }
+            let run = items
+                .into_iter()
+                .map(|Item::Records { records, apply, tx }| (records, apply, tx))
+                .collect();
             self.flush_run(partition, run).await;
         }
     }
@@ -500,48 +490,31 @@ impl Broker {
         }
     }
 
-    /// Writes every live committed offset of the partition's groups again and moves the
-    /// log start to the first of them (see [`Broker::request_offsets_checkpoint`]).
-    async fn checkpoint_offsets(&self, partition: i32) -> Result<(), ApiError> {
-        let live: Vec<(Bytes, Option<Bytes>)> = self.groups.with_shard(self, partition, |s| {
-            s.live_offsets()
-                .into_iter()
-                .map(|(g, t, i, c)| {
-                    let (k, v) = strata_group::offset_commit_record(&g, &t, i, &c);
-                    (k, Some(v))
-                })
-                // And the membership last written of groups that hold members.
-                .chain(
-                    s.coordinator
-                        .persisted_records()
-                        .into_iter()
-                        .map(|(k, v)| (k, Some(v))),
-                )
-                .collect()
+    /// KIP-211: deletes the committed offsets of offsets partition `partition` that have
+    /// expired (its groups empty for `--offsets-retention`, or standalone commits that
+    /// old) with tombstones, and the groups left with none.
+    async fn expire_offsets(self: &Arc<Self>, partition: i32, now: i64) -> Result<usize, ApiError> {
+        let retention = self.config.offsets_retention.as_millis() as i64;
+        let expired = self.groups.with_shard(self, partition, |s| {
+            s.coordinator.expired_offsets(now, retention)
         })?;
-        let p = self
-            .partition(OFFSETS_TOPIC, partition)
-            .ok_or_else(|| ApiError::new(ErrorCode::NotCoordinator, "not the coordinator"))?;
-        let mut first = p.log().log_end();
-        let mut chunks = live.chunks(2_000);
-        if let Some(chunk) = chunks.next() {
-            first = self.append_offsets_batch(partition, chunk.to_vec()).await?;
+        if expired.is_empty() {
+            return Ok(0);
         }
-        for chunk in chunks {
-            self.append_offsets_batch(partition, chunk.to_vec()).await?;
+        let mut records = Vec::new();
+        for e in &expired {
+            for (t, p, _) in &e.offsets {
+                records.push((strata_group::offset_tombstone(&e.group_id, t, *p), None));
+            }
+            if e.group {
+                records.push((strata_group::group_tombstone(&e.group_id), None));
+            }
         }
-        // Everything below `first` is superseded by what follows it (and replicated:
-        // the appends above waited for the in-sync replicas).
-        let to = first.min(p.high_watermark());
-        let start = p.advance_log_start(to)?;
-        tracing::info!(
-            partition,
-            live = live.len(),
-            log_start = start,
-            "checkpointed committed offsets"
-        );
-        metrics::counter!("strata_offsets_checkpoints_total").increment(1);
-        Ok(())
+        let n = records.len();
+        let apply: Apply = Box::new(move |s| s.coordinator.remove_expired(&expired));
+        self.append_offsets_records(partition, records, Some(apply))
+            .await?;
+        Ok(n)
     }
 
     /// Appends one batch as leader and waits for the in-sync replicas; returns its first
@@ -709,7 +682,7 @@ fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
 pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(Duration::from_millis(100));
     let mut last_lag = broker.clock.now_ms();
-    let mut last_checkpoint_check = last_lag;
+    let mut last_expiry = last_lag;
     let mut warned = std::collections::HashSet::new();
     loop {
         tokio::select! {
@@ -812,12 +785,13 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             }
         }
         let now = broker.clock.now_ms();
-        let mut due = Vec::new();
         let mut persist = Vec::new();
-        let check = now - last_checkpoint_check >= 5_000;
-        if check {
-            last_checkpoint_check = now;
+        let expire =
+            now - last_expiry >= broker.config.offsets_retention_check_interval.as_millis() as i64;
+        if expire {
+            last_expiry = now;
         }
+        let mut shard_indexes = Vec::new();
         {
             let mut shards = broker
                 .groups
@@ -833,14 +807,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 if !records.is_empty() {
                     persist.push((index, records));
                 }
-                // Bound the partition to its live offsets plus what came after them.
-                if check && let Some(p) = broker.partition(OFFSETS_TOPIC, index) {
-                    let held = p.log().log_end() - p.log().local_start();
-                    let live = s.live_offsets().len();
-                    if held > 2 * live as i64 + broker.config.offsets_checkpoint_records {
-                        due.push(index);
-                    }
-                }
+                shard_indexes.push(index);
             }
         }
         for (index, records) in persist {
@@ -861,17 +828,26 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 }
             });
         }
-        for index in due {
-            let mut last = broker
-                .groups
-                .checkpointed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let at = last.entry(index).or_insert(0);
-            if now - *at >= 10_000 {
-                *at = now;
-                drop(last);
-                broker.request_offsets_checkpoint(index);
+        if expire {
+            for index in shard_indexes {
+                let b = broker.clone();
+                tokio::spawn(async move {
+                    match b.expire_offsets(index, now).await {
+                        Ok(0) => {}
+                        Ok(n) => {
+                            metrics::counter!("strata_group_offsets_expired_total")
+                                .increment(n as u64);
+                            tracing::info!(
+                                partition = index,
+                                records = n,
+                                "deleted expired committed offsets (offsets retention)"
+                            );
+                        }
+                        Err(e) => {
+                            tracing::warn!(partition = index, error = %e.message, "cannot delete expired offsets; the next check retries");
+                        }
+                    }
+                });
             }
         }
     }

@@ -15,8 +15,9 @@ mod coordinator;
 pub mod records;
 
 pub use coordinator::{
-    CONSUMER_PROTOCOL_TYPE, Completion, GroupConfig, GroupCoordinator, GroupDescription,
-    GroupState, JoinGroup, JoinResponse, MemberDescription, MemberInfo, SyncGroup, SyncResponse,
+    CONSUMER_PROTOCOL_TYPE, Completion, ExpiredOffsets, GroupConfig, GroupCoordinator,
+    GroupDescription, GroupState, JoinGroup, JoinResponse, MemberDescription, MemberInfo,
+    SyncGroup, SyncResponse,
 };
 pub use records::{
     CommittedOffset, ConsumerOffsetsRecord, DecodeError, GroupMetadataValue, StoredMember,

@@ -30,6 +30,7 @@ pub use self::messages::{
     Completion, GroupDescription, JoinGroup, JoinResponse, MemberDescription, MemberInfo,
     SyncGroup, SyncResponse,
 };
+pub use self::offsets::ExpiredOffsets;
 
 /// Kafka's `ConsumerProtocol.PROTOCOL_TYPE`.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";

@@ -1,10 +1,22 @@
-//! Committed offsets: OffsetCommit validation, storing and reading offsets, and
-//! OffsetDelete.
+//! Committed offsets: OffsetCommit validation, storing and reading offsets,
+//! OffsetDelete, and their expiry (KIP-211).
 
 use strata_proto::ErrorCode;
 
 use super::{CONSUMER_PROTOCOL_TYPE, Group, GroupCoordinator, GroupState};
 use crate::records::CommittedOffset;
+
+/// What expired of one group ([`GroupCoordinator::expired_offsets`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpiredOffsets {
+    pub group_id: String,
+    /// (topic, partition, the commit's timestamp): an offset committed again since is
+    /// not removed.
+    pub offsets: Vec<(String, i32, i64)>,
+    /// Every offset of the group expired and it has no members: the group goes too (its
+    /// tombstone is written with the offsets').
+    pub group: bool,
+}
 
 impl GroupCoordinator {
     /// OffsetCommit validation (Kafka's `validateOffsetCommit` + `doCommitOffsets`).
@@ -138,5 +150,74 @@ impl GroupCoordinator {
             })
             .collect();
         (ErrorCode::None, results)
+    }
+
+    /// The committed offsets that have expired at `now` (Kafka's
+    /// `offsets.retention.minutes` as KIP-211 has it): a group with members keeps every
+    /// offset, however old; a consumer group (one that had members) loses all of them
+    /// once it has been Empty for `retention_ms`; a group of standalone commits (no
+    /// protocol: consumers using assign()) loses each one `retention_ms` after it was
+    /// committed. Changes nothing: the caller writes the tombstones, then removes them
+    /// with [`Self::remove_expired`].
+    pub fn expired_offsets(&self, now: i64, retention_ms: i64) -> Vec<ExpiredOffsets> {
+        let mut out = Vec::new();
+        for g in self.groups.values() {
+            if g.state != GroupState::Empty || !g.members.is_empty() {
+                continue;
+            }
+            let empty_too_long = now.saturating_sub(g.state_timestamp_ms) >= retention_ms;
+            let offsets: Vec<(String, i32, i64)> = g
+                .offsets
+                .iter()
+                // A group that ever had a generation had members (standalone commits
+                // never start one); Kafka tells them apart by the protocol type, which
+                // this coordinator clears when the last member goes.
+                .filter(|(_, o)| {
+                    if g.generation_id > 0 {
+                        empty_too_long
+                    } else {
+                        now.saturating_sub(o.commit_timestamp_ms) >= retention_ms
+                    }
+                })
+                .map(|((t, p), o)| (t.clone(), *p, o.commit_timestamp_ms))
+                .collect();
+            if offsets.is_empty() {
+                continue;
+            }
+            let group = offsets.len() == g.offsets.len();
+            out.push(ExpiredOffsets {
+                group_id: g.group_id.clone(),
+                offsets,
+                group,
+            });
+        }
+        out
+    }
+
+    /// Removes what [`Self::expired_offsets`] found, once its tombstones are written:
+    /// an offset only if it was not committed again meanwhile, a group only if it is
+    /// still Empty and has no offsets left.
+    pub fn remove_expired(&mut self, expired: &[ExpiredOffsets]) {
+        for e in expired {
+            let Some(g) = self.groups.get_mut(&e.group_id) else {
+                continue;
+            };
+            for (t, p, ts) in &e.offsets {
+                let key = (t.clone(), *p);
+                if g.offsets
+                    .get(&key)
+                    .is_some_and(|o| o.commit_timestamp_ms == *ts)
+                {
+                    g.offsets.remove(&key);
+                }
+            }
+            if e.group
+                && g.state == GroupState::Empty
+                && g.members.is_empty()
+                && g.offsets.is_empty()
+            {
+                self.groups.remove(&e.group_id);
+            }
+        }
     }
 }

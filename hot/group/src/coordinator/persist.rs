@@ -1,6 +1,6 @@
 //! Persistence in `__consumer_offsets`: the group metadata records to write (after a
-//! generation completes, or for an offsets checkpoint), and the load that rebuilds
-//! groups and committed offsets by replaying the log.
+//! generation completes), and the load that rebuilds groups and committed offsets by
+//! replaying the log.
 
 use std::collections::BTreeSet;
 
@@ -77,18 +77,6 @@ impl GroupCoordinator {
             }
         }
         out
-    }
-
-    /// The last written group metadata record of every group whose members it holds
-    /// (what an offsets checkpoint must write again).
-    pub fn persisted_records(&self) -> Vec<(Bytes, Bytes)> {
-        self.groups
-            .values()
-            .filter_map(|g| match &g.persisted {
-                Some((_, true, k, v)) => Some((k.clone(), v.clone())),
-                _ => None,
-            })
-            .collect()
     }
 
     /// Ends a load: members restored by [`Self::replay`] get a full session from `now`
