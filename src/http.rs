@@ -1,4 +1,5 @@
-//! The HTTP listener: /metrics (Prometheus), /v1/tier/status, and the REST gateway
+//! The HTTP listener: /metrics (Prometheus), /v1/tier/status, /v1/cleaner/status, and
+//! the REST gateway
 //! (strata-gateway: /healthz, /readyz, /openapi.json, the Confluent-compatible API).
 
 use std::sync::Arc;
@@ -8,8 +9,8 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use strata_broker::Broker;
 
-/// `auth` (`--http-auth`) guards /v1/tier/status as it guards the gateway: the status
-/// names every topic and partition. /metrics stays open, as Prometheus scrapes it without
+/// `auth` (`--http-auth`) guards the two status routes as it guards the gateway: they
+/// name every topic and partition. /metrics stays open, as Prometheus scrapes it without
 /// credentials (Kafka's JMX exporter is unauthenticated too); guard it at the network.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -18,13 +19,28 @@ pub async fn serve(
     gateway: Router,
     auth: Option<strata_gateway::Auth>,
 ) {
-    let tier = Router::new().route(
-        "/v1/tier/status",
-        get(move || {
-            let b = broker.clone();
-            async move { axum::Json(b.tier_status()) }
-        }),
-    );
+    let cleaner_broker = broker.clone();
+    let tier = Router::new()
+        .route(
+            "/v1/tier/status",
+            get(move || {
+                let b = broker.clone();
+                async move { axum::Json(b.tier_status()) }
+            }),
+        )
+        .route(
+            "/v1/cleaner/status",
+            get(move || {
+                let b = cleaner_broker.clone();
+                // The assessment reads a header per compacted partition: off the runtime.
+                async move {
+                    match tokio::task::spawn_blocking(move || b.cleaner_status()).await {
+                        Ok(s) => Ok(axum::Json(s)),
+                        Err(_) => Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+                    }
+                }
+            }),
+        );
     let app = Router::new()
         .route(
             "/metrics",

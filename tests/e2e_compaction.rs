@@ -167,6 +167,21 @@ fn a_changelog_keeps_the_latest_value_of_every_key() {
         "the log shrank from {before} to {after} bytes"
     );
     assert!(metric(&broker, "strata_log_cleaner_reclaimed_bytes_total", topic).unwrap() > 0.0);
+    // `strata topic describe` shows the cleaner's state from the broker's HTTP address.
+    let out = common::cli(&b, &["topic", "describe", topic, "--http", &broker.http]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row = text
+        .lines()
+        .skip_while(|l| !l.starts_with("cleaner ("))
+        .nth(2)
+        .unwrap_or_else(|| panic!("a cleaner row in:\n{text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((cols[0], cols[2]), ("0", &*end.to_string()), "{text}");
+    assert!(
+        cols[4].parse::<u64>().unwrap() > 0,
+        "bytes reclaimed: {text}"
+    );
 
     // kafka-python from offset 0: one record per key, its latest, at increasing offsets.
     let got = read_with_kafka_python(&b, topic);
@@ -208,6 +223,24 @@ fn a_changelog_keeps_the_latest_value_of_every_key() {
         }
     };
     assert_eq!(first, got[0].0);
+
+    // `strata log dump` of the stopped broker's partition shows the removed ranges.
+    drop(c);
+    let mut broker = broker;
+    broker.stop();
+    let out = Command::new(common::strata_bin())
+        .args(["log", "dump"])
+        .arg(&part_dir)
+        .args(["--max-batches", "5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("gap ") && l.contains("removed by compaction")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -85,13 +85,27 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
             let (log, _) = open(&dir)?;
             let mut offset = from.max(log.log_start_offset());
             let mut printed = 0u64;
+            // Where the next batch would start if offsets were dense: a later base is a
+            // range compaction removed.
+            let mut expected: Option<i64> = Some(offset);
             while offset < log.log_end_offset() && printed < max_batches {
                 let r = log.read(offset, 1 << 20, None)?;
                 for b in batch::batches(&r.data) {
                     let b = b?;
                     let h = b.header();
+                    if let Some(e) = expected.filter(|&e| h.base_offset > e) {
+                        println!(
+                            "gap {e}..{} ({} offsets removed by compaction)",
+                            h.base_offset - 1,
+                            h.base_offset - e
+                        );
+                    }
+                    expected = Some(h.next_offset());
+                    let horizon = h
+                        .delete_horizon()
+                        .map_or(String::new(), |t| format!(" deleteHorizon {t}"));
                     println!(
-                        "baseOffset {} lastOffset {} count {} epoch {} size {} compression {:?} producerId {} seq {} maxTimestamp {} crcValid {}",
+                        "baseOffset {} lastOffset {} count {} epoch {} size {} compression {:?} producerId {} seq {} maxTimestamp {} crcValid {}{horizon}",
                         h.base_offset,
                         h.last_offset(),
                         h.record_count,
@@ -104,18 +118,29 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                         b.validate_crc().is_ok()
                     );
                     if records {
+                        let mut next = h.base_offset;
                         for r in b.records()?.iter() {
                             let r = r?;
+                            if r.offset > next {
+                                println!("  gap {next}..{}", r.offset - 1);
+                            }
+                            next = r.offset + 1;
                             println!(
-                                "  offset {} timestamp {} key {} value {} bytes headers {}",
+                                "  offset {} timestamp {} key {} value {} headers {}",
                                 r.offset,
                                 r.timestamp,
                                 r.key
                                     .map_or("null".to_string(), |k| String::from_utf8_lossy(k)
                                         .into_owned()),
-                                r.value.map_or(0, |v| v.len()),
+                                r.value.map_or("null (tombstone)".to_string(), |v| format!(
+                                    "{} bytes",
+                                    v.len()
+                                )),
                                 r.headers.len()
                             );
+                        }
+                        if next <= h.last_offset() {
+                            println!("  gap {next}..{}", h.last_offset());
                         }
                     }
                     printed += 1;

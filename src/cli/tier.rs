@@ -66,14 +66,19 @@ pub enum ParquetCommand {
 }
 
 /// The broker's HTTP address and the credentials to send it.
-struct Http {
+pub(crate) struct Http {
     addr: String,
     auth: Option<strata_gateway::Auth>,
 }
 
 impl Http {
     fn new(args: &TierArgs) -> anyhow::Result<Http> {
-        let auth = match &args.http_auth {
+        Http::with(&args.http, args.http_auth.as_deref())
+    }
+
+    /// From an --http address and --http-auth value.
+    pub(crate) fn with(addr: &str, http_auth: Option<&str>) -> anyhow::Result<Http> {
+        let auth = match http_auth {
             Some(v) => Some(
                 v.parse::<strata_gateway::Auth>()
                     .map_err(|e| anyhow::anyhow!("--http-auth: {e}"))?,
@@ -81,12 +86,16 @@ impl Http {
             None => None,
         };
         Ok(Http {
-            addr: args.http.clone(),
+            addr: addr.to_string(),
             auth,
         })
     }
 
-    fn get(&self, path: &str) -> anyhow::Result<String> {
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub(crate) fn get(&self, path: &str) -> anyhow::Result<String> {
         get(&self.addr, self.auth.as_ref(), path)
     }
 }

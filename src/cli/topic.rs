@@ -41,7 +41,16 @@ pub enum TopicCommand {
     /// List the topics.
     List,
     /// Show a topic's partitions (leader, replicas, ISR) and configs.
-    Describe { name: String },
+    Describe {
+        name: String,
+        /// A Strata broker's HTTP address (its --http-addr), for the cleaner's state of
+        /// a compacted topic's partitions hosted there.
+        #[arg(long, env = "STRATA_HTTP", default_value = "127.0.0.1:8080")]
+        http: String,
+        /// That broker's --http-auth credentials, if it has them.
+        #[arg(long, env = "STRATA_HTTP_AUTH", hide_env_values = true)]
+        http_auth: Option<String>,
+    },
     /// Delete a topic and its data.
     Delete { name: String },
     /// Recreate a topic from the object store: its id, partitions and configs come from
@@ -74,7 +83,11 @@ pub fn run(args: TopicArgs) -> anyhow::Result<()> {
             configs,
         } => create(c, &name, partitions, replication_factor, &configs),
         TopicCommand::List => list(c),
-        TopicCommand::Describe { name } => describe(c, &name),
+        TopicCommand::Describe {
+            name,
+            http,
+            http_auth,
+        } => describe(c, &name, &http, http_auth.as_deref()),
         TopicCommand::Delete { name } => delete(c, &name),
         TopicCommand::Recover { name } => recover(c, &name),
         TopicCommand::Alter {
@@ -226,7 +239,7 @@ fn is_topic_override(e: &ConfigEntry) -> bool {
     e.source == ConfigSource::DynamicTopic
 }
 
-fn describe(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
+fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> anyhow::Result<()> {
     let client = admin(c)?;
     let md = c.metadata(client.inner(), None)?;
     let topic = md
@@ -305,7 +318,57 @@ fn describe(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
         };
         println!("  {mark} {} = {value}{source}", e.name);
     }
+    let compacted = entries.iter().any(|e| {
+        e.name == "cleanup.policy" && e.value.as_deref().is_some_and(|v| v.contains("compact"))
+    });
+    if compacted {
+        print_cleaner(name, http, http_auth);
+    }
     Ok(())
+}
+
+/// The cleaner's state of a compacted topic's partitions, from a Strata broker's
+/// `/v1/cleaner/status` (Kafka has no API for it; the same figures are on /metrics). A
+/// broker that cannot be asked (not Strata, or not at --http) is a note, not an error.
+fn print_cleaner(name: &str, http: &str, http_auth: Option<&str>) {
+    let status = super::tier::Http::with(http, http_auth).and_then(|h| {
+        let body = h.get("/v1/cleaner/status")?;
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        Ok((h.addr().to_string(), v))
+    });
+    let (addr, v) = match status {
+        Ok(x) => x,
+        Err(e) => {
+            println!("cleaner: not known ({e:#}); give a Strata broker's --http address");
+            return;
+        }
+    };
+    let parts: Vec<&serde_json::Value> = v["partitions"]
+        .as_array()
+        .map(|a| a.iter().filter(|p| p["topic"] == name).collect())
+        .unwrap_or_default();
+    if parts.is_empty() {
+        println!("cleaner: broker {addr} hosts none of its partitions");
+        return;
+    }
+    println!("cleaner (partitions hosted by the broker at {addr}):");
+    println!(
+        "  {:>9}  {:>6}  {:>12}  {:>12}  {:>10}  {:>9}  {:>6}  {:>8}",
+        "partition", "dirty", "cleaned-to", "uncleanable", "reclaimed", "lag", "passes", "breaches"
+    );
+    for p in parts {
+        println!(
+            "  {:>9}  {:>5.1}%  {:>12}  {:>12}  {:>10}  {:>8.1}s  {:>6}  {:>8}",
+            p["partition"],
+            p["dirty_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+            p["cleaned_offset"],
+            p["uncleanable_offset"],
+            p["reclaimed_bytes"],
+            p["lag_seconds"].as_f64().unwrap_or(0.0),
+            p["passes"],
+            p["max_compaction_lag_breaches"],
+        );
+    }
 }
 
 fn delete(c: &ClientArgs, name: &str) -> anyhow::Result<()> {

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use strata_log::{Cleanable, OffsetMap};
 use strata_proto::{PartitionId, TopicId};
 use tokio_util::sync::CancellationToken;
@@ -87,14 +88,7 @@ fn pick(broker: &Broker, shared: &Shared) -> Option<(Arc<Partition>, Cleanable)>
         let labels = labels(&p);
         metrics::gauge!("strata_log_cleaner_dirty_ratio", &labels).set(c.dirty_ratio);
         metrics::gauge!("strata_log_cleaner_cleaned_offset", &labels).set(c.first_dirty as f64);
-        let lag = c
-            .first_dirty_timestamp
-            .map_or(0.0, |t| (p.now_ms() - t).max(0) as f64 / 1e3);
-        metrics::gauge!("strata_log_cleaner_lag_seconds", &labels).set(if c.dirty_bytes > 0 {
-            lag
-        } else {
-            0.0
-        });
+        metrics::gauge!("strata_log_cleaner_lag_seconds", &labels).set(lag_seconds(&p, &c));
         if !c.due() {
             continue;
         }
@@ -132,6 +126,7 @@ fn clean(p: &Partition, before: &Cleanable, map: &mut OffsetMap, throttle: &Thro
     let labels = labels(p);
     match p.clean(map, &mut |bytes| throttle.take(bytes)) {
         Ok(out) => {
+            p.record_clean(&out, before.lag_due);
             metrics::counter!("strata_log_cleaner_passes_total").increment(1);
             metrics::counter!("strata_log_cleaner_read_bytes_total").increment(out.bytes_read);
             metrics::counter!("strata_log_cleaner_written_bytes_total")
@@ -164,6 +159,74 @@ fn clean(p: &Partition, before: &Cleanable, map: &mut OffsetMap, throttle: &Thro
             metrics::counter!("strata_log_cleaner_errors_total").increment(1);
             tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed; will retry");
         }
+    }
+}
+
+/// One compacted partition's cleaner state, for `/v1/cleaner/status` and
+/// `strata topic describe`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartitionCleanerStatus {
+    pub topic: String,
+    pub partition: i32,
+    /// Cleaned below this offset (the cleaner checkpoint).
+    pub cleaned_offset: i64,
+    /// Nothing at or above this may be cleaned yet (the active segment, the high-water
+    /// mark, min.compaction.lag.ms).
+    pub uncleanable_offset: i64,
+    pub clean_bytes: u64,
+    pub dirty_bytes: u64,
+    pub dirty_ratio: f64,
+    /// The age of the oldest uncleaned record (0 when nothing is dirty).
+    pub lag_seconds: f64,
+    /// Whether a pass is due now.
+    pub due: bool,
+    pub passes: u64,
+    pub reclaimed_bytes: u64,
+    pub last_pass_ms: Option<i64>,
+    pub max_compaction_lag_breaches: u64,
+}
+
+/// Every compacted partition hosted here.
+#[derive(Clone, Debug, Serialize)]
+pub struct CleanerStatus {
+    pub partitions: Vec<PartitionCleanerStatus>,
+}
+
+impl Broker {
+    pub fn cleaner_status(&self) -> CleanerStatus {
+        let mut partitions: Vec<PartitionCleanerStatus> = self
+            .partitions()
+            .into_iter()
+            .filter_map(|p| {
+                let c = p.cleanable()?;
+                let stats = p.cleaner_stats();
+                Some(PartitionCleanerStatus {
+                    topic: p.topic.to_string(),
+                    partition: p.index,
+                    cleaned_offset: c.first_dirty,
+                    uncleanable_offset: c.uncleanable,
+                    clean_bytes: c.clean_bytes,
+                    dirty_bytes: c.dirty_bytes,
+                    dirty_ratio: c.dirty_ratio,
+                    lag_seconds: lag_seconds(&p, &c),
+                    due: c.due(),
+                    passes: stats.passes,
+                    reclaimed_bytes: stats.reclaimed_bytes,
+                    last_pass_ms: stats.last_pass_ms,
+                    max_compaction_lag_breaches: stats.max_compaction_lag_breaches,
+                })
+            })
+            .collect();
+        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        CleanerStatus { partitions }
+    }
+}
+
+/// The age of the oldest uncleaned record, 0 when nothing is dirty.
+fn lag_seconds(p: &Partition, c: &Cleanable) -> f64 {
+    match c.first_dirty_timestamp {
+        Some(t) if c.dirty_bytes > 0 => (p.now_ms() - t).max(0) as f64 / 1e3,
+        _ => 0.0,
     }
 }
 

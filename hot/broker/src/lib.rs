@@ -10,7 +10,7 @@
 
 pub mod api;
 pub mod broker;
-mod cleaner;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod groups;

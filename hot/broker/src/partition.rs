@@ -49,6 +49,19 @@ pub struct Partition {
     config: RwLock<TopicConfig>,
     /// The ISR last applied, to tell shrinks from expands in the metrics.
     last_isr: Mutex<Vec<i32>>,
+    /// What the log cleaner has done here (compacted topics).
+    cleaner_stats: Mutex<CleanerStats>,
+}
+
+/// A compacted partition's cleaner history on this broker (since it started).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerStats {
+    pub passes: u64,
+    pub reclaimed_bytes: u64,
+    /// When the last pass ended (ms).
+    pub last_pass_ms: Option<i64>,
+    /// Passes that started after the oldest uncleaned record was max.compaction.lag.ms old.
+    pub max_compaction_lag_breaches: u64,
 }
 
 pub use strata_tier::ParquetCoverage;
@@ -105,6 +118,7 @@ impl Partition {
                 replica: Mutex::new(replica),
                 config: RwLock::new(config),
                 last_isr: Mutex::new(Vec::new()),
+                cleaner_stats: Mutex::new(CleanerStats::default()),
             }),
             report,
         ))
@@ -245,6 +259,19 @@ impl Partition {
     /// The partition's clock.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Records a finished cleaner pass; `breached`: it started past max.compaction.lag.ms.
+    pub fn record_clean(&self, out: &CleanOutcome, breached: bool) {
+        let mut s = self.cleaner_stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.passes += 1;
+        s.reclaimed_bytes += out.bytes_reclaimed();
+        s.last_pass_ms = Some(self.clock.now_ms());
+        s.max_compaction_lag_breaches += breached as u64;
+    }
+
+    pub fn cleaner_stats(&self) -> CleanerStats {
+        *self.cleaner_stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Flushes the log and writes its checkpoints (clean shutdown).
