@@ -82,8 +82,14 @@ run_hot() { # name binary round
 
 for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
-  run old "$OLD" "$r"; run new "$NEW" "$r"
-  run_hot old "$OLD" "$r"; run_hot new "$NEW" "$r"
+  # Alternate which build goes first: the first run of a round inherits the previous
+  # one's disk state (files just deleted, the device's queue), which biased one build
+  # when it always went second.
+  if [ $((r % 2)) -eq 1 ]; then
+    run old "$OLD" "$r"; run new "$NEW" "$r"; run_hot old "$OLD" "$r"; run_hot new "$NEW" "$r"
+  else
+    run new "$NEW" "$r"; run old "$OLD" "$r"; run_hot new "$NEW" "$r"; run_hot old "$OLD" "$r"
+  fi
 done
 
 python3 - "$DIR" <<'EOF'
