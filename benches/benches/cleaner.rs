@@ -22,6 +22,9 @@
 //! (the target is at least 0.5), what the pass wrote, and the offset map's memory per
 //! million keys.
 
+// A benchmark program: a failed IO or a broken log is a bench that cannot run.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;

@@ -524,31 +524,7 @@ async fn at_background_priority<T: Send + 'static>(
         let started = std::thread::Builder::new()
             .name("strata-parquet".into())
             .spawn(move || {
-                // SCHED_IDLE: the kernel runs this thread only when no other wants the
-                // CPU, and a waking request handler preempts it at once (a low nice
-                // value would still make handlers wait out its time slice).
-                use thread_priority::{
-                    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-                };
-                if let Err(e) = thread_priority::set_thread_priority_and_policy(
-                    thread_priority::thread_native_id(),
-                    ThreadPriority::Min,
-                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-                ) {
-                    tracing::warn!(error = ?e, "cannot lower the Parquet thread's priority");
-                }
-                // And the idle IO class: conversion reads sealed segments back from the
-                // disk (O_DIRECT), and at the default class those reads compete with the
-                // producers' appends for it (benches/parquet.sh: a producer's throughput
-                // 0.80x of alone while converting, 0.87-1.04x with this). The scheduler
-                // ages idle requests, so conversion still progresses on a busy disk.
-                // Pid 0 is the calling thread.
-                if let Err(e) = ioprio::set_priority(
-                    ioprio::Target::Process(ioprio::Pid::from_raw(0)),
-                    ioprio::Priority::new(ioprio::Class::Idle),
-                ) {
-                    tracing::warn!(error = %e, "cannot lower the Parquet thread's IO priority");
-                }
+                crate::priority::lower_this_thread("Parquet");
                 while let Ok(job) = rx.recv() {
                     job();
                 }

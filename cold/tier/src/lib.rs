@@ -18,6 +18,7 @@ pub mod error;
 pub mod layout;
 pub mod manifest;
 pub mod manifest_store;
+pub mod priority;
 pub mod remote;
 pub mod service;
 pub mod source;

@@ -66,6 +66,15 @@ pub enum ManifestOp {
     /// The remote log start moved forward (remote retention, DeleteRecords). Segments
     /// wholly below it leave the manifest; their objects are deleted after the commit.
     AdvanceStart { log_start_offset: Offset },
+    /// A compacted topic's remote pass replaced a run of segments (`replaced`, their
+    /// ids, consecutive and in order) by one cleaned segment covering the same offsets
+    /// (`with`: the first one's base to the last one's next offset). Refused unless the
+    /// run is exactly in the manifest, so a retention or another writer's change in
+    /// between fails the commit. The replaced objects are deleted after a grace period.
+    Replace {
+        replaced: Vec<Uuid>,
+        with: RemoteSegment,
+    },
 }
 
 /// Why a manifest change or encoding was refused.
@@ -93,6 +102,10 @@ pub enum ManifestError {
     Corrupt(String),
     #[error("delta {got} does not follow {expected}")]
     Sequence { expected: u64, got: u64 },
+    #[error(
+        "the segments a cleaned segment replaces are not a run of this manifest ending at {next}"
+    )]
+    NotReplaceable { next: Offset },
 }
 
 /// A partition's manifest, in memory.
@@ -229,6 +242,33 @@ impl Manifest {
                 self.segments.push(*s);
                 self.max_epoch = self.max_epoch.max(s.leader_epoch);
             }
+            ManifestOp::Replace { replaced, with } => {
+                let not = || ManifestError::NotReplaceable {
+                    next: with.next_offset,
+                };
+                let first = replaced.first().ok_or_else(not)?;
+                let i = self
+                    .segments
+                    .iter()
+                    .position(|s| s.id == *first)
+                    .ok_or_else(not)?;
+                let run = self.segments.get(i..i + replaced.len()).ok_or_else(not)?;
+                if run.iter().zip(replaced).any(|(s, id)| s.id != *id)
+                    || run[0].base_offset != with.base_offset
+                    || run[run.len() - 1].next_offset != with.next_offset
+                {
+                    return Err(not());
+                }
+                if with.leader_epoch < self.max_epoch {
+                    return Err(ManifestError::StaleEpoch {
+                        epoch: with.leader_epoch,
+                        max_epoch: self.max_epoch,
+                    });
+                }
+                self.segments.splice(i..i + replaced.len(), [*with]);
+                self.max_epoch = self.max_epoch.max(with.leader_epoch);
+                self.rebuild_running_max();
+            }
             ManifestOp::AdvanceStart { log_start_offset } => {
                 if *log_start_offset <= self.log_start_offset {
                     return Ok(());
@@ -359,6 +399,14 @@ impl Delta {
                     w.u8(2);
                     w.i64(*log_start_offset);
                 }
+                ManifestOp::Replace { replaced, with } => {
+                    w.u8(3);
+                    w.u32(replaced.len() as u32);
+                    for id in replaced {
+                        w.buf.extend_from_slice(id.as_bytes());
+                    }
+                    w.segment(with);
+                }
             }
         }
         w.finish()
@@ -380,6 +428,24 @@ impl Delta {
                 2 => ManifestOp::AdvanceStart {
                     log_start_offset: r.i64()?,
                 },
+                3 => {
+                    let n = r.u32()? as usize;
+                    if n > r.remaining() / 16 {
+                        return Err(ManifestError::Corrupt(format!(
+                            "{n} replaced segments promised, room for fewer"
+                        )));
+                    }
+                    let mut replaced = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let mut id = [0u8; 16];
+                        id.copy_from_slice(r.take(16)?);
+                        replaced.push(Uuid::from_bytes(id));
+                    }
+                    ManifestOp::Replace {
+                        replaced,
+                        with: r.segment()?,
+                    }
+                }
                 t => return Err(ManifestError::Corrupt(format!("unknown op {t}"))),
             });
         }

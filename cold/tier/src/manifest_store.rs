@@ -115,9 +115,21 @@ pub async fn load(store: &Arc<dyn BlobStore>, key: &PartitionKey) -> Result<Mani
 /// Checks `ops` against `manifest` without copying it (a commit must not cost O(n)),
 /// and returns the delta that commits them.
 pub fn prepare(manifest: &Manifest, ops: Vec<ManifestOp>) -> Result<Delta, TierError> {
-    let mut check = ManifestCheck::new(manifest);
-    for op in &ops {
-        check.apply(op)?;
+    if ops
+        .iter()
+        .any(|op| matches!(op, ManifestOp::Replace { .. }))
+    {
+        // A replacement is checked against the segments themselves (a compaction pass
+        // commits rarely: the copy is affordable there).
+        let mut copy = manifest.clone();
+        for op in &ops {
+            copy.apply(op)?;
+        }
+    } else {
+        let mut check = ManifestCheck::new(manifest);
+        for op in &ops {
+            check.apply(op)?;
+        }
     }
     Ok(Delta {
         seq: manifest.seq() + 1,
@@ -277,6 +289,8 @@ impl ManifestCheck {
                 self.end = Some(s.next_offset);
                 self.max_epoch = self.max_epoch.max(s.leader_epoch);
             }
+            // Checked against a copy of the manifest instead (`prepare`).
+            ManifestOp::Replace { .. } => {}
             ManifestOp::AdvanceStart { log_start_offset } => {
                 self.start = self.start.max(*log_start_offset);
                 // Every segment wholly below the start leaves (Manifest::apply).

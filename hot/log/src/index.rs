@@ -112,6 +112,14 @@ impl Indexes {
         if i == 0 { 0 } else { self.times[i - 1].rel }
     }
 
+    /// The bytes of the `.index` and `.timeindex` files holding these indexes.
+    pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            Self::encode_offsets(&self.offsets),
+            Self::encode_times(&self.times),
+        )
+    }
+
     pub(crate) fn encode_offsets(entries: &[OffsetEntry]) -> Vec<u8> {
         let mut out = Vec::with_capacity(entries.len() * OFFSET_ENTRY);
         for e in entries {

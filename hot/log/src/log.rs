@@ -41,6 +41,12 @@ const RANGE_CHUNK: usize = 8 << 20;
 const LOG_START_FILE: &str = "log-start-offset";
 /// Kafka's name for the leader-epoch cache's checkpoint.
 const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
+/// Present once the log may hold offset gaps (a cleaner pass, or a follower that took
+/// a leader's gap), written before the first gap is. Recovery takes a batch past where
+/// the previous one ended as a gap only when it is there: the base offset is not
+/// covered by the CRC, so in a log that never had gaps a jump is damage, and the tail
+/// from there is cut as before.
+const GAPS_FILE: &str = "offset-gaps";
 
 /// What an append did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,6 +141,8 @@ struct Inner {
     direct_reads_refused: AtomicBool,
     /// Where the cleaner stands (compacted topics).
     cleaner: cleaner::CleanerState,
+    /// The log may hold offset gaps (`GAPS_FILE` exists).
+    gaps_allowed: bool,
 }
 
 impl Inner {
@@ -512,6 +520,7 @@ impl Log {
         let mut stored = Vec::new();
         let mut epochs: Vec<(LeaderEpoch, Offset)> = Vec::new();
         let mut expected: Option<Offset> = None;
+        let mut has_gap = false;
         let mut max_ts = -1i64;
         let mut records = 0i64;
         let mut has_producers = false;
@@ -530,13 +539,14 @@ impl Log {
             }
             // Offsets increase; a gap is the leader's compaction (Kafka's followers
             // accept it too), an overlap is an error.
-            if let Some(e) = expected
-                && h.base_offset < e
-            {
-                return Err(LogError::UnexpectedAppendOffset {
-                    expected: e,
-                    found: h.base_offset,
-                });
+            if let Some(e) = expected {
+                if h.base_offset < e {
+                    return Err(LogError::UnexpectedAppendOffset {
+                        expected: e,
+                        found: h.base_offset,
+                    });
+                }
+                has_gap |= h.base_offset > e;
             }
             expected = Some(h.next_offset());
             if epochs
@@ -569,6 +579,9 @@ impl Log {
                 expected: leo,
                 found: first_offset,
             });
+        }
+        if first_offset > leo || has_gap {
+            self.allow_gaps(g)?;
         }
         self.maybe_roll_for(g, now, batches.len(), next - leo)?;
         self.assign_epochs(g, epochs)?;
@@ -842,6 +855,16 @@ impl Log {
     /// The leader-epoch cache: the first offset of every known epoch, oldest first.
     pub fn epoch_entries(&self) -> Vec<EpochEntry> {
         self.read_lock().epochs.entries().to_vec()
+    }
+
+    /// Marks the log as one that may hold offset gaps (`GAPS_FILE`), durably, before
+    /// the first gap is written.
+    fn allow_gaps(&self, g: &mut Inner) -> Result<(), LogError> {
+        if !g.gaps_allowed {
+            checkpoint::write_bytes(&self.dir.join(GAPS_FILE), b"1\n", true)?;
+            g.gaps_allowed = true;
+        }
+        Ok(())
     }
 
     pub(crate) fn epoch_cache(&self) -> LeaderEpochCache {

@@ -167,6 +167,7 @@ impl Segment {
         path: &Path,
         base: Offset,
         index_interval: u64,
+        allow_gaps: bool,
     ) -> Result<ScanResult, LogError> {
         let mut direct = direct;
         let mut read = |pos: u64, len: usize| {
@@ -221,9 +222,10 @@ impl Segment {
                 stop_reason = Some(format!("at byte {pos}: {e}"));
                 break;
             }
-            // Offsets increase; gaps are allowed (a compacted segment, or a follower
-            // that fetched past a range its leader had cleaned), overlaps are not.
-            if b.base_offset() < expected
+            // Offsets increase. Gaps only in a log that may have them (compacted, or a
+            // follower of a compacted leader): the base offset is not covered by the
+            // CRC, and elsewhere a gap is a damaged base offset.
+            if (b.base_offset() != expected && !(allow_gaps && b.base_offset() > expected))
                 || b.header().last_offset_delta < 0
                 || b.next_offset() - base > u32::MAX as i64
             {
@@ -412,7 +414,8 @@ impl Segment {
                 tracing::warn!(segment = %self.path.display(), %reason, "rebuilding damaged index");
                 // A sealed segment's builder keeps the interval it was configured with.
                 let interval = self.builder.interval();
-                let scan = Segment::scan(&self.file, None, &self.path, self.base, interval)?;
+                // Below the recovery point, where the data was trusted: gaps allowed.
+                let scan = Segment::scan(&self.file, None, &self.path, self.base, interval, true)?;
                 // A sealed segment may end in a gap (its range runs to the next
                 // segment's base): its batches end at or before its recorded end.
                 if scan.valid_size != self.size || scan.next_offset > self.next_offset {

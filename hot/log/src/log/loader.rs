@@ -16,7 +16,8 @@ use std::sync::{Arc, OnceLock, RwLock};
 use strata_proto::{LeaderEpoch, Offset};
 
 use super::{
-    Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, RECOVERY_POINT_FILE, delete_segment_files,
+    GAPS_FILE, Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, RECOVERY_POINT_FILE,
+    delete_segment_files,
 };
 use crate::checkpoint;
 use crate::clock::Clock;
@@ -121,6 +122,8 @@ impl Log {
         }
 
         let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
+        // Whether offsets may have gaps here (see `GAPS_FILE`).
+        let gaps_allowed = dir.join(GAPS_FILE).exists();
         let start_checkpoint = checkpoint::read(&dir.join(LOG_START_FILE));
         let interval = config.index_interval_bytes;
         let mut segments: BTreeMap<Offset, Segment> = BTreeMap::new();
@@ -163,7 +166,14 @@ impl Log {
                     .map(Arc::new),
                 IoMode::Buffered => None,
             };
-            let scan = Segment::scan(&file, direct.as_deref(), &path, base, interval)?;
+            let scan = Segment::scan(
+                &file,
+                direct.as_deref(),
+                &path,
+                base,
+                interval,
+                gaps_allowed,
+            )?;
             scanned_epochs.extend_from_slice(&scan.epochs);
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
             if scan.padding > 0 {
@@ -282,6 +292,7 @@ impl Log {
             direct_written: false,
             direct_reads_refused: AtomicBool::new(false),
             cleaner: super::cleaner::CleanerState::default(),
+            gaps_allowed,
         };
         inner.open_direct(dir)?;
         // What we scanned may sit only in the page cache (the process died, the machine

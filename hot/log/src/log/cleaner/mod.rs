@@ -33,21 +33,22 @@
 //!    or the new one, never both and never neither.
 //! 5. The checkpoint moves to where the map got.
 
+pub mod filter;
 mod offset_map;
 mod swap;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_proto::batch::{self, RecordBatch};
-use strata_proto::rewrite;
+use strata_proto::batch;
 use strata_proto::{Offset, ProducerId};
 
+use self::filter::{Filter, FilterStats, SegmentBuilder, map_keys};
 pub use self::offset_map::{OffsetMap, SLOT_BYTES};
 pub(crate) use self::swap::{CLEANER_CHECKPOINT, recover_swaps};
 use crate::config::CompactionConfig;
 use crate::error::LogError;
-use crate::index::{IndexBuilder, Indexes, rel};
+use crate::index::{Indexes, rel};
 use crate::log::Log;
 use crate::segment::read_at;
 
@@ -209,49 +210,25 @@ impl Log {
             cleaned_to: plan.first_dirty,
             ..CleanOutcome::default()
         };
+        // Cleaned segments have gaps: recovery must know before the first is swapped in.
+        self.allow_gaps(&mut self.write_lock())?;
 
         // The offset map over the dirty segments, whole batches at a time.
         map.clear();
         let mut end = plan.first_dirty;
-        'segments: for s in plan.sealed.iter().filter(|s| s.base >= plan.first_dirty) {
-            let mut full = false;
-            let mut reached = s.base;
+        for s in plan.sealed.iter().filter(|s| s.base >= plan.first_dirty) {
+            let mut stopped = None;
             self.read_range_chunks(s.base.max(plan.log_start), s.next, &mut |chunk| {
                 throttle(chunk.len() as u64);
                 out.bytes_read += chunk.len() as u64;
-                if full {
-                    return Ok(());
-                }
-                for b in batch::batches(&chunk) {
-                    let b = b?;
-                    if b.header().is_control() {
-                        reached = b.next_offset();
-                        continue;
-                    }
-                    let n = b.header().record_count.max(0) as usize;
-                    if map.len() + n > map.capacity() {
-                        if map.is_empty() {
-                            return Err(LogError::DedupeBufferTooSmall {
-                                records: n,
-                                capacity: map.capacity(),
-                            });
-                        }
-                        full = true;
-                        return Ok(());
-                    }
-                    for r in b.records()?.iter() {
-                        let r = r?;
-                        if let Some(k) = r.key {
-                            map.put(k, r.offset);
-                        }
-                    }
-                    reached = b.next_offset();
+                if stopped.is_none() {
+                    stopped = map_keys(&chunk, map)?;
                 }
                 Ok(())
             })?;
-            if full {
-                end = reached;
-                break 'segments;
+            if let Some(at) = stopped {
+                end = at;
+                break;
             }
             end = s.next;
         }
@@ -270,10 +247,10 @@ impl Log {
         for group in groups(&doomed, plan.segment_bytes) {
             let written = self.rewrite_group(&plan, group, map, end, now, throttle, &mut out)?;
             out.bytes_written += written.files.size;
-            if let Some(h) = written.min_horizon {
+            if let Some(h) = written.stats.min_horizon {
                 next_horizon = Some(next_horizon.map_or(h, |n: i64| n.min(h)));
             }
-            if !written.changed {
+            if !written.stats.changed {
                 swap::discard(&written.files);
                 continue;
             }
@@ -291,8 +268,8 @@ impl Log {
                 out.segments_after += 1;
                 out.size_before += sizes.iter().sum::<u64>();
                 out.size_after += size_after;
-                out.records_removed += written.records_removed;
-                out.tombstones_removed += written.tombstones_removed;
+                out.records_removed += written.stats.records_removed;
+                out.tombstones_removed += written.stats.tombstones_removed;
             } else {
                 out.groups_abandoned += 1;
             }
@@ -376,67 +353,58 @@ impl Log {
     ) -> Result<Written, LogError> {
         let base = group[0].base;
         let last_seg = group[group.len() - 1];
-        let mut sink = GroupSink {
-            base,
-            writer: swap::CleanedWriter::create(self.dir(), base)?,
-            index: IndexBuilder::new(plan.index_interval),
-            pos: 0,
-            pending: None,
+        let filter = Filter {
+            map,
+            end,
+            now,
+            delete_retention_ms: plan.config.delete_retention_ms,
+            producer_last: &plan.producer_last,
         };
-        let mut stats = Written::default();
-        let horizon = now.saturating_add(plan.config.delete_retention_ms);
-        let result = (|| -> Result<(), LogError> {
-            for s in group {
-                self.read_range_chunks(s.base.max(plan.log_start), s.next, &mut |chunk| {
-                    throttle(chunk.len() as u64);
-                    out.bytes_read += chunk.len() as u64;
-                    for b in batch::batches(&chunk) {
-                        let b = b?;
-                        let kept = filter_batch(
-                            &b,
-                            map,
-                            end,
-                            now,
-                            horizon,
-                            &plan.producer_last,
-                            &mut stats,
-                        )?;
-                        if let Some(kept) = kept {
-                            sink.push(kept, throttle)?;
-                        }
+        let mut stats = FilterStats::default();
+        let mut builder = SegmentBuilder::new(
+            base,
+            plan.index_interval,
+            swap::CleanedWriter::create(self.dir(), base)?,
+        );
+        let mut result = Ok(());
+        for s in group {
+            result = self.read_range_chunks(s.base.max(plan.log_start), s.next, &mut |chunk| {
+                throttle(chunk.len() as u64);
+                out.bytes_read += chunk.len() as u64;
+                for b in batch::batches(&chunk) {
+                    if let Some(kept) = filter.batch(&b?, &mut stats)? {
+                        throttle(builder.push(kept)?);
                     }
-                    Ok(())
-                })?;
-            }
-            // The group's last batch stays, at least as its header, so the new segment
-            // ends where the group did.
-            match sink.pending.take() {
-                Some(b) if batch::parse_header(&b)?.next_offset() == last_seg.next => {
-                    sink.emit(&b, throttle)
                 }
-                other => {
-                    if let Some(b) = other {
-                        sink.emit(&b, throttle)?;
-                    }
-                    stats.changed = true;
-                    let h = self.last_header(last_seg)?;
-                    sink.emit(&rewrite::empty_batch(&h), throttle)
-                }
+                Ok(())
+            });
+            if result.is_err() {
+                break;
             }
-        })();
-        let GroupSink {
-            writer, mut index, ..
-        } = sink;
-        if let Err(e) = result {
-            let _ = writer
-                .finish(&Indexes::default())
-                .map(|f| swap::discard(&f));
-            return Err(e);
         }
-        index.seal(rel(base, last_seg.next));
-        stats.files = writer.finish(&index.idx)?;
-        stats.index = index.idx;
-        Ok(stats)
+        // The group's last batch stays, at least as its header, so the new segment ends
+        // where the group did.
+        let built =
+            result.and_then(|()| builder.finish(last_seg.next, || self.last_header(last_seg)));
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                swap::CleanedWriter::remove_all(self.dir(), base);
+                return Err(e);
+            }
+        };
+        stats.changed |= built.emptied_last;
+        let files = built.out.finish(
+            &built.index,
+            built.size,
+            built.next_offset,
+            built.max_timestamp,
+        )?;
+        Ok(Written {
+            files,
+            index: built.index,
+            stats,
+        })
     }
 
     /// The header of the last batch of a sealed segment (read through its index).
@@ -503,50 +471,12 @@ impl Log {
     }
 }
 
-/// Where a group's kept batches go: the cleaned file and its index, one batch held
-/// back (the group's last batch is decided at the end).
-struct GroupSink {
-    base: Offset,
-    writer: swap::CleanedWriter,
-    index: IndexBuilder,
-    pos: u64,
-    pending: Option<Vec<u8>>,
-}
-
-impl GroupSink {
-    fn push(&mut self, kept: Vec<u8>, throttle: &mut dyn FnMut(u64)) -> Result<(), LogError> {
-        if let Some(prev) = self.pending.replace(kept) {
-            self.emit(&prev, throttle)?;
-        }
-        Ok(())
-    }
-
-    fn emit(&mut self, bytes: &[u8], throttle: &mut dyn FnMut(u64)) -> Result<(), LogError> {
-        let h = batch::parse_header(bytes)?;
-        self.index.on_batch(
-            rel(self.base, h.base_offset),
-            self.pos as u32,
-            bytes.len() as u64,
-            h.max_timestamp,
-        );
-        self.writer.write(bytes)?;
-        throttle(bytes.len() as u64);
-        self.pos += bytes.len() as u64;
-        Ok(())
-    }
-}
-
 /// What rewriting one group produced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Written {
     files: swap::CleanedFiles,
     index: Indexes,
-    /// Whether any batch differs from its source.
-    changed: bool,
-    records_removed: u64,
-    tombstones_removed: u64,
-    /// The earliest delete horizon of a batch kept with tombstones.
-    min_horizon: Option<i64>,
+    stats: FilterStats,
 }
 
 /// Consecutive segments whose sizes add up to at most `max_bytes` (at least one each)
@@ -568,86 +498,4 @@ fn groups<'a>(segs: &'a [&'a Planned], max_bytes: u64) -> Vec<&'a [&'a Planned]>
         i = j;
     }
     out
-}
-
-/// One batch through the cleaner: `None` when it goes, else the bytes to keep (the
-/// batch itself when nothing changes).
-fn filter_batch(
-    b: &RecordBatch<'_>,
-    map: &OffsetMap,
-    end: Offset,
-    now: i64,
-    horizon: i64,
-    producer_last: &std::collections::HashMap<ProducerId, Offset>,
-    stats: &mut Written,
-) -> Result<Option<Vec<u8>>, LogError> {
-    let h = *b.header();
-    // Control batches (transaction markers) are not Strata's yet; kept as they are.
-    if h.is_control() {
-        return Ok(Some(b.as_bytes().to_vec()));
-    }
-    let records = b.records()?;
-    let batch_horizon = h.delete_horizon();
-    let mut kept = Vec::new();
-    let mut removed = 0u64;
-    let mut tombstones_kept = false;
-    for r in records.iter() {
-        let r = r?;
-        // Above where the map got: not deduplicated in this pass.
-        if r.offset >= end {
-            tombstones_kept |= r.value.is_none() && batch_horizon.is_some();
-            kept.push(r);
-            continue;
-        }
-        let latest = match r.key {
-            // A keyless record has no place in a compacted log (Kafka drops it too).
-            None => false,
-            Some(k) => map.get(k).is_none_or(|o| r.offset >= o),
-        };
-        let keep = latest
-            && match r.value {
-                Some(_) => true,
-                None => batch_horizon.is_none_or(|hz| now < hz),
-            };
-        if keep {
-            tombstones_kept |= r.value.is_none();
-            kept.push(r);
-        } else {
-            removed += 1;
-            if r.value.is_none() && latest {
-                stats.tombstones_removed += 1;
-            }
-        }
-    }
-    stats.records_removed += removed;
-    // A kept tombstone below `end` gets its horizon the first time a pass keeps it.
-    let stamp = tombstones_kept
-        && batch_horizon.is_none()
-        && kept.iter().any(|r| r.value.is_none() && r.offset < end);
-    if tombstones_kept {
-        let hz = if stamp {
-            horizon
-        } else {
-            batch_horizon.unwrap_or(horizon)
-        };
-        stats.min_horizon = Some(stats.min_horizon.map_or(hz, |m| m.min(hz)));
-    }
-    if removed == 0 && !stamp {
-        return Ok(Some(b.as_bytes().to_vec()));
-    }
-    stats.changed = true;
-    if kept.is_empty() {
-        // Kafka keeps the last batch of a producer: its sequence is what the producer
-        // state checks the next batch against.
-        let needed = h.has_producer_id()
-            && producer_last
-                .get(&h.producer_id)
-                .is_some_and(|&o| h.base_offset <= o && o <= h.last_offset());
-        return Ok(needed.then(|| rewrite::empty_batch(&h)));
-    }
-    Ok(Some(rewrite::rewrite_batch(
-        &h,
-        &kept,
-        stamp.then_some(horizon),
-    )?))
 }

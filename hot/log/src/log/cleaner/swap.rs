@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use strata_proto::Offset;
-use strata_proto::batch;
 
 use crate::checkpoint;
 use crate::error::LogError;
@@ -51,23 +50,29 @@ pub(crate) struct CleanedFiles {
     pub max_timestamp: i64,
 }
 
-/// Writes a cleaned segment's log file.
+/// A cleaned segment's log file being written (the sink of a
+/// [`super::filter::SegmentBuilder`]).
 pub(crate) struct CleanedWriter {
     dir: PathBuf,
     base: Offset,
     path: PathBuf,
     out: BufWriter<File>,
-    size: u64,
-    next_offset: Offset,
-    max_timestamp: i64,
 }
 
 impl std::fmt::Debug for CleanedWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CleanedWriter")
             .field("path", &self.path)
-            .field("size", &self.size)
             .finish()
+    }
+}
+
+impl Write for CleanedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -80,26 +85,29 @@ impl CleanedWriter {
             base,
             path,
             out: BufWriter::with_capacity(1 << 20, file),
-            size: 0,
-            next_offset: base,
-            max_timestamp: -1,
         })
     }
 
-    /// Appends one whole batch.
-    pub fn write(&mut self, bytes: &[u8]) -> Result<(), LogError> {
-        let h = batch::parse_header(bytes)?;
-        self.out
-            .write_all(bytes)
-            .map_err(LogError::io("write", &self.path))?;
-        self.size += bytes.len() as u64;
-        self.next_offset = h.next_offset();
-        self.max_timestamp = self.max_timestamp.max(h.max_timestamp);
-        Ok(())
+    /// Deletes whatever cleaned files of the segment based at `base` exist.
+    pub fn remove_all(dir: &Path, base: Offset) {
+        for p in [
+            segment::log_path(dir, base),
+            segment::index_path(dir, base),
+            segment::time_index_path(dir, base),
+        ] {
+            let _ = fs::remove_file(with_suffix(&p, CLEANED));
+        }
     }
 
-    /// Writes the index files and fsyncs all three.
-    pub fn finish(self, idx: &Indexes) -> Result<CleanedFiles, LogError> {
+    /// Writes the index files and fsyncs all three; the log holds `size` bytes, its
+    /// batches end at `next_offset`.
+    pub fn finish(
+        self,
+        idx: &Indexes,
+        size: u64,
+        next_offset: Offset,
+        max_timestamp: i64,
+    ) -> Result<CleanedFiles, LogError> {
         let file = self
             .out
             .into_inner()
@@ -123,9 +131,9 @@ impl CleanedWriter {
             log: self.path,
             index,
             time_index,
-            size: self.size,
-            next_offset: self.next_offset,
-            max_timestamp: self.max_timestamp,
+            size,
+            next_offset,
+            max_timestamp,
         })
     }
 }

@@ -1,0 +1,259 @@
+//! The pure parts of a cleaner pass, over batch bytes wherever they come from: mapping
+//! keys ([`map_keys`]), deciding what of a batch stays ([`Filter`]) and laying the kept
+//! batches out as one segment with its indexes ([`SegmentBuilder`]). The local pass
+//! (`Log::clean`) reads a partition's segment files through them; the remote tier's
+//! pass (strata-tier) reads remote segments through them, so both clean alike.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use strata_proto::batch::{self, BatchHeader, RecordBatch};
+use strata_proto::rewrite;
+use strata_proto::{Offset, ProducerId};
+
+use super::OffsetMap;
+use crate::error::LogError;
+use crate::index::{IndexBuilder, Indexes, rel};
+
+/// Puts the key of every record of the batches in `bytes` (whole batches, back to
+/// back) into `map`, a batch at a time. `Ok(None)`: every batch went in. `Ok(Some(o))`:
+/// the map filled before the batch at `o`, which did not (the pass then cleans only
+/// below `o`). A batch alone larger than the whole map is an error.
+pub fn map_keys(bytes: &[u8], map: &mut OffsetMap) -> Result<Option<Offset>, LogError> {
+    for b in batch::batches(bytes) {
+        let b = b?;
+        if b.header().is_control() {
+            continue;
+        }
+        let n = b.header().record_count.max(0) as usize;
+        if map.len() + n > map.capacity() {
+            if map.is_empty() {
+                return Err(LogError::DedupeBufferTooSmall {
+                    records: n,
+                    capacity: map.capacity(),
+                });
+            }
+            return Ok(Some(b.base_offset()));
+        }
+        for r in b.records()?.iter() {
+            let r = r?;
+            if let Some(k) = r.key {
+                map.put(k, r.offset);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// What one pass keeps of a batch.
+#[derive(Debug)]
+pub struct Filter<'a> {
+    /// Every key of the dirty part and its latest offset.
+    pub map: &'a OffsetMap,
+    /// Records at or above this were not mapped: they stay.
+    pub end: Offset,
+    /// The pass's time: tombstones whose delete horizon is at or before it go.
+    pub now: i64,
+    /// delete.retention.ms: the horizon a kept tombstone's batch gets.
+    pub delete_retention_ms: i64,
+    /// Each idempotent producer's last offset: its last batch keeps at least its header.
+    pub producer_last: &'a HashMap<ProducerId, Offset>,
+}
+
+/// What filtering batches did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilterStats {
+    /// A batch differs from its source.
+    pub changed: bool,
+    pub records_removed: u64,
+    pub tombstones_removed: u64,
+    /// The earliest delete horizon of a batch kept with tombstones.
+    pub min_horizon: Option<i64>,
+}
+
+impl Filter<'_> {
+    /// One batch through the pass: `None` when it goes, else the bytes to keep (the
+    /// batch itself when nothing changes). See the module docs of the cleaner for the
+    /// rules.
+    pub fn batch(
+        &self,
+        b: &RecordBatch<'_>,
+        stats: &mut FilterStats,
+    ) -> Result<Option<Vec<u8>>, LogError> {
+        let h = *b.header();
+        // Control batches (transaction markers) are not Strata's yet; kept as they are.
+        if h.is_control() {
+            return Ok(Some(b.as_bytes().to_vec()));
+        }
+        let records = b.records()?;
+        let batch_horizon = h.delete_horizon();
+        let mut kept = Vec::new();
+        let mut removed = 0u64;
+        let mut tombstones_kept = false;
+        for r in records.iter() {
+            let r = r?;
+            // Above where the map got: not deduplicated in this pass.
+            if r.offset >= self.end {
+                tombstones_kept |= r.value.is_none() && batch_horizon.is_some();
+                kept.push(r);
+                continue;
+            }
+            let latest = match r.key {
+                // A keyless record has no place in a compacted log (Kafka drops it too).
+                None => false,
+                Some(k) => self.map.get(k).is_none_or(|o| r.offset >= o),
+            };
+            let keep = latest
+                && match r.value {
+                    Some(_) => true,
+                    None => batch_horizon.is_none_or(|hz| self.now < hz),
+                };
+            if keep {
+                tombstones_kept |= r.value.is_none();
+                kept.push(r);
+            } else {
+                removed += 1;
+                if r.value.is_none() && latest {
+                    stats.tombstones_removed += 1;
+                }
+            }
+        }
+        stats.records_removed += removed;
+        let horizon = self.now.saturating_add(self.delete_retention_ms);
+        // A kept tombstone below `end` gets its horizon the first time a pass keeps it.
+        let stamp = tombstones_kept
+            && batch_horizon.is_none()
+            && kept
+                .iter()
+                .any(|r| r.value.is_none() && r.offset < self.end);
+        if tombstones_kept {
+            let hz = if stamp {
+                horizon
+            } else {
+                batch_horizon.unwrap_or(horizon)
+            };
+            stats.min_horizon = Some(stats.min_horizon.map_or(hz, |m| m.min(hz)));
+        }
+        if removed == 0 && !stamp {
+            return Ok(Some(b.as_bytes().to_vec()));
+        }
+        stats.changed = true;
+        if kept.is_empty() {
+            // Kafka keeps the last batch of a producer: its sequence is what the
+            // producer state checks the next batch against.
+            let needed = h.has_producer_id()
+                && self
+                    .producer_last
+                    .get(&h.producer_id)
+                    .is_some_and(|&o| h.base_offset <= o && o <= h.last_offset());
+            return Ok(needed.then(|| rewrite::empty_batch(&h)));
+        }
+        Ok(Some(rewrite::rewrite_batch(
+            &h,
+            &kept,
+            stamp.then_some(horizon),
+        )?))
+    }
+}
+
+/// A cleaned segment being laid out: kept batches go to `out` with the index a log
+/// builds for them, the last one held back until [`Self::finish`] knows whether it ends
+/// the segment where its sources ended.
+#[derive(Debug)]
+pub struct SegmentBuilder<W> {
+    base: Offset,
+    index: IndexBuilder,
+    out: W,
+    size: u64,
+    next_offset: Offset,
+    max_timestamp: i64,
+    pending: Option<Vec<u8>>,
+}
+
+/// What [`SegmentBuilder::finish`] laid out.
+#[derive(Debug)]
+pub struct BuiltSegment<W> {
+    pub out: W,
+    pub base: Offset,
+    pub next_offset: Offset,
+    pub size: u64,
+    pub max_timestamp: i64,
+    pub index: Indexes,
+    /// The last batch had to be replaced by its header (so the changes are real).
+    pub emptied_last: bool,
+}
+
+impl<W: Write> SegmentBuilder<W> {
+    /// A segment based at `base` (the first source's base), indexed every
+    /// `index_interval` bytes.
+    pub fn new(base: Offset, index_interval: u64, out: W) -> SegmentBuilder<W> {
+        SegmentBuilder {
+            base,
+            index: IndexBuilder::new(index_interval),
+            out,
+            size: 0,
+            next_offset: base,
+            max_timestamp: -1,
+            pending: None,
+        }
+    }
+
+    /// Adds a kept batch (in offset order); returns the bytes written out now.
+    pub fn push(&mut self, kept: Vec<u8>) -> Result<u64, LogError> {
+        match self.pending.replace(kept) {
+            Some(prev) => self.emit(&prev),
+            None => Ok(0),
+        }
+    }
+
+    fn emit(&mut self, bytes: &[u8]) -> Result<u64, LogError> {
+        let h = batch::parse_header(bytes)?;
+        self.index.on_batch(
+            rel(self.base, h.base_offset),
+            self.size as u32,
+            bytes.len() as u64,
+            h.max_timestamp,
+        );
+        self.out.write_all(bytes).map_err(LogError::io(
+            "write",
+            std::path::Path::new("(a cleaned segment)"),
+        ))?;
+        self.size += bytes.len() as u64;
+        self.next_offset = h.next_offset();
+        self.max_timestamp = self.max_timestamp.max(h.max_timestamp);
+        Ok(bytes.len() as u64)
+    }
+
+    /// Ends the segment at `sources_next` (where its sources ended): the last kept batch
+    /// if it ends there, else (it was removed) the header of the sources' last batch,
+    /// `last_header`, after it; the index is sealed there.
+    pub fn finish(
+        mut self,
+        sources_next: Offset,
+        last_header: impl FnOnce() -> Result<BatchHeader, LogError>,
+    ) -> Result<BuiltSegment<W>, LogError> {
+        let mut emptied_last = false;
+        match self.pending.take() {
+            Some(b) if batch::parse_header(&b)?.next_offset() == sources_next => {
+                self.emit(&b)?;
+            }
+            other => {
+                if let Some(b) = other {
+                    self.emit(&b)?;
+                }
+                emptied_last = true;
+                self.emit(&rewrite::empty_batch(&last_header()?))?;
+            }
+        }
+        self.index.seal(rel(self.base, sources_next));
+        Ok(BuiltSegment {
+            out: self.out,
+            base: self.base,
+            next_offset: self.next_offset,
+            size: self.size,
+            max_timestamp: self.max_timestamp,
+            index: self.index.idx,
+            emptied_last,
+        })
+    }
+}
