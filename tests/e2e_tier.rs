@@ -581,3 +581,145 @@ fn the_local_disk_cap_refuses_producers_while_offload_is_stuck() {
     let start_offset = status(&broker, topic)["local_end_offset"].as_u64().unwrap();
     produce(&broker.kafka, topic, start_offset, 200, 4096);
 }
+
+/// A compacted topic with remote.storage.enable: segments go up once cleaned, local
+/// retention drops them, and the remote tier's cleaner compacts the bucket, so that
+/// kafka-python reading from offset 0 (from the bucket, then local disk) gets the latest
+/// value of every key, once, at its original offset, and the bucket holds a fraction of
+/// what was written.
+#[test]
+fn a_tiered_compacted_topic_is_compacted_in_the_bucket() {
+    const KEYS: u64 = 2_000;
+    const ROUNDS: u64 = 4;
+    let s3 = s3();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(
+        dir.path(),
+        &s3,
+        "compacted",
+        &[
+            "--retention-check-interval",
+            "1s",
+            "--min-segment-bytes",
+            "65536",
+            "--log-cleaner-backoff",
+            "200ms",
+            "--log-cleaner-io-max-bytes-per-second",
+            "0",
+        ],
+    );
+    let topic = "tc";
+    create_topic(
+        &broker.kafka,
+        topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("remote.storage.enable", "true"),
+            ("local.retention.bytes", "1"),
+            ("segment.bytes", "65536"),
+            ("segment.ms", "1000"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    // Every key written ROUNDS times: "r{round}:k{key}" padded to 300 bytes.
+    // Batches well under segment.bytes (librdkafka's default batch.size is 1 MB).
+    let (p, d) = common::kafka::producer(
+        &broker.kafka,
+        &[("linger.ms", "5"), ("batch.size", "16384")],
+    );
+    for round in 0..ROUNDS {
+        for k in 0..KEYS {
+            let key = format!("key-{k}");
+            let mut v = format!("r{round}:k{k}:").into_bytes();
+            v.resize(300, b'.');
+            common::kafka::send(&p, topic, Some(key.as_bytes()), &v);
+        }
+        common::kafka::flush(&p);
+        // Each round goes up (cleaned locally first, which finds nothing to remove:
+        // its keys are all new there) and leaves local disk (but for its last segment,
+        // which local retention keeps) before the next is written, so the bucket gets
+        // every version and only the remote pass can compact them.
+        wait_for("the round to be offloaded", Duration::from_secs(60), || {
+            let s = status(&broker, topic);
+            s["remote_end_offset"]
+                .as_u64()
+                .is_some_and(|e| e >= (round + 1) * KEYS)
+                && s["local_start_offset"].as_u64().unwrap() > round * KEYS
+        });
+    }
+    assert!(
+        d.errors.lock().unwrap().is_empty(),
+        "{:?}",
+        d.errors.lock().unwrap().first()
+    );
+    let written = KEYS * ROUNDS * 300;
+
+    // kafka-python from offset 0 until it reads one record per key: the latest.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/read_partition.py"
+    );
+    let mut got = Vec::new();
+    wait_for(
+        "the bucket to hold one value per key",
+        Duration::from_secs(150),
+        || {
+            let out = std::process::Command::new("python3")
+                .args([script, &broker.kafka, topic, "0"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            got = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<(i64, String, String)>(l).unwrap())
+                .collect();
+            let s = status(&broker, topic);
+            got.len() as u64 == KEYS && s["local_start_offset"].as_i64().unwrap() > 0
+        },
+    );
+    for w in got.windows(2) {
+        assert!(w[0].0 < w[1].0, "offsets increase");
+    }
+    let mut keys = std::collections::HashSet::new();
+    for (o, k, v) in &got {
+        let n: u64 = k.strip_prefix("key-").unwrap().parse().unwrap();
+        assert!(keys.insert(n), "key {n} twice");
+        assert!(
+            v.starts_with(&format!("r{}:k{n}:", ROUNDS - 1)),
+            "{k} at {o}: {v}"
+        );
+        // The last round wrote key n at offset (ROUNDS - 1) * KEYS + n.
+        assert_eq!(*o as u64, (ROUNDS - 1) * KEYS + n);
+    }
+    // Most of it was read from the bucket, which holds a fraction of what was written.
+    let s = status(&broker, topic);
+    assert!(
+        s["local_start_offset"].as_i64().unwrap() > (KEYS * (ROUNDS - 1)) as i64,
+        "{s}"
+    );
+    // The replaced objects go once --orphan-grace (0s here) has passed.
+    let segment_bytes = || -> u64 {
+        bucket_objects(&s3, "")
+            .iter()
+            .filter(|(k, _)| k.contains("/tc-") && k.ends_with(".log"))
+            .map(|(_, size)| *size as u64)
+            .sum()
+    };
+    wait_for(
+        "the replaced objects to go",
+        Duration::from_secs(30),
+        || segment_bytes() * 2 < written,
+    );
+    let compacted = broker.http_get("/metrics").lines().find_map(|l| {
+        l.strip_prefix("strata_tier_compacted_bytes_total ")?
+            .parse::<f64>()
+            .ok()
+    });
+    assert!(compacted.is_some_and(|b| b > 0.0), "{compacted:?}");
+}

@@ -177,7 +177,7 @@ pub struct ServeArgs {
     #[arg(long, env = "STRATA_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
     pub log_cleaner_dedupe_buffer_size: Option<String>,
     /// The cleaners' IO cap, bytes read plus written per second, 0 for none (Kafka's
-    /// log.cleaner.io.max.bytes.per.second) [default: 64MiB]
+    /// log.cleaner.io.max.bytes.per.second) [default: 16MiB]
     #[arg(long, env = "STRATA_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
     pub log_cleaner_io_max_bytes_per_second: Option<String>,
     /// How long an idle cleaner waits before looking for work again (Kafka's

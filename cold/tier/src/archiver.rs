@@ -18,6 +18,7 @@ use strata_log::LogError;
 use strata_parquet::{ConvertError, ParquetSink, SegmentOutcome, SinkError};
 use strata_proto::{Offset, TopicConfig};
 
+use crate::compaction::{RemoteCleanSettings, RemoteCleaner};
 use crate::error::TierError;
 use crate::layout::PartitionKey;
 use crate::manifest::RemoteSegment;
@@ -106,6 +107,8 @@ pub struct Archiver {
     parquet_checked: Option<Instant>,
     /// Leaders: what Parquet last caught up with.
     parquet_done: Option<ParquetState>,
+    /// Compacted topics: the remote tier's cleaner (one pass at a time, in its own task).
+    remote_cleaner: Arc<tokio::sync::Mutex<RemoteCleaner>>,
 }
 
 impl Archiver {
@@ -173,7 +176,9 @@ impl Archiver {
         let Some(remote) = log.remote() else {
             return Ok(0);
         };
-        tier.offload_ready(log.local(), &remote, lead.high_watermark, lead.leader_epoch)
+        // A compacted log uploads only what its cleaner has been through.
+        let upper = log.local().offload_bound(lead.high_watermark);
+        tier.offload_ready(log.local(), &remote, upper, lead.leader_epoch)
             .await
             .map_err(ArchiveError::Offload)
     }
@@ -229,8 +234,11 @@ impl Archiver {
         if r.is_fenced() {
             return Ok(0);
         }
-        let ms = (config.retention_ms >= 0).then_some(config.retention_ms);
-        let bytes = (config.retention_bytes >= 0).then_some(config.retention_bytes as u64);
+        // cleanup.policy=compact alone: nothing expires by time or size.
+        let deletes = config.cleanup_policy.deletes();
+        let ms = (deletes && config.retention_ms >= 0).then_some(config.retention_ms);
+        let bytes =
+            (deletes && config.retention_bytes >= 0).then_some(config.retention_bytes as u64);
         let beyond: u64 = log
             .local()
             .segments()
@@ -259,6 +267,58 @@ impl Archiver {
                 .map_err(ArchiveError::LocalStart)?;
         }
         Ok(gone.len())
+    }
+
+    /// Starts a pass of the remote tier's cleaner in its own task, for a compacted topic
+    /// this broker leads, when the local cleaner has moved since the last pass and no
+    /// pass is running (see `compaction`). `map_bytes`: the pass's offset map.
+    pub fn compact_remote(
+        &self,
+        log: &Arc<TieredLog>,
+        lead: Leadership,
+        config: &TopicConfig,
+        map_bytes: usize,
+        now_ms: i64,
+    ) {
+        if !self.leads(lead) || !config.cleanup_policy.compacts() {
+            return;
+        }
+        let Ok(mut cleaner) = self.remote_cleaner.clone().try_lock_owned() else {
+            return;
+        };
+        if !cleaner.due(log) {
+            return;
+        }
+        let settings = RemoteCleanSettings {
+            map_bytes,
+            segment_bytes: config.segment_bytes,
+            index_interval: config.index_interval_bytes,
+            delete_retention_ms: config.delete_retention_ms,
+            leader_epoch: lead.leader_epoch,
+            now_ms,
+        };
+        let log = log.clone();
+        tokio::spawn(async move {
+            match cleaner.run(&log, settings).await {
+                Ok(Some(out)) if out.segments_before > 0 => {
+                    tracing::info!(topic = %log.topic(), partition = log.partition(), ?out, "compacted the remote tier");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    metrics::counter!("strata_tier_compaction_failures_total").increment(1);
+                    tracing::warn!(topic = %log.topic(), partition = log.partition(), error = %e, "remote compaction failed; the next pass retries");
+                }
+            }
+        });
+    }
+
+    /// Deletes the objects of remote segments a compaction pass replaced, once `grace`
+    /// has passed since (no listing: the partition remembers them).
+    pub async fn delete_retired(&self, log: &TieredLog, grace: Duration) -> usize {
+        match log.remote() {
+            Some(r) => r.delete_retired(grace).await,
+            None => 0,
+        }
     }
 
     /// Deletes this partition's objects no manifest names, older than `grace`.

@@ -14,6 +14,7 @@
 
 pub mod archiver;
 pub mod catalog;
+pub mod compaction;
 pub mod error;
 pub mod layout;
 pub mod manifest;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::error::TierError;
 use crate::layout::{self, PartitionKey};
-use crate::manifest::{Manifest, ManifestOp, RemoteSegment};
+use crate::manifest::{Manifest, ManifestError, ManifestOp, RemoteSegment};
 use crate::manifest_store;
 
 /// Bytes a remote read takes beyond max_bytes, to cover the walk from the sparse index
@@ -45,6 +45,10 @@ pub struct RemotePartition {
     /// Downloaded segment indexes (the local `.index` and `.timeindex` formats, decoded
     /// by strata-log).
     indexes: Mutex<HashMap<Uuid, Arc<Indexes>>>,
+    /// Segments a compaction pass replaced (by object stem), and when (ms): their
+    /// objects are deleted once the grace has passed since then ([`Self::delete_retired`]),
+    /// for reads still on them; the orphan sweep leaves them alone until then.
+    retired: Mutex<HashMap<String, (RemoteSegment, i64)>>,
 }
 
 impl RemotePartition {
@@ -59,6 +63,7 @@ impl RemotePartition {
             key,
             store,
             cache,
+            retired: Mutex::new(HashMap::new()),
             manifest: RwLock::new(manifest),
             writer: tokio::sync::Mutex::new(()),
             fenced: Default::default(),
@@ -334,9 +339,17 @@ impl RemotePartition {
             let Some(stem) = layout::segment_stem(name) else {
                 continue;
             };
-            // Unnamed: an upload cut short (crash, fencing) or a segment retention
-            // dropped whose delete failed. Young objects may be an upload in progress.
-            if !named.contains(stem) && o.last_modified <= cutoff {
+            // Unnamed: an upload cut short (crash, fencing), a segment retention
+            // dropped whose delete failed, or one a compaction pass replaced (kept for
+            // the grace from its replacement). Young objects may be an upload in
+            // progress.
+            let retired_recently = self
+                .retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(stem)
+                .is_some_and(|&(_, at)| now_ms() - at < grace.as_millis() as i64);
+            if !named.contains(stem) && o.last_modified <= cutoff && !retired_recently {
                 self.store.delete(&o.path).await?;
                 removed += 1;
             }
@@ -344,7 +357,144 @@ impl RemotePartition {
         if removed > 0 {
             tracing::info!(partition = %self.key.prefix(), removed, "removed orphan objects");
         }
+        let horizon = now_ms() - grace.as_millis() as i64;
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, (_, at)| *at > horizon);
         Ok(removed)
+    }
+
+    /// Deletes the objects of the segments a compaction pass replaced more than `grace`
+    /// ago (reads that found them in an older manifest have had that long); returns how
+    /// many segments' objects went. A failed delete is left to the orphan sweep.
+    pub async fn delete_retired(&self, grace: Duration) -> usize {
+        let horizon = now_ms() - grace.as_millis() as i64;
+        let due: Vec<RemoteSegment> = {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let due: Vec<RemoteSegment> = retired
+                .values()
+                .filter(|(_, at)| *at <= horizon)
+                .map(|(s, _)| *s)
+                .collect();
+            for s in &due {
+                retired.remove(&s.object_stem());
+            }
+            due
+        };
+        for s in &due {
+            self.delete_segment_objects(s).await;
+        }
+        due.len()
+    }
+
+    /// Bytes `range` of a remote segment's `.log` object, straight from the store (a
+    /// compaction pass reads whole segments once: through the chunk cache they would
+    /// only push out what readers use).
+    pub async fn read_segment_range(
+        &self,
+        s: &RemoteSegment,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, TierError> {
+        let k = self.key.segment_object(s, "log");
+        Ok(self.store.read(&k, Some(range)).await?.data)
+    }
+
+    /// Replaces the run `group` of this manifest's segments (consecutive, in order) by
+    /// one cleaned segment covering the same offsets: its `.log` from `log_file`
+    /// (`size` bytes), its indexes, and the producer snapshot and leader epochs of the
+    /// group's last segment (the state at the same end offset). Objects first, then the
+    /// manifest's `Replace`; the replaced objects are retired, and the orphan sweep
+    /// deletes them after its grace period. A manifest that changed meanwhile (a
+    /// retention pass, another writer) refuses the commit: the new objects are then
+    /// deleted and [`TierError::Manifest`] returned.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn replace(
+        &self,
+        group: &[RemoteSegment],
+        log_file: &Path,
+        size: u64,
+        index: (Vec<u8>, Vec<u8>),
+        max_timestamp: i64,
+        leader_epoch: i32,
+    ) -> Result<RemoteSegment, TierError> {
+        let (first, last) = match (group.first(), group.last()) {
+            (Some(f), Some(l)) => (*f, *l),
+            _ => {
+                return Err(TierError::Manifest(ManifestError::NotReplaceable {
+                    next: 0,
+                }));
+            }
+        };
+        let _w = self.writer.lock().await;
+        if self.is_fenced() {
+            return Err(TierError::Fenced {
+                seq: self.manifest().seq(),
+            });
+        }
+        let rs = RemoteSegment {
+            base_offset: first.base_offset,
+            next_offset: last.next_offset,
+            size_bytes: size,
+            max_timestamp,
+            leader_epoch,
+            id: Uuid::new_v4(),
+            has_producer_state: last.has_producer_state,
+            has_leader_epochs: last.has_leader_epochs,
+            committed_at_ms: now_ms(),
+        };
+        let uploaded = async {
+            self.store
+                .put_file(
+                    &self.key.segment_object(&rs, "log"),
+                    log_file,
+                    FileMode::Create,
+                )
+                .await?;
+            for (ext, bytes) in [("index", index.0), ("timeindex", index.1)] {
+                self.store
+                    .put(
+                        &self.key.segment_object(&rs, ext),
+                        Bytes::from(bytes),
+                        PutMode::Create,
+                    )
+                    .await?;
+            }
+            for (ext, present) in [
+                ("state", last.has_producer_state),
+                ("epochs", last.has_leader_epochs),
+            ] {
+                if present {
+                    let b = self.store.get(&self.key.segment_object(&last, ext)).await?;
+                    self.store
+                        .put(&self.key.segment_object(&rs, ext), b, PutMode::Create)
+                        .await?;
+                }
+            }
+            self.commit(vec![ManifestOp::Replace {
+                replaced: group.iter().map(|s| s.id).collect(),
+                with: rs,
+            }])
+            .await
+        }
+        .await;
+        if let Err(e) = uploaded {
+            // Nothing names them; the orphan sweep would get them too, after its grace.
+            self.delete_segment_objects(&rs).await;
+            return Err(e);
+        }
+        let at = now_ms();
+        {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            for s in group {
+                retired.insert(s.object_stem(), (*s, at));
+            }
+        }
+        let mut indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        for s in group {
+            indexes.remove(&s.id);
+        }
+        Ok(rs)
     }
 
     async fn index(&self, s: &RemoteSegment) -> Result<Arc<Indexes>, TierError> {

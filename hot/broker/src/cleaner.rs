@@ -54,8 +54,7 @@ struct Shared {
 
 fn run(broker: Arc<Broker>, shared: Arc<Shared>, buffer: usize, shutdown: CancellationToken) {
     // Cleaning is background work: the CPU and the disk producers and consumers leave
-    // idle (benches/compaction.sh: a producer's p99 1.99x of idle at the normal classes
-    // with the 64 MiB/s cap).
+    // idle. (The IO cap does most to keep producers' latency: benches/compaction.sh.)
     strata_tier::priority::lower_this_thread("log cleaner");
     // Allocated when first needed: a broker without compacted topics pays nothing.
     let mut map: Option<OffsetMap> = None;

@@ -226,6 +226,25 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                 }
             }
         }
+        // Compacted topics: the remote tier's cleaner, after the local one has moved
+        // (each pass in its own task, one at a time per partition).
+        let map_bytes = broker.config.log_cleaner_dedupe_buffer_bytes
+            / broker.config.log_cleaner_threads.max(1);
+        for p in &leading {
+            let config = p.config();
+            if config.cleanup_policy.compacts() {
+                archivers[&(p.topic_id, p.index)]
+                    .delete_retired(p.log(), tier.config().orphan_grace)
+                    .await;
+                archivers[&(p.topic_id, p.index)].compact_remote(
+                    p.log(),
+                    p.leadership(),
+                    &config,
+                    map_bytes,
+                    now_ms,
+                );
+            }
+        }
         if last_sweep.elapsed() >= config.orphan_sweep_interval {
             last_sweep = Instant::now();
             strata_tier::archiver::sweep_staging(&tier, config.orphan_grace).await;

@@ -497,11 +497,10 @@ impl TopicConfig {
                 self.min_compaction_lag_ms, self.max_compaction_lag_ms
             )));
         }
-        // Not built yet: the remote tier of a compacted topic would keep every
-        // overwritten value (and Kafka refuses the combination too).
-        if self.cleanup_policy.compacts() && self.remote_storage_enable {
+        // Parquet files are immutable: compaction could not remove what they hold.
+        if self.cleanup_policy.compacts() && self.parquet_enable {
             return Err(ConfigError::Inconsistent(
-                "remote.storage.enable=true with cleanup.policy=compact is not supported yet: compacted topics are kept on local disk".into(),
+                "parquet.enable=true with cleanup.policy=compact is not supported: Parquet files would keep every overwritten value".into(),
             ));
         }
         if self.parquet_enable && !self.remote_storage_enable {
@@ -525,8 +524,10 @@ impl TopicConfig {
     /// meaning retention.ms), otherwise retention.ms. `None` keeps forever.
     pub fn effective_local_retention_ms(&self) -> Option<i64> {
         if !self.cleanup_policy.deletes() {
-            // cleanup.policy=compact: nothing expires by time or size.
-            return None;
+            // cleanup.policy=compact: nothing expires by time or size, except that a
+            // tiered topic's local copy may be bounded (the bucket holds all of it).
+            let local = self.remote_storage_enable && self.local_retention_ms >= 0;
+            return local.then_some(self.local_retention_ms);
         }
         let v = if self.remote_storage_enable && self.local_retention_ms != -2 {
             self.local_retention_ms
@@ -539,7 +540,8 @@ impl TopicConfig {
     /// The size bound for the local copy, as [`Self::effective_local_retention_ms`].
     pub fn effective_local_retention_bytes(&self) -> Option<u64> {
         if !self.cleanup_policy.deletes() {
-            return None;
+            let local = self.remote_storage_enable && self.local_retention_bytes >= 0;
+            return local.then_some(self.local_retention_bytes as u64);
         }
         let v = if self.remote_storage_enable && self.local_retention_bytes != -2 {
             self.local_retention_bytes
@@ -597,6 +599,50 @@ mod tests {
             let e = TopicConfig::validate_entry(k, v).unwrap_err();
             assert_eq!(e.error_code(), ErrorCode::InvalidConfig);
             assert!(e.to_string().contains(k), "{e}");
+        }
+    }
+
+    #[test]
+    fn compaction_configs_and_what_they_turn_off() {
+        let c = TopicConfig::resolve(&map(&[
+            ("cleanup.policy", "compact"),
+            ("min.cleanable.dirty.ratio", "0.25"),
+            ("delete.retention.ms", "1000"),
+            ("min.compaction.lag.ms", "5"),
+        ]))
+        .unwrap();
+        assert_eq!(c.min_cleanable_dirty_ratio_ppm, 250_000);
+        assert_eq!((c.delete_retention_ms, c.min_compaction_lag_ms), (1000, 5));
+        // compact alone: nothing expires by time or size.
+        assert_eq!(c.effective_local_retention_ms(), None);
+        assert_eq!(c.effective_local_retention_bytes(), None);
+        // Tiered and compacted: the local copy may be bounded, the whole log is not.
+        let t = TopicConfig::resolve(&map(&[
+            ("cleanup.policy", "compact"),
+            ("remote.storage.enable", "true"),
+            ("local.retention.bytes", "1000"),
+        ]))
+        .unwrap();
+        assert_eq!(t.effective_local_retention_bytes(), Some(1000));
+        assert_eq!(t.effective_local_retention_ms(), None);
+        // compact,delete still expires.
+        let cd = TopicConfig::resolve(&map(&[("cleanup.policy", "compact,delete")])).unwrap();
+        assert_eq!(cd.effective_local_retention_ms(), Some(604_800_000));
+        // Refused: a ratio out of range, a min lag above the max, Parquet of a compacted
+        // topic.
+        for bad in [
+            &[("min.cleanable.dirty.ratio", "1.5")][..],
+            &[
+                ("min.compaction.lag.ms", "10"),
+                ("max.compaction.lag.ms", "5"),
+            ][..],
+            &[
+                ("cleanup.policy", "compact"),
+                ("remote.storage.enable", "true"),
+                ("parquet.enable", "true"),
+            ][..],
+        ] {
+            assert!(TopicConfig::resolve(&map(bad)).is_err(), "{bad:?}");
         }
     }
 

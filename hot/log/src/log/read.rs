@@ -162,7 +162,7 @@ impl Log {
 
     /// [`Self::read_range`], handing each read's batches to `f` as they come (at most
     /// [`RANGE_CHUNK`] bytes, or one batch, each) instead of gathering them.
-    pub(crate) fn read_range_chunks(
+    pub fn read_range_chunks(
         &self,
         from: Offset,
         end: Offset,

@@ -279,6 +279,19 @@ impl Log {
         Ok(out)
     }
 
+    /// The cleaner checkpoint (everything below it has been through a pass) of a
+    /// compacted log; `None` for one that is not compacted.
+    pub fn cleaned_to(&self) -> Option<Offset> {
+        let g = self.read_lock();
+        g.config.compaction.map(|_| g.cleaner.cleaned_to)
+    }
+
+    /// Up to where the offloader may upload below `hwm`: a compacted log's only once
+    /// cleaned (the bucket should not keep what a pass would remove), any other's all.
+    pub fn offload_bound(&self, hwm: Offset) -> Offset {
+        self.cleaned_to().map_or(hwm, |c| hwm.min(c))
+    }
+
     /// What a pass would work on, under the read lock; `None` if not compacted.
     fn plan(&self, now: i64, upper: Offset) -> Option<Plan> {
         let g = self.read_lock();
