@@ -31,6 +31,18 @@ pub const NO_LEADER: BrokerId = -1;
 /// replaces, which also started at 1000.
 const FIRST_PRODUCER_ID: i64 = 1000;
 
+/// Where a cluster named `cluster_id` starts handing out producer ids: FNV-1a of the id,
+/// 40 bits of it in steps of 2^16 above [`FIRST_PRODUCER_ID`] (below 2^57: room for 2^62
+/// ids after it), the same on every voter.
+fn producer_id_base(cluster_id: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in cluster_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    FIRST_PRODUCER_ID + (((h & ((1 << 40) - 1)) as i64) << 16)
+}
+
 /// Largest producer-id block one command may reserve.
 const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 
@@ -367,6 +379,13 @@ impl ClusterMetadata {
             Command::InitCluster { cluster_id } => {
                 if self.cluster_id.is_empty() {
                     self.cluster_id = cluster_id.clone();
+                    // A new cluster's producer ids start at a point of its own, derived
+                    // from its (random) id: a topic recovered from the bucket into
+                    // another cluster brings its producers' state with it, and a new
+                    // producer there must not get the id of one of them.
+                    if self.next_producer_id == FIRST_PRODUCER_ID {
+                        self.next_producer_id = producer_id_base(cluster_id);
+                    }
                 }
                 Ok(CommandOutput::Done)
             }
@@ -1310,5 +1329,36 @@ mod tests {
             m.apply(&Command::AllocateProducerIds { count: 0 }, 3)
                 .is_err()
         );
+    }
+
+    /// Two clusters hand out producer ids from different points (a topic recovered from
+    /// the bucket into a new cluster keeps its producers' state), each the same on every
+    /// voter, far apart.
+    #[test]
+    fn a_new_cluster_starts_its_producer_ids_at_a_point_of_its_own() {
+        let first_id = |cluster: &str| {
+            let mut m = ClusterMetadata::default();
+            m.apply(
+                &Command::InitCluster {
+                    cluster_id: cluster.into(),
+                },
+                1,
+            )
+            .unwrap();
+            match m
+                .apply(&Command::AllocateProducerIds { count: 1 }, 2)
+                .unwrap()
+            {
+                CommandOutput::ProducerIds { first, .. } => first,
+                other => panic!("{other:?}"),
+            }
+        };
+        let (a, b) = (first_id("cluster-a"), first_id("cluster-b"));
+        assert_eq!(a, first_id("cluster-a"));
+        assert!(
+            a >= 1000 && b >= 1000 && (a - b).abs() >= 1 << 16,
+            "{a} {b}"
+        );
+        assert!(a < 1 << 57 && b < 1 << 57);
     }
 }

@@ -16,6 +16,7 @@ use strata_cache::{CacheConfig, ChunkCache, ReaderId};
 use strata_log::{CompactionConfig, Log, LogConfig, ManualClock, OffsetMap, SLOT_BYTES};
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::{Compression, TopicId};
+use strata_store::testing::S3Server;
 use strata_store::{BlobStore, ErrorKind, Fault, FaultStore, ObjectBackend, Op};
 use strata_tier::compaction::{RemoteCleanSettings, RemoteCleaner};
 use strata_tier::{PartitionKey, RemotePartition, StoreSource, TieredLog};
@@ -257,9 +258,11 @@ async fn a_remote_pass_leaves_what_a_local_compacted_log_would_hold() {
     assert_eq!(read_all(&log, &remote).await, want);
 }
 
+/// Against a real S3 server (s3s-fs on loopback).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_before_the_replacement_commits_leaves_nothing_visible() {
-    let backend = ObjectBackend::memory().into_dyn();
+    let s3 = S3Server::start().expect("s3s-fs is installed by scripts/deps");
+    let backend = s3.store("cc").unwrap().into_dyn();
     let faults = FaultStore::new(backend.clone());
     let handle = faults.handle();
     let store: Arc<dyn BlobStore> = Arc::new(faults);
