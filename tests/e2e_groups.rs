@@ -1017,19 +1017,7 @@ fn the_offsets_log_is_compacted_and_reloads_the_latest_commits() {
     // A restart reloads the compacted log: the latest commit of every partition.
     broker.stop();
     broker.restart();
-    let b = broker.kafka.clone();
-    let c: BaseConsumer = client_config(&b, &[("group.id", "ckpt")]).create().unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition(TOPIC, p);
-    }
-    let committed: Vec<i64> = c
-        .committed_offsets(tpl, Duration::from_secs(20))
-        .unwrap()
-        .elements()
-        .iter()
-        .map(|e| e.offset().to_raw().unwrap())
-        .collect();
+    let committed = committed_of(&broker.kafka, "ckpt");
     assert_eq!(
         committed,
         (0..PARTITIONS)

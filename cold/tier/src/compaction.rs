@@ -33,7 +33,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_log::{Filter, FilterStats, OffsetMap, SegmentBuilder, map_keys};
+use strata_log::{Filter, FilterStats, OffsetMap, SegmentBuilder, group_segments, map_keys};
 use strata_proto::batch;
 use strata_proto::{Offset, ProducerId};
 
@@ -179,7 +179,8 @@ impl RemoteCleaner {
             .filter(|s| s.base_offset < end)
             .copied()
             .collect();
-        for group in groups(&doomed, settings.segment_bytes) {
+        let spans = |s: &RemoteSegment| (s.base_offset, s.next_offset, s.size_bytes);
+        for group in group_segments(&doomed, settings.segment_bytes, spans) {
             let result = rewrite_group(&remote, group, &filter, &staging, settings).await;
             let _ = std::fs::remove_file(&staging);
             let (replaced, stats) = match result {
@@ -318,27 +319,6 @@ fn whole_batches(buf: &[u8]) -> usize {
         at += h.total_size();
     }
     at
-}
-
-/// Consecutive segments whose sizes add up to at most `max_bytes` (at least one each)
-/// and whose offsets fit a segment's 32-bit relative offsets.
-fn groups(segs: &[RemoteSegment], max_bytes: u64) -> Vec<&[RemoteSegment]> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < segs.len() {
-        let mut j = i + 1;
-        let mut size = segs[i].size_bytes;
-        while j < segs.len()
-            && size + segs[j].size_bytes <= max_bytes
-            && segs[j].next_offset - segs[i].base_offset <= u32::MAX as i64
-        {
-            size += segs[j].size_bytes;
-            j += 1;
-        }
-        out.push(&segs[i..j]);
-        i = j;
-    }
-    out
 }
 
 /// Where a pass writes the segment it is building: beside the partition's directory.

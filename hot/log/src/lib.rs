@@ -147,7 +147,9 @@ pub use config::{CompactionConfig, DEFAULT_TAIL_CACHE_BYTES, IoMode, LogConfig, 
 pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use error::LogError;
 pub use index::Indexes;
-pub use log::cleaner::filter::{BuiltSegment, Filter, FilterStats, SegmentBuilder, map_keys};
+pub use log::cleaner::filter::{
+    BuiltSegment, Filter, FilterStats, SegmentBuilder, group_segments, map_keys,
+};
 pub use log::cleaner::{CleanOutcome, Cleanable, OffsetMap, SLOT_BYTES};
 pub use log::{
     AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SegmentInfo, Truncation,

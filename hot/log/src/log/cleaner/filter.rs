@@ -45,6 +45,34 @@ pub fn map_keys(bytes: &[u8], map: &mut OffsetMap) -> Result<Option<Offset>, Log
     Ok(None)
 }
 
+/// Splits consecutive segments into the groups a pass rewrites, each into one segment:
+/// runs whose sizes add up to at most `max_bytes` (at least one segment each) and whose
+/// offsets fit a segment's 32-bit relative offsets. `span` gives a segment's (base
+/// offset, next offset, size).
+pub fn group_segments<T>(
+    segs: &[T],
+    max_bytes: u64,
+    span: impl Fn(&T) -> (Offset, Offset, u64),
+) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < segs.len() {
+        let (base, _, mut size) = span(&segs[i]);
+        let mut j = i + 1;
+        while j < segs.len() {
+            let (_, next, s) = span(&segs[j]);
+            if size + s > max_bytes || next - base > u32::MAX as i64 {
+                break;
+            }
+            size += s;
+            j += 1;
+        }
+        out.push(&segs[i..j]);
+        i = j;
+    }
+    out
+}
+
 /// What one pass keeps of a batch.
 #[derive(Debug)]
 pub struct Filter<'a> {

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use strata_proto::batch;
 use strata_proto::{Offset, ProducerId};
 
-use self::filter::{Filter, FilterStats, SegmentBuilder, map_keys};
+use self::filter::{Filter, FilterStats, SegmentBuilder, group_segments, map_keys};
 pub use self::offset_map::{OffsetMap, SLOT_BYTES};
 pub(crate) use self::swap::{CLEANER_CHECKPOINT, recover_swaps};
 use crate::config::CompactionConfig;
@@ -244,7 +244,7 @@ impl Log {
             .iter()
             .filter(|s| s.base < end.max(plan.first_dirty))
             .collect();
-        for group in groups(&doomed, plan.segment_bytes) {
+        for group in group_segments(&doomed, plan.segment_bytes, |s| (s.base, s.next, s.size)) {
             let written = self.rewrite_group(&plan, group, map, end, now, throttle, &mut out)?;
             out.bytes_written += written.files.size;
             if let Some(h) = written.stats.min_horizon {
@@ -490,25 +490,4 @@ struct Written {
     files: swap::CleanedFiles,
     index: Indexes,
     stats: FilterStats,
-}
-
-/// Consecutive segments whose sizes add up to at most `max_bytes` (at least one each)
-/// and whose offsets fit a segment's 32-bit relative offsets.
-fn groups<'a>(segs: &'a [&'a Planned], max_bytes: u64) -> Vec<&'a [&'a Planned]> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < segs.len() {
-        let mut j = i + 1;
-        let mut size = segs[i].size;
-        while j < segs.len()
-            && size + segs[j].size <= max_bytes
-            && segs[j].next - segs[i].base <= u32::MAX as i64
-        {
-            size += segs[j].size;
-            j += 1;
-        }
-        out.push(&segs[i..j]);
-        i = j;
-    }
-    out
 }
