@@ -994,3 +994,49 @@ fn standalone_offsets_expire_one_by_one_and_a_fresh_commit_survives() {
     assert_eq!(left, vec![9]);
     assert!(c.describe("solo").is_some());
 }
+
+/// The offsets topic is compacted: the latest record of each key, in log order, replays
+/// to the same committed offsets as the whole log (later commits, tombstones, a group
+/// deleted and used again).
+#[test]
+fn a_compacted_offsets_log_replays_to_the_same_offsets() {
+    let commit = |g: &str, p: i32, o: i64| {
+        let (k, v) = offset_commit_record(g, "t", p, &committed_at(o, 7));
+        (k, Some(v))
+    };
+    let log: Vec<(Bytes, Option<Bytes>)> = vec![
+        commit("a", 0, 1),
+        commit("a", 1, 2),
+        commit("b", 0, 3),
+        commit("a", 0, 4),
+        (offset_tombstone("a", "t", 1), None),
+        commit("b", 0, 5),
+        (group_tombstone("b"), None),
+        (offset_tombstone("b", "t", 0), None),
+        commit("b", 1, 6),
+        commit("a", 0, 8),
+    ];
+    let replay = |records: &[&(Bytes, Option<Bytes>)]| {
+        let mut c = C::new(cfg(0));
+        for (k, v) in records {
+            c.replay(k, v.as_deref()).unwrap();
+        }
+        c.loaded(10);
+        (c.offsets("a"), c.offsets("b"))
+    };
+    let all: Vec<_> = log.iter().collect();
+    let latest: Vec<_> = log
+        .iter()
+        .enumerate()
+        .filter(|(i, (k, _))| log[i + 1..].iter().all(|(k2, _)| k2 != k))
+        .map(|(_, r)| r)
+        .collect();
+    assert!(latest.len() < all.len());
+    let (a, b) = replay(&all);
+    assert_eq!(replay(&latest), (a.clone(), b.clone()));
+    let offsets = |v: &[(String, i32, CommittedOffset)]| -> Vec<(i32, i64)> {
+        v.iter().map(|(_, p, o)| (*p, o.offset)).collect()
+    };
+    assert_eq!(offsets(&a), vec![(0, 8)]);
+    assert_eq!(offsets(&b), vec![(1, 6)]);
+}
