@@ -168,9 +168,22 @@ impl Log {
         end: Offset,
         f: &mut dyn FnMut(Bytes) -> Result<(), LogError>,
     ) -> Result<(), LogError> {
+        self.read_range_in(from, end, RANGE_CHUNK, f)
+    }
+
+    /// [`Self::read_range_chunks`] in reads of about `chunk` bytes (background work
+    /// reads in small pieces, so that no single read holds the disk long in front of a
+    /// producer's append).
+    pub(crate) fn read_range_in(
+        &self,
+        from: Offset,
+        end: Offset,
+        chunk: usize,
+        f: &mut dyn FnMut(Bytes) -> Result<(), LogError>,
+    ) -> Result<(), LogError> {
         let mut at = from;
         while at < end {
-            let r = self.read(at, RANGE_CHUNK, Some(end))?;
+            let r = self.read(at, chunk, Some(end))?;
             if r.data.is_empty() || r.next_offset <= at {
                 return Err(LogError::NoBatch { offset: at, end });
             }

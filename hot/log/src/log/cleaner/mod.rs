@@ -52,6 +52,11 @@ use crate::index::{Indexes, rel};
 use crate::log::Log;
 use crate::segment::read_at;
 
+/// How much one read of a pass asks for: a pass reads at a capped rate, and a read of
+/// several MiB would hold the disk in front of producers' appends for tens of
+/// milliseconds (their p99 rose with the size of the cleaner's reads).
+const READ_CHUNK: usize = 1 << 20;
+
 /// Where a compacted log stands for the cleaner ([`Log::cleanable`]).
 #[derive(Clone, Copy, PartialEq, Debug, Default)]
 pub struct Cleanable {
@@ -218,14 +223,19 @@ impl Log {
         let mut end = plan.first_dirty;
         for s in plan.sealed.iter().filter(|s| s.base >= plan.first_dirty) {
             let mut stopped = None;
-            self.read_range_chunks(s.base.max(plan.log_start), s.next, &mut |chunk| {
-                throttle(chunk.len() as u64);
-                out.bytes_read += chunk.len() as u64;
-                if stopped.is_none() {
-                    stopped = map_keys(&chunk, map)?;
-                }
-                Ok(())
-            })?;
+            self.read_range_in(
+                s.base.max(plan.log_start),
+                s.next,
+                READ_CHUNK,
+                &mut |chunk| {
+                    throttle(chunk.len() as u64);
+                    out.bytes_read += chunk.len() as u64;
+                    if stopped.is_none() {
+                        stopped = map_keys(&chunk, map)?;
+                    }
+                    Ok(())
+                },
+            )?;
             if let Some(at) = stopped {
                 end = at;
                 break;
@@ -381,16 +391,21 @@ impl Log {
         );
         let mut result = Ok(());
         for s in group {
-            result = self.read_range_chunks(s.base.max(plan.log_start), s.next, &mut |chunk| {
-                throttle(chunk.len() as u64);
-                out.bytes_read += chunk.len() as u64;
-                for b in batch::batches(&chunk) {
-                    if let Some(kept) = filter.batch(&b?, &mut stats)? {
-                        throttle(builder.push(kept)?);
+            result = self.read_range_in(
+                s.base.max(plan.log_start),
+                s.next,
+                READ_CHUNK,
+                &mut |chunk| {
+                    throttle(chunk.len() as u64);
+                    out.bytes_read += chunk.len() as u64;
+                    for b in batch::batches(&chunk) {
+                        if let Some(kept) = filter.batch(&b?, &mut stats)? {
+                            throttle(builder.push(kept)?);
+                        }
                     }
-                }
-                Ok(())
-            });
+                    Ok(())
+                },
+            );
             if result.is_err() {
                 break;
             }
