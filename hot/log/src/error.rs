@@ -41,6 +41,11 @@ pub enum LogError {
     /// refuses such a request with INVALID_RECORD).
     #[error("a batch with a producer id must be appended alone, got {batches} batches")]
     ProducerBatchNotAlone { batches: usize },
+    /// A control batch given to [`crate::Log::append`]: only the leader writes
+    /// transaction markers, through [`crate::Log::append_marker`] (Kafka refuses a
+    /// producer's control batch with INVALID_RECORD).
+    #[error("control batches are written by the broker only")]
+    ControlBatchFromProducer,
     /// The idempotent-producer checks refused the batch.
     #[error(transparent)]
     Producer(#[from] ProducerError),
@@ -98,7 +103,9 @@ impl LogError {
             LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             LogError::EmptyAppend => ErrorCode::CorruptMessage,
             LogError::NotEmpty { .. } => ErrorCode::UnknownServerError,
-            LogError::ProducerBatchNotAlone { .. } => ErrorCode::InvalidRecord,
+            LogError::ProducerBatchNotAlone { .. } | LogError::ControlBatchFromProducer => {
+                ErrorCode::InvalidRecord
+            }
             LogError::Producer(e) => e.error_code(),
             LogError::NotBatchBoundary { .. } => ErrorCode::UnknownServerError,
             LogError::UnexpectedAppendOffset { .. } | LogError::DedupeBufferTooSmall { .. } => {

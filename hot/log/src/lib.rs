@@ -10,6 +10,7 @@
 //! 00000000000000000000.log         batches
 //! 00000000000000000000.index       (relative offset u32, position u32) every index.interval.bytes
 //! 00000000000000000000.timeindex   (max timestamp so far i64, relative offset u32)
+//! 00000000000000000000.txnindex    aborted transactions whose marker is in the segment (34-byte entries)
 //! 00000000000000000000.snapshot    idempotent-producer state of every batch below this offset
 //! recovery-point                   every byte below this offset is fsynced
 //! log-start-offset                 the first offset readers may see
@@ -24,8 +25,9 @@
 //! (sparse offset and time indexes, and their public decoder), [`window`] (the
 //! batch-window walk a read makes over segment bytes, public so that remote reads make
 //! the same one), `sealed` (what the offloader takes: [`SealedSegment`],
-//! [`Log::recut`]), [`producer`] (sans-IO idempotent-producer state and its snapshot
-//! encoding), `snapshot` (producer snapshot files), [`epoch`] (sans-IO leader-epoch
+//! [`Log::recut`]), [`producer`] (sans-IO idempotent-producer and transaction state
+//! and its snapshot encoding), [`txn_index`] (a segment's aborted transactions, Kafka's
+//! `.txnindex`), `snapshot` (producer snapshot files), [`epoch`] (sans-IO leader-epoch
 //! cache and its checkpoint format), `checkpoint` (checkpoint files replaced
 //! atomically), `config` and `clock`.
 //!
@@ -140,6 +142,7 @@ mod sealed;
 mod segment;
 mod snapshot;
 mod tail;
+pub mod txn_index;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};

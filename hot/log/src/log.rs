@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
-use strata_proto::batch;
+use strata_proto::batch::{self, RecordBatch};
+use strata_proto::control::{self, MarkerKind};
 use strata_proto::{BatchHeader, LeaderEpoch, Offset, ProducerId};
 
 use crate::checkpoint;
@@ -20,10 +21,11 @@ use crate::config::{IoMode, LogConfig};
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::LogError;
 use crate::index::rel;
-use crate::producer::{ProducerEntry, ProducerState, SequenceCheck};
+use crate::producer::{CompletedTxn, ProducerEntry, ProducerState, SequenceCheck};
 use crate::segment::{self, Segment};
 use crate::snapshot;
 use crate::tail::{self, TailCache};
+use crate::txn_index::AbortedTxn;
 
 pub(crate) mod cleaner;
 mod loader;
@@ -384,6 +386,28 @@ impl Log {
     /// checks first (see the crate docs): a retry of one of the producer's last five
     /// batches appends nothing and returns the original offsets with `duplicate` set.
     pub fn append(&self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
+        self.append_as_leader(batches, leader_epoch, false)
+    }
+
+    /// Appends a transaction marker (Kafka's `appendAsLeader` with origin
+    /// COORDINATOR, for WriteTxnMarkers): refused with INVALID_PRODUCER_EPOCH if the
+    /// producer has a newer epoch here. It ends the producer's open transaction; an
+    /// ABORT goes into the segment's aborted-transaction index.
+    pub fn append_marker(
+        &self,
+        marker: &control::Marker,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
+        let mut bytes = marker.encode();
+        self.append_as_leader(&mut bytes, leader_epoch, true)
+    }
+
+    fn append_as_leader(
+        &self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+        marker: bool,
+    ) -> Result<AppendInfo, LogError> {
         if batches.is_empty() {
             return Err(LogError::EmptyAppend);
         }
@@ -404,6 +428,9 @@ impl Log {
                     max: max_message_bytes as usize,
                 }
                 .into());
+            }
+            if b.header().is_control() != marker {
+                return Err(LogError::ControlBatchFromProducer);
             }
             if b.header().has_producer_id() {
                 producer_batch = Some(*b.header());
@@ -435,7 +462,14 @@ impl Log {
         // Before anything is written (a roll included): a duplicate appends nothing,
         // and a refused batch leaves the log as it was.
         if let Some(h) = &producer_batch {
-            match g.producers.check(h)? {
+            let check = if marker {
+                g.producers
+                    .check_marker(h.producer_id, h.producer_epoch)
+                    .map(|()| SequenceCheck::Append)
+            } else {
+                g.producers.check(h)
+            };
+            match check? {
                 SequenceCheck::Append => {}
                 SequenceCheck::Duplicate {
                     first_offset,
@@ -701,7 +735,17 @@ impl Log {
                 // The stored header: offsets assigned, append time stamped.
                 let h = batch::parse_header(&batches[s.start..])
                     .expect("framed above, and the rewrites leave length and magic alone");
-                g.producers.update(&h);
+                let marker = if h.is_control() {
+                    marker_of(&batches[s.start..s.start + s.len])
+                } else {
+                    None
+                };
+                if let Some(done) = g.producers.update(&h, marker)
+                    && done.aborted
+                {
+                    let entry = aborted_entry(&g.producers, &done);
+                    g.active_mut().add_aborted(entry)?;
+                }
             }
         }
         g.unflushed_records += records;
@@ -897,11 +941,42 @@ fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
     Ok(())
 }
 
+/// The marker kind of a stored control batch; `None` (with a warning) for one that does
+/// not read as a marker.
+fn marker_of(bytes: &[u8]) -> Option<MarkerKind> {
+    match RecordBatch::parse(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|(b, _)| control::marker_kind(&b).map_err(|e| e.to_string()))
+    {
+        Ok(kind) => kind,
+        Err(reason) => {
+            tracing::warn!(%reason, "control batch is not a transaction marker");
+            None
+        }
+    }
+}
+
+/// The aborted-transaction index entry of a transaction an ABORT marker just ended:
+/// its last stable offset is where the oldest transaction still open starts, or just
+/// past the marker (Kafka's `ProducerStateManager.lastStableOffset`).
+pub(crate) fn aborted_entry(producers: &ProducerState, done: &CompletedTxn) -> AbortedTxn {
+    AbortedTxn {
+        producer_id: done.producer_id,
+        first_offset: done.first_offset,
+        last_offset: done.last_offset,
+        last_stable_offset: producers
+            .open_transactions()
+            .next()
+            .map_or(done.last_offset + 1, |(first, _)| first),
+    }
+}
+
 fn delete_segment_files(dir: &Path, base: Offset) {
     for p in [
         segment::log_path(dir, base),
         segment::index_path(dir, base),
         segment::time_index_path(dir, base),
+        crate::txn_index::path(dir, base),
     ] {
         if let Err(e) = fs::remove_file(&p)
             && e.kind() != std::io::ErrorKind::NotFound

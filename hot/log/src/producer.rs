@@ -9,11 +9,16 @@
 //!
 //! The rules are those of Kafka 3.x (`ProducerAppendInfo.checkSequence`,
 //! `ProducerStateEntry.findDuplicateBatch`, `UnifiedLog.analyzeAndValidateProducerState`)
-//! for idempotent, non-transactional producers. Batches without a producer id
-//! (`producerId < 0`) bypass all of it.
+//! for idempotent producers, and the transaction bookkeeping of Kafka's
+//! `ProducerStateManager` for transactional ones (KIP-98): a producer's transaction in
+//! this partition starts with its first transactional batch and ends with a marker
+//! (a control batch); until the marker is below the high-water mark the transaction is
+//! unstable, and the last stable offset cannot pass its first offset. Batches without a
+//! producer id (`producerId < 0`) bypass all of it.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use strata_proto::control::MarkerKind;
 use strata_proto::{BatchHeader, ErrorCode, Offset, ProducerEpoch, ProducerId};
 
 /// How many of a producer's most recent batches are remembered for deduplication. The
@@ -51,6 +56,9 @@ pub struct ProducerEntry {
     batches: VecDeque<BatchMetadata>,
     /// The max timestamp of the producer's last batch; expiration counts from it.
     last_timestamp: i64,
+    /// The offset of the first batch of the producer's open transaction here (Kafka's
+    /// `currentTxnFirstOffset`).
+    current_txn_first_offset: Option<Offset>,
 }
 
 impl ProducerEntry {
@@ -77,6 +85,32 @@ impl ProducerEntry {
     pub fn last_timestamp(&self) -> i64 {
         self.last_timestamp
     }
+
+    /// The first offset of the producer's open transaction in this partition, if one is
+    /// open.
+    pub fn current_txn_first_offset(&self) -> Option<Offset> {
+        self.current_txn_first_offset
+    }
+}
+
+/// A transaction that a marker ended in this partition.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CompletedTxn {
+    pub producer_id: ProducerId,
+    /// The offset of the transaction's first batch here; the marker's own offset for a
+    /// transaction that wrote nothing here.
+    pub first_offset: Offset,
+    /// The marker's offset.
+    pub last_offset: Offset,
+    pub aborted: bool,
+}
+
+/// A transaction whose data a read_committed consumer may not see past yet: open, or
+/// ended by a marker not yet below the high-water mark.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Unstable {
+    producer_id: ProducerId,
+    marker: Option<Offset>,
 }
 
 /// What [`ProducerState::check`] decided about a batch.
@@ -123,6 +157,10 @@ pub enum ProducerError {
         producer_id: ProducerId,
         base_sequence: i32,
     },
+    /// A non-transactional batch from a producer with an open transaction here (Kafka's
+    /// "Expected transactional write from producer").
+    #[error("producer {producer_id} has an open transaction here: expected a transactional write")]
+    ExpectedTransactional { producer_id: ProducerId },
 }
 
 impl ProducerError {
@@ -132,6 +170,7 @@ impl ProducerError {
             ProducerError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
             ProducerError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
             ProducerError::InvalidSequence { .. } => ErrorCode::InvalidRecord,
+            ProducerError::ExpectedTransactional { .. } => ErrorCode::InvalidTxnState,
         }
     }
 }
@@ -155,6 +194,11 @@ pub enum SnapshotError {
 pub struct ProducerState {
     /// Ordered, so snapshots of equal states are byte-identical.
     producers: BTreeMap<ProducerId, ProducerEntry>,
+    /// Unstable transactions by first offset (Kafka's `ongoingTxns` and
+    /// `unreplicatedTxns` in one map): the open ones are derived from the producers'
+    /// entries; ended ones leave when [`ProducerState::prune_stable`] sees their marker
+    /// below the high-water mark.
+    unstable: BTreeMap<Offset, Unstable>,
 }
 
 impl ProducerState {
@@ -226,6 +270,9 @@ impl ProducerState {
                 current: entry.epoch,
             });
         }
+        if !header.is_transactional() && entry.current_txn_first_offset.is_some() {
+            return Err(ProducerError::ExpectedTransactional { producer_id });
+        }
         let expected = if epoch > entry.epoch {
             // A new epoch starts its sequences afresh.
             0
@@ -246,12 +293,35 @@ impl ProducerState {
         Ok(SequenceCheck::Append)
     }
 
+    /// Whether a transaction marker of `producer_id` at `epoch` may be appended: not
+    /// from an epoch older than the producer's (Kafka's `appendEndTxnMarker` refuses it
+    /// with INVALID_PRODUCER_EPOCH).
+    pub fn check_marker(
+        &self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<(), ProducerError> {
+        match self.producers.get(&producer_id) {
+            Some(e) if e.epoch > epoch => Err(ProducerError::InvalidProducerEpoch {
+                producer_id,
+                epoch,
+                current: e.epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Records a batch that is now in the log: `header` is the stored header, with its
-    /// offsets assigned. Used after an append and when rebuilding from the log, so it
-    /// checks nothing (a follower's or a replayed log is the truth).
-    pub fn update(&mut self, header: &BatchHeader) {
+    /// offsets assigned, and `marker` the kind of a control batch's marker. Used after
+    /// an append and when rebuilding from the log, so it checks nothing (a follower's
+    /// or a replayed log is the truth). Returns the transaction a marker ended.
+    pub fn update(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<MarkerKind>,
+    ) -> Option<CompletedTxn> {
         if header.producer_id < 0 {
-            return;
+            return None;
         }
         let entry = self
             .producers
@@ -260,6 +330,7 @@ impl ProducerState {
                 epoch: header.producer_epoch,
                 batches: VecDeque::with_capacity(BATCHES_PER_PRODUCER),
                 last_timestamp: header.max_timestamp,
+                current_txn_first_offset: None,
             });
         // A new epoch forgets the old epoch's batches (`maybeUpdateProducerEpoch`).
         if entry.epoch != header.producer_epoch {
@@ -268,9 +339,36 @@ impl ProducerState {
         }
         entry.last_timestamp = header.max_timestamp;
         // A control batch (transaction marker) carries no sequence: it moves the epoch
-        // and the timestamp only, as Kafka's `appendEndTxnMarker` does.
+        // and the timestamp, and ends the open transaction, as Kafka's
+        // `appendEndTxnMarker` does.
         if header.is_control() {
-            return;
+            let kind = marker?;
+            let marker_offset = header.base_offset;
+            let first_offset = match entry.current_txn_first_offset.take() {
+                Some(first) => {
+                    if let Some(u) = self.unstable.get_mut(&first) {
+                        u.marker = Some(marker_offset);
+                    }
+                    first
+                }
+                None => marker_offset,
+            };
+            return Some(CompletedTxn {
+                producer_id: header.producer_id,
+                first_offset,
+                last_offset: marker_offset,
+                aborted: kind == MarkerKind::Abort,
+            });
+        }
+        if header.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            self.unstable.insert(
+                header.base_offset,
+                Unstable {
+                    producer_id: header.producer_id,
+                    marker: None,
+                },
+            );
         }
         if entry.batches.len() == BATCHES_PER_PRODUCER {
             entry.batches.pop_front();
@@ -282,6 +380,54 @@ impl ProducerState {
             last_offset: header.last_offset(),
             max_timestamp: header.max_timestamp,
         });
+        None
+    }
+
+    /// The first offset of the oldest transaction a read_committed consumer may not
+    /// read past with the high-water mark at `high_watermark`: open, or ended by a
+    /// marker at or above it. The last stable offset is this, or the high-water mark
+    /// when there is none (or it is higher).
+    pub fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        self.unstable
+            .iter()
+            .find(|(_, u)| u.marker.is_none_or(|m| m >= high_watermark))
+            .map(|(&first, _)| first)
+    }
+
+    /// Forgets ended transactions whose marker is below `high_watermark`: they are
+    /// stable for good.
+    pub fn prune_stable(&mut self, high_watermark: Offset) {
+        self.unstable
+            .retain(|_, u| u.marker.is_none_or(|m| m >= high_watermark));
+    }
+
+    /// The open transactions here: (first offset, producer id), oldest first.
+    pub fn open_transactions(&self) -> impl Iterator<Item = (Offset, ProducerId)> + '_ {
+        self.unstable
+            .iter()
+            .filter(|(_, u)| u.marker.is_none())
+            .map(|(&first, u)| (first, u.producer_id))
+    }
+
+    /// The unstable set as the producers' open transactions have it (after a snapshot
+    /// is decoded: ended transactions are not in it, as Kafka's snapshots do not keep
+    /// them).
+    fn rebuild_unstable(&mut self) {
+        self.unstable = self
+            .producers
+            .iter()
+            .filter_map(|(&producer_id, e)| {
+                e.current_txn_first_offset.map(|first| {
+                    (
+                        first,
+                        Unstable {
+                            producer_id,
+                            marker: None,
+                        },
+                    )
+                })
+            })
+            .collect();
     }
 
     /// Forgets producers whose last batch is `expiration_ms` or more older than
@@ -291,14 +437,19 @@ impl ProducerState {
     /// As in Kafka, age is measured from the batch's max timestamp, so a producer whose
     /// clock runs far behind expires early and loses deduplication, not data.
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        // A producer with an open transaction never expires (Kafka's
+        // `isProducerExpired`): the transaction holds the last stable offset back until
+        // its coordinator ends it.
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
         before - self.producers.len()
     }
 }
 
-// Snapshot format, version 1 (all integers big-endian). Like Kafka's producer snapshot
+// Snapshot format, version 2 (all integers big-endian). Like Kafka's producer snapshot
 // (a version and a CRC-32C up front), but keeping every cached batch, not only the
 // last, so a retry of any of the last five still deduplicates after a restart.
 //
@@ -306,10 +457,14 @@ impl ProducerState {
 //   u32  CRC-32C of every byte after this field
 //   i64  offset: the state covers exactly the batches below it
 //   u32  producer count, then per producer, by increasing id:
-//        i64 producer id, i16 epoch, i64 last timestamp, u8 batch count (0..=5),
+//        i64 producer id, i16 epoch, i64 last timestamp,
+//        i64 first offset of the open transaction (-1: none; absent in version 1),
+//        u8 batch count (0..=5),
 //        then per batch, oldest first:
 //        i32 first seq, i32 last seq, i64 first offset, i64 last offset, i64 max timestamp
-const SNAPSHOT_VERSION: u16 = 1;
+const SNAPSHOT_VERSION: u16 = 2;
+/// Snapshots written before transactions (no open-transaction field) still load.
+const SNAPSHOT_VERSION_1: u16 = 1;
 const SNAPSHOT_HEADER: usize = 2 + 4;
 const BATCH_BYTES: usize = 4 + 4 + 8 + 8 + 8;
 
@@ -329,6 +484,7 @@ impl ProducerState {
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&e.epoch.to_be_bytes());
             out.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            out.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
             // At most BATCHES_PER_PRODUCER (5), so it fits a byte.
             out.push(e.batches.len() as u8);
             for b in &e.batches {
@@ -349,7 +505,7 @@ impl ProducerState {
     pub fn decode_snapshot(bytes: &[u8]) -> Result<(Offset, ProducerState), SnapshotError> {
         let mut r = Reader { bytes, at: 0 };
         let version = u16::from_be_bytes(r.array()?);
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_1 {
             return Err(SnapshotError::UnsupportedVersion(version));
         }
         let stored = u32::from_be_bytes(r.array()?);
@@ -377,6 +533,15 @@ impl ProducerState {
             previous = Some(id);
             let epoch = i16::from_be_bytes(r.array()?);
             let last_timestamp = i64::from_be_bytes(r.array()?);
+            let current_txn_first_offset = if version == SNAPSHOT_VERSION_1 {
+                None
+            } else {
+                match i64::from_be_bytes(r.array()?) {
+                    -1 => None,
+                    first if (0..offset).contains(&first) => Some(first),
+                    _ => return Err(SnapshotError::Invalid("open transaction out of range")),
+                }
+            };
             let [n] = r.array::<1>()?;
             if n as usize > BATCHES_PER_PRODUCER {
                 return Err(SnapshotError::Invalid("too many batches for a producer"));
@@ -404,13 +569,19 @@ impl ProducerState {
                     epoch,
                     batches,
                     last_timestamp,
+                    current_txn_first_offset,
                 },
             );
         }
         if r.at != bytes.len() {
             return Err(SnapshotError::Invalid("trailing bytes"));
         }
-        Ok((offset, ProducerState { producers }))
+        let mut state = ProducerState {
+            producers,
+            unstable: BTreeMap::new(),
+        };
+        state.rebuild_unstable();
+        Ok((offset, state))
     }
 }
 
@@ -477,7 +648,7 @@ mod tests {
                 max_timestamp: 1_000 + *leo,
                 ..h
             };
-            s.update(&stored);
+            s.update(&stored, None);
             *leo += h.record_count as i64;
         }
         Ok(c)
@@ -488,7 +659,7 @@ mod tests {
         let mut s = ProducerState::new();
         let h = header(-1, -1, -1, 3, 0);
         assert_eq!(s.check(&h), Ok(SequenceCheck::Append));
-        s.update(&h);
+        s.update(&h, None);
         assert!(s.is_empty());
     }
 
@@ -644,6 +815,97 @@ mod tests {
         assert_eq!(s.check(&header(1, 0, 77, 1, -1)), Ok(SequenceCheck::Append));
     }
 
+    /// A transactional batch of `pid` at `base`.
+    fn txn(pid: ProducerId, epoch: i16, seq: i32, count: i32, base: Offset) -> BatchHeader {
+        BatchHeader {
+            attributes: 0x10,
+            ..header(pid, epoch, seq, count, base)
+        }
+    }
+
+    fn marker_at(pid: ProducerId, epoch: i16, base: Offset) -> BatchHeader {
+        BatchHeader {
+            attributes: 0x20 | 0x10,
+            base_sequence: -1,
+            ..header(pid, epoch, -1, 1, base)
+        }
+    }
+
+    #[test]
+    fn transactions_hold_the_stable_offset_until_their_marker_is_replicated() {
+        let mut s = ProducerState::new();
+        assert_eq!(s.update(&txn(1, 0, 0, 2, 10), None), None);
+        assert_eq!(s.update(&txn(2, 0, 0, 2, 12), None), None);
+        assert_eq!(s.update(&txn(1, 0, 2, 2, 14), None), None);
+        assert_eq!(s.first_unstable_offset(100), Some(10));
+        assert_eq!(
+            s.check(&header(1, 0, 4, 1, -1)),
+            Err(ProducerError::ExpectedTransactional { producer_id: 1 })
+        );
+        let done = s.update(&marker_at(1, 0, 16), Some(MarkerKind::Commit));
+        assert_eq!(
+            done,
+            Some(CompletedTxn {
+                producer_id: 1,
+                first_offset: 10,
+                last_offset: 16,
+                aborted: false
+            })
+        );
+        // Ended, but its marker is not below the high-water mark yet.
+        assert_eq!(s.first_unstable_offset(16), Some(10));
+        assert_eq!(s.first_unstable_offset(17), Some(12));
+        assert_eq!(s.open_transactions().collect::<Vec<_>>(), vec![(12, 2)]);
+        // The snapshot keeps the open transaction (not the ended one, as Kafka's).
+        let (at, decoded) = ProducerState::decode_snapshot(&s.encode_snapshot(17)).unwrap();
+        assert_eq!(at, 17);
+        assert_eq!(decoded.first_unstable_offset(17), Some(12));
+        assert_eq!(
+            decoded.entry(2).unwrap().current_txn_first_offset(),
+            Some(12)
+        );
+        s.prune_stable(17);
+        assert_eq!(s, decoded);
+        let done = s
+            .update(&marker_at(2, 0, 17), Some(MarkerKind::Abort))
+            .unwrap();
+        assert!(done.aborted);
+        s.prune_stable(18);
+        assert_eq!(s.first_unstable_offset(18), None);
+        // A marker from an older epoch is refused; an unknown control record ends nothing.
+        assert!(s.check_marker(2, 0).is_ok() && s.check_marker(2, 1).is_ok());
+        s.update(&txn(3, 1, 0, 1, 20), None);
+        assert_eq!(
+            s.check_marker(3, 0).unwrap_err().error_code(),
+            ErrorCode::InvalidProducerEpoch
+        );
+        assert_eq!(s.update(&marker_at(3, 1, 21), None), None);
+        assert_eq!(s.first_unstable_offset(100), Some(20));
+    }
+
+    #[test]
+    fn version_1_snapshots_still_load() {
+        let (s, leo) = sample_state();
+        let v2 = s.encode_snapshot(leo);
+        // Version 1: the same without the open-transaction field of each producer.
+        let mut v1 = Vec::new();
+        let mut r = &v2[SNAPSHOT_HEADER + 12..];
+        while !r.is_empty() {
+            let (fixed, rest) = r.split_at(8 + 2 + 8);
+            v1.extend_from_slice(fixed);
+            let rest = &rest[8..];
+            let n = rest[0] as usize;
+            v1.extend_from_slice(&rest[..1 + n * BATCH_BYTES]);
+            r = &rest[1 + n * BATCH_BYTES..];
+        }
+        let mut content = v2[SNAPSHOT_HEADER..SNAPSHOT_HEADER + 12].to_vec();
+        content.extend_from_slice(&v1);
+        let mut bytes = SNAPSHOT_VERSION_1.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&crc32c::crc32c(&content).to_be_bytes());
+        bytes.extend_from_slice(&content);
+        assert_eq!(ProducerState::decode_snapshot(&bytes), Ok((leo, s)));
+    }
+
     #[test]
     fn control_batches_move_the_epoch_without_a_sequence() {
         let mut s = ProducerState::new();
@@ -654,7 +916,7 @@ mod tests {
             base_sequence: -1,
             ..header(PID, 1, -1, 1, 2)
         };
-        s.update(&marker);
+        s.update(&marker, Some(MarkerKind::Commit));
         let e = s.entry(PID).unwrap();
         assert_eq!((e.epoch(), e.batches().len()), (1, 0));
         assert_eq!(
@@ -715,11 +977,11 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(ProducerState::decode_snapshot(&longer).is_err());
-        let mut v2 = bytes;
-        v2[1] = 2;
+        let mut v3 = bytes;
+        v3[1] = 3;
         assert_eq!(
-            ProducerState::decode_snapshot(&v2),
-            Err(SnapshotError::UnsupportedVersion(2))
+            ProducerState::decode_snapshot(&v3),
+            Err(SnapshotError::UnsupportedVersion(3))
         );
     }
 

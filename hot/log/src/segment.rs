@@ -7,12 +7,14 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use strata_proto::batch::{self, BatchHeader, HEADER_LEN, RecordBatch};
+use strata_proto::control::{self, MarkerKind};
 use strata_proto::{LeaderEpoch, Offset};
 
 use crate::direct_read;
 use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes, rel};
 use crate::tail::{BLOCK, ceil_block};
+use crate::txn_index::{self, AbortedTxn};
 
 pub(crate) fn file_stem(base: Offset) -> String {
     format!("{base:020}")
@@ -58,6 +60,11 @@ pub(crate) struct Segment {
     pub first_append_ms: Option<i64>,
     /// Bytes appended since the last fsync.
     pub dirty: bool,
+    /// The aborted transactions whose marker is in this segment, in marker order (its
+    /// `.txnindex`, see [`crate::txn_index`]).
+    pub aborted: Vec<AbortedTxn>,
+    /// Entries appended to the `.txnindex` since the last fsync.
+    pub aborted_dirty: bool,
 }
 
 /// What a full scan of a segment file found.
@@ -103,6 +110,8 @@ impl Segment {
         for p in [index_path(dir, base), time_index_path(dir, base)] {
             File::create(&p).map_err(LogError::io("create", &p))?;
         }
+        // An aborted-transaction index of an earlier segment at this base is stale.
+        txn_index::rewrite(dir, base, &[])?;
         Ok(Segment {
             base,
             next_offset: base,
@@ -118,6 +127,8 @@ impl Segment {
             sealed_index: OnceLock::new(),
             first_append_ms: None,
             dirty: false,
+            aborted: Vec::new(),
+            aborted_dirty: false,
         })
     }
 
@@ -478,13 +489,55 @@ impl Segment {
         Ok(())
     }
 
-    /// fsyncs the log file.
+    /// fsyncs the log file (and the aborted-transaction index, if it grew).
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.dirty {
             self.file
                 .sync_data()
                 .map_err(LogError::io("fsync", &self.path))?;
             self.dirty = false;
+        }
+        if self.aborted_dirty {
+            txn_index::sync(self.dir(), self.base)?;
+            self.aborted_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Records an aborted transaction whose marker this (active) segment holds, in
+    /// memory and at the end of its `.txnindex`. An entry it has already (a replay of
+    /// batches after a snapshot) is not added twice.
+    pub fn add_aborted(&mut self, entry: AbortedTxn) -> Result<(), LogError> {
+        if self
+            .aborted
+            .iter()
+            .any(|e| e.last_offset == entry.last_offset)
+        {
+            return Ok(());
+        }
+        let pos = self
+            .aborted
+            .partition_point(|e| e.last_offset < entry.last_offset);
+        let dir = self.dir().to_path_buf();
+        if pos == self.aborted.len() {
+            txn_index::append(&dir, self.base, &entry)?;
+            self.aborted.push(entry);
+            self.aborted_dirty = true;
+        } else {
+            self.aborted.insert(pos, entry);
+            txn_index::rewrite(&dir, self.base, &self.aborted)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the aborted transactions whose marker is at or after `offset` (a
+    /// truncation cut them), rewriting the `.txnindex`.
+    pub fn truncate_aborted(&mut self, offset: Offset) -> Result<(), LogError> {
+        let keep = self.aborted.partition_point(|e| e.last_offset < offset);
+        if keep < self.aborted.len() {
+            self.aborted.truncate(keep);
+            txn_index::rewrite(self.dir(), self.base, &self.aborted)?;
+            self.aborted_dirty = false;
         }
         Ok(())
     }
@@ -554,9 +607,23 @@ pub(crate) fn walk_headers(
     file: &File,
     direct: Option<&File>,
     path: &Path,
-    mut pos: u64,
+    pos: u64,
     limit: u64,
     f: &mut dyn FnMut(&BatchHeader),
+) -> Result<(), LogError> {
+    walk_headers_and_markers(file, direct, path, pos, limit, &mut |h, _| f(h))
+}
+
+/// [`walk_headers`], with the kind of each transaction marker: a control batch (a few
+/// dozen bytes; one over 64 KiB is not a marker Strata wrote, and reads as `None`) is
+/// read whole and its record parsed.
+pub(crate) fn walk_headers_and_markers(
+    file: &File,
+    direct: Option<&File>,
+    path: &Path,
+    mut pos: u64,
+    limit: u64,
+    f: &mut dyn FnMut(&BatchHeader, Option<MarkerKind>),
 ) -> Result<(), LogError> {
     const CHUNK: u64 = 256 << 10;
     let mut direct = direct;
@@ -576,7 +643,33 @@ pub(crate) fn walk_headers(
             position: pos,
             reason: e.to_string(),
         })?;
-        f(&h);
+        let mut marker = None;
+        if h.is_control() && h.total_size() <= 64 << 10 {
+            let end = pos + h.total_size() as u64;
+            if end > buf_start + buf.len() as u64 {
+                buf_start = pos;
+                buf = direct_read::read_range(
+                    file,
+                    &mut direct,
+                    pos,
+                    CHUNK.min(limit - pos) as usize,
+                )
+                .map_err(LogError::io("read", path))?;
+            }
+            let off = (pos - buf_start) as usize;
+            // A control batch that does not read as a marker ends no transaction here
+            // (Kafka skips control records it does not know the same way).
+            match RecordBatch::parse(&buf[off..])
+                .map_err(|e| e.to_string())
+                .and_then(|(b, _)| control::marker_kind(&b).map_err(|e| e.to_string()))
+            {
+                Ok(kind) => marker = kind,
+                Err(reason) => {
+                    tracing::warn!(segment = %path.display(), position = pos, %reason, "control batch is not a transaction marker")
+                }
+            }
+        }
+        f(&h, marker);
         pos += h.total_size() as u64;
     }
     Ok(())

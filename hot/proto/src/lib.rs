@@ -6,6 +6,7 @@
 //!   CRC-32C validation, the offset/epoch rewrites a broker makes, and record
 //!   iteration.
 //! * [`compression`]: bounded decompression of records for every Kafka codec.
+//! * [`control`]: transaction markers (control batches): encode one, read its kind.
 //! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
 //!   validation.
 //! * [`error`]: the Kafka error codes the broker answers with.
@@ -17,6 +18,7 @@ pub mod api;
 pub mod batch;
 pub mod compression;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod ids;
 pub mod partitioner;

@@ -230,6 +230,10 @@ impl Log {
                 sealed_index: Default::default(),
                 first_append_ms: scan.first_batch_max_ts,
                 dirty: true,
+                // Entries past what the scan kept belong to a cut tail; the replay of
+                // producer state below adds back any the file lost.
+                aborted: crate::txn_index::load(dir, base, next_offset)?,
+                aborted_dirty: false,
             };
             if last_now {
                 // The active segment: its index is rebuilt on every open, so rewrite the
@@ -322,7 +326,7 @@ impl Log {
             None => (inner.log_start_offset, ProducerState::new()),
         };
         replay_producers(
-            &inner.segments,
+            &mut inner.segments,
             from.max(inner.log_start_offset),
             &mut producers,
         )?;
@@ -366,10 +370,13 @@ impl Log {
 /// Kafka's `rebuildProducerState` does from its last snapshot. Headers only: no record
 /// is read or decompressed.
 pub(super) fn replay_producers(
-    segments: &BTreeMap<Offset, Segment>,
+    segments: &mut BTreeMap<Offset, Segment>,
     from: Offset,
     state: &mut ProducerState,
 ) -> Result<(), LogError> {
+    // Aborted transactions the replay ended, for the segments that hold their markers
+    // (entries the `.txnindex` files already have are not added twice).
+    let mut aborted = Vec::new();
     for seg in segments.values() {
         if seg.next_offset <= from || seg.size == 0 {
             continue;
@@ -380,11 +387,26 @@ pub(super) fn replay_producers(
             seg.index()?.position_for(rel(seg.base, from)) as u64
         };
         let direct = seg.direct_read.get().map(|d| &**d);
-        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
-            if h.next_offset() > from {
-                state.update(h);
-            }
-        })?;
+        segment::walk_headers_and_markers(
+            &seg.file,
+            direct,
+            &seg.path,
+            pos,
+            seg.size,
+            &mut |h, marker| {
+                if h.next_offset() > from
+                    && let Some(done) = state.update(h, marker)
+                    && done.aborted
+                {
+                    aborted.push(super::aborted_entry(state, &done));
+                }
+            },
+        )?;
+    }
+    for entry in aborted {
+        if let Some((_, seg)) = segments.range_mut(..=entry.last_offset).next_back() {
+            seg.add_aborted(entry)?;
+        }
     }
     Ok(())
 }
@@ -513,5 +535,7 @@ fn open_trusted(
         sealed_index: Default::default(),
         first_append_ms: None,
         dirty: false,
+        aborted: crate::txn_index::load(dir, base, next_offset)?,
+        aborted_dirty: false,
     }))
 }

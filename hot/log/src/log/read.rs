@@ -15,9 +15,50 @@ use crate::error::LogError;
 use crate::index::{Indexes, rel};
 use crate::segment::{self, read_at};
 use crate::tail::{ceil_block, floor_block};
+use crate::txn_index::{self, AbortedTxn};
 use crate::window::{self, Window};
 
 impl Log {
+    /// The last stable offset with the high-water mark at `high_watermark` (KIP-98): the
+    /// first offset of the oldest transaction that is open, or whose marker is not yet
+    /// below the high-water mark; the high-water mark when there is none. A
+    /// read_committed consumer reads below it.
+    pub fn last_stable_offset(&self, high_watermark: Offset) -> Offset {
+        let g = self.read_lock();
+        g.producers
+            .first_unstable_offset(high_watermark)
+            .map_or(high_watermark, |first| first.min(high_watermark))
+    }
+
+    /// Forgets the ended transactions whose marker the high-water mark has passed (the
+    /// owner calls this as its high-water mark moves, now and then: until it does,
+    /// [`Self::last_stable_offset`] skips them one by one).
+    pub fn prune_stable_transactions(&self, high_watermark: Offset) {
+        let mut g = self.write_lock();
+        g.producers.prune_stable(high_watermark);
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from, upper)` returns with
+    /// its batches (Kafka's `collectAbortedTransactions`): those whose ABORT marker is
+    /// at or after `from` and whose first offset is below `upper`, from the `.txnindex`
+    /// of the segment holding `from` and the later ones.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        let g = self.read_lock();
+        let start = g
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(from, |(&b, _)| b);
+        let mut out = Vec::new();
+        txn_index::collect(
+            g.segments.range(start..).map(|(_, s)| &s.aborted[..]),
+            from,
+            upper,
+            &mut out,
+        );
+        out
+    }
+
     /// Reads whole batches starting with the one that contains `offset`, up to
     /// `max_bytes` (but always at least one whole batch, as Kafka does since KIP-74), and
     /// only batches that end at or below `max_offset` when given (the high-water mark).

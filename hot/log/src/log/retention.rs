@@ -93,11 +93,14 @@ impl Log {
                 g.segments.remove(&seg_base);
                 delete_segment_files(&self.dir, seg_base);
             }
-            Some(cut) => g
-                .segments
-                .get_mut(&seg_base)
-                .expect("the segment being cut is still there")
-                .apply_cut(cut)?,
+            Some(cut) => {
+                let seg = g
+                    .segments
+                    .get_mut(&seg_base)
+                    .expect("the segment being cut is still there");
+                seg.apply_cut(cut)?;
+                seg.truncate_aborted(offset)?;
+            }
         }
         if g.segments.is_empty() || g.active().sealed {
             let seg = Segment::create(&self.dir, offset, g.config.index_interval_bytes)?;
@@ -174,7 +177,11 @@ impl Log {
         let (from, mut producers) = loaded
             .snapshot
             .unwrap_or((g.log_start_offset, ProducerState::new()));
-        replay_producers(&g.segments, from.max(g.log_start_offset), &mut producers)?;
+        replay_producers(
+            &mut g.segments,
+            from.max(g.log_start_offset),
+            &mut producers,
+        )?;
         producers.expire(self.clock.now_ms(), g.config.producer_expiration_ms);
         g.producers = producers;
         Ok(())

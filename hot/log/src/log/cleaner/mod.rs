@@ -309,6 +309,24 @@ impl Log {
         let log_start = g.log_start_offset;
         let active_base = g.active().base;
         let mut uncleanable = active_base.min(upper.max(log_start));
+        // Never past the last stable offset (Kafka's `firstUncleanableOffset`): an open
+        // transaction's records are not yet committed or aborted.
+        if let Some(first) = g.producers.first_unstable_offset(upper) {
+            uncleanable = uncleanable.min(first.max(log_start));
+        }
+        // Aborted transactions are not the cleaner's yet (their records, markers and
+        // `.txnindex` entries would have to be rewritten together): nothing from the
+        // first one's first offset on is cleaned, so nothing a read_committed consumer
+        // relies on is lost.
+        if let Some(first) = g
+            .segments
+            .values()
+            .flat_map(|s| s.aborted.iter())
+            .map(|a| a.first_offset)
+            .min()
+        {
+            uncleanable = uncleanable.min(first.max(log_start));
+        }
         // min.compaction.lag.ms: the first segment holding a record that young.
         if config.min_compaction_lag_ms > 0 {
             let young = now.saturating_sub(config.min_compaction_lag_ms);

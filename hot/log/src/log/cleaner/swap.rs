@@ -188,6 +188,8 @@ pub(crate) fn commit(
         sealed_index: OnceLock::from(Arc::new(index)),
         first_append_ms: None,
         dirty: false,
+        aborted: Vec::new(),
+        aborted_dirty: false,
     })
 }
 
