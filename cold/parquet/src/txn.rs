@@ -31,16 +31,13 @@
 use std::collections::HashMap;
 
 use strata_proto::batch::{self, RecordBatch};
+use strata_proto::control;
 use strata_proto::ids::{Offset, ProducerId};
 
 use crate::error::ConvertError;
 
-/// How a transaction ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkerKind {
-    Commit,
-    Abort,
-}
+/// How a transaction ended (strata-proto's, re-exported).
+pub use strata_proto::control::MarkerKind;
 
 /// A transaction marker: producer `producer_id`'s transaction ended at `offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,42 +69,19 @@ pub(crate) enum Fate {
     Aborted,
 }
 
-/// Kafka's `ControlRecordType` ids.
-const CONTROL_TYPE_ABORT: i16 = 0;
-const CONTROL_TYPE_COMMIT: i16 = 1;
-
 /// Reads the marker of a control batch: `None` for a control record that is not a
-/// transaction marker, or for a control batch emptied by compaction.
+/// transaction marker, or for a control batch emptied by compaction
+/// ([`strata_proto::control::marker_kind`]).
 pub(crate) fn control_marker(b: &RecordBatch<'_>) -> Result<Option<MarkerKind>, ConvertError> {
-    let base_offset = b.base_offset();
-    let records = b.records().map_err(|source| ConvertError::Batch {
-        base_offset,
-        source,
-    })?;
-    let Some(first) = records.iter().next() else {
-        return Ok(None);
-    };
-    let record = first.map_err(|source| ConvertError::Batch {
-        base_offset,
-        source,
-    })?;
-    let bad = |reason| ConvertError::BadControlRecord {
-        base_offset,
-        reason,
-    };
-    let key = record.key.ok_or(bad("control record without a key"))?;
-    if key.len() < 4 {
-        return Err(bad("control record key shorter than version and type"));
-    }
-    let version = i16::from_be_bytes([key[0], key[1]]);
-    if version < 0 {
-        return Err(bad("negative control record key version"));
-    }
-    // Like Kafka, a newer key version is read as far as we understand it.
-    Ok(match i16::from_be_bytes([key[2], key[3]]) {
-        CONTROL_TYPE_ABORT => Some(MarkerKind::Abort),
-        CONTROL_TYPE_COMMIT => Some(MarkerKind::Commit),
-        _ => None,
+    control::marker_kind(b).map_err(|e| match e {
+        control::MarkerError::Batch { offset, source } => ConvertError::Batch {
+            base_offset: offset,
+            source,
+        },
+        control::MarkerError::Bad { offset, reason } => ConvertError::BadControlRecord {
+            base_offset: offset,
+            reason,
+        },
     })
 }
 

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use strata_cache::ReaderId;
+use strata_log::txn_index::AbortedTxn;
 use strata_log::{Log, LogError};
 use strata_proto::{ErrorCode, Offset, TopicId};
 
@@ -212,6 +213,20 @@ impl TieredLog {
     /// KIP-1005's latest-tiered offset: the last offset in object storage.
     pub fn latest_tiered(&self) -> Option<Offset> {
         self.remote().and_then(|r| r.end_offset()).map(|e| e - 1)
+    }
+
+    /// The last stable offset with the high-water mark at `high_watermark` (KIP-98): a
+    /// read_committed consumer reads below it.
+    pub fn last_stable_offset(&self, high_watermark: Offset) -> Offset {
+        self.log.last_stable_offset(high_watermark)
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from, upper)` carries. From
+    /// the local log's `.txnindex` files: the broker refuses transactional producers
+    /// until the transaction coordinator exists, so nothing offloaded holds an aborted
+    /// transaction yet (shipping the index with each segment comes with them).
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        self.log.aborted_transactions(from, upper)
     }
 
     /// Whether a read at `offset` waits on the object store (it is below the local

@@ -206,6 +206,7 @@ impl Partition {
         if let Err(e) = log.maybe_flush() {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush failed");
         }
+        log.prune_stable_transactions(self.high_watermark());
         if retention {
             match log.apply_retention(&mut |seg| {
                 self.may_delete_locally(seg.base_offset, seg.next_offset)
@@ -306,6 +307,11 @@ impl Partition {
 
     pub fn high_watermark(&self) -> Offset {
         *self.hwm.borrow()
+    }
+
+    /// The last stable offset (KIP-98): where read_committed consumers stop.
+    pub fn last_stable_offset(&self) -> Offset {
+        self.log.last_stable_offset(self.high_watermark())
     }
 
     /// Topics with parquet.enable: the offset below which the log is in Parquet files.

@@ -11,8 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use strata_proto::{ErrorCode, Offset, TopicId};
 use tokio::sync::watch;
 
@@ -75,6 +77,9 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         req.replica_id.0
     };
     let follower = (replica >= 0).then_some(replica);
+    // KIP-98: a read_committed consumer (isolation_level 1, v4+) reads below the last
+    // stable offset and gets the aborted transactions of what it read.
+    let read_committed = follower.is_none() && ctx.version >= 4 && req.isolation_level == 1;
     let mut resp = FetchResponse::default();
     if let Some(replica) = follower
         && let Err(reason) = check_replica_broker(broker, ctx, req, replica)
@@ -131,7 +136,13 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 }
                 (Some(p), None) => {
                     watches.push(p.watch_high_watermark());
-                    check_partition(p, fp.fetch_offset, fp.current_leader_epoch, &mut pd)
+                    check_partition(
+                        p,
+                        fp.fetch_offset,
+                        fp.current_leader_epoch,
+                        read_committed,
+                        &mut pd,
+                    )
                 }
             };
             if code != ErrorCode::None {
@@ -194,6 +205,8 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 // Consumers read below the high-water mark; followers to the log end.
                 let upper = if follower.is_some() {
                     None
+                } else if read_committed {
+                    Some(pd.last_stable_offset)
                 } else {
                     Some(pd.high_watermark)
                 };
@@ -209,6 +222,9 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 }
                 budget = budget.saturating_sub(data.len());
                 any_data = true;
+                if read_committed {
+                    pd.aborted_transactions = Some(aborted_in(&p, offset, &data));
+                }
                 pd.records = Some(data);
             }
             Err(code) => {
@@ -312,11 +328,32 @@ fn check_follower(
     }
 }
 
+/// The aborted transactions of the batches a read_committed fetch returns (`data`,
+/// read from `offset`), as Kafka's fetch carries them: those overlapping the range up
+/// to the end of the last batch.
+fn aborted_in(p: &Partition, offset: Offset, data: &[u8]) -> Vec<AbortedTransaction> {
+    let end = strata_proto::batch::batches(data)
+        .filter_map(Result::ok)
+        .last()
+        .map_or(offset, |b| b.next_offset());
+    p.log()
+        .aborted_transactions(offset, end)
+        .into_iter()
+        .map(|t| {
+            let mut a = AbortedTransaction::default();
+            a.producer_id = ProducerId(t.producer_id);
+            a.first_offset = t.first_offset;
+            a
+        })
+        .collect()
+}
+
 /// Epoch and range checks; fills the partition's marks. Says where the data is.
 fn check_partition(
     p: &Partition,
     offset: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
     pd: &mut PartitionData,
 ) -> (ErrorCode, Plan) {
     // Consumers read from the leader (fetching from followers, KIP-392, is not offered).
@@ -332,15 +369,18 @@ fn check_partition(
     }
     let log = p.log();
     let hwm = p.high_watermark();
+    let lso = log.last_stable_offset(hwm);
     let start = log.log_start();
     pd.high_watermark = hwm;
-    pd.last_stable_offset = hwm;
+    pd.last_stable_offset = lso;
     pd.log_start_offset = start;
-    pd.aborted_transactions = None;
+    // Kafka answers read_committed with a list (empty when nothing was aborted) and
+    // read_uncommitted with null.
+    pd.aborted_transactions = read_committed.then(Vec::new);
     if offset < start || offset > log.log_end() {
         return (ErrorCode::OffsetOutOfRange, Plan::Done);
     }
-    if offset >= hwm {
+    if offset >= if read_committed { lso } else { hwm } {
         return (ErrorCode::None, Plan::Done);
     }
     if log.waits_on_remote(offset) {

@@ -22,6 +22,9 @@ pub const LATEST_TIERED: i64 = -5;
 pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsRequest) -> Pending {
     Box::pin(async move {
         let mut resp = ListOffsetsResponse::default();
+        // KIP-98: read_committed (isolation_level 1, v2+) sees the log up to the last
+        // stable offset.
+        let read_committed = ctx.version >= 2 && req.isolation_level == 1;
         for topic in req.topics {
             let mut out = ListOffsetsTopicResponse::default();
             out.name = topic.name.clone();
@@ -42,7 +45,16 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                     // Offsets come from the leader only, as Kafka answers: a follower's
                     // high-water mark and log end lag the leader's.
                     Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
-                    Some(p) => lookup(&ctx, p, lp.timestamp, lp.current_leader_epoch).await,
+                    Some(p) => {
+                        lookup(
+                            &ctx,
+                            p,
+                            lp.timestamp,
+                            lp.current_leader_epoch,
+                            read_committed,
+                        )
+                        .await
+                    }
                 };
                 match result {
                     Ok((offset, timestamp, epoch)) => {
@@ -69,6 +81,7 @@ async fn lookup(
     p: &Partition,
     timestamp: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
 ) -> Result<(i64, i64, i32), ErrorCode> {
     let epoch = p.leader_epoch();
     if current_leader_epoch >= 0 && current_leader_epoch < epoch {
@@ -77,16 +90,24 @@ async fn lookup(
     if current_leader_epoch > epoch {
         return Err(ErrorCode::UnknownLeaderEpoch);
     }
-    let hwm = p.high_watermark();
+    // What the caller may read: below the high-water mark, or the LSO.
+    let visible = if read_committed {
+        p.last_stable_offset()
+    } else {
+        p.high_watermark()
+    };
     let log = p.log();
-    let by_time = async |t: i64| match log.offset_for_timestamp(t, hwm, ctx.connection_id).await {
+    let by_time = async |t: i64| match log
+        .offset_for_timestamp(t, visible, ctx.connection_id)
+        .await
+    {
         Ok(Some((o, ts))) => Ok((o, ts, epoch)),
         // Kafka answers -1 when every record is older than the timestamp.
         Ok(None) => Ok((-1, -1, -1)),
         Err(e) => Err(e.error_code()),
     };
     match timestamp {
-        LATEST => Ok((hwm, -1, epoch)),
+        LATEST => Ok((visible, -1, epoch)),
         // The earliest readable offset, remote included (KIP-405).
         EARLIEST => Ok((log.log_start(), -1, epoch)),
         // KIP-1005: the first offset on local disk.
