@@ -39,6 +39,7 @@ fn seg(i: u64) -> RemoteSegment {
         id: uuid::Uuid::from_u128(i as u128 + 1),
         has_producer_state: true,
         has_leader_epochs: false,
+        has_txn_index: false,
         committed_at_ms: 0,
     }
 }

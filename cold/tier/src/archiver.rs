@@ -537,7 +537,9 @@ async fn parquet_step(
             return Ok(false);
         }
     }
-    let hwm = lead.high_watermark;
+    // Below the last stable offset: a Parquet file is never rewritten, so it takes only
+    // transactions that have ended (their aborted records are left out).
+    let hwm = log.last_stable_offset(lead.high_watermark);
     for seg in log.local().segments() {
         if !seg.sealed || seg.next_offset > hwm {
             break;

@@ -90,6 +90,7 @@ mod tests {
             id: uuid::Uuid::from_u128(1),
             has_producer_state: false,
             has_leader_epochs: false,
+            has_txn_index: false,
             committed_at_ms: 0,
         };
         assert_eq!(

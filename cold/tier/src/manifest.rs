@@ -38,6 +38,9 @@ pub struct RemoteSegment {
     /// Kafka's leader-epoch-checkpoint format). Segments committed before this existed
     /// have none.
     pub has_leader_epochs: bool,
+    /// Whether its aborted-transaction index was uploaded with it (`.txnindex`, Kafka's
+    /// format): only segments holding an ABORT marker have one.
+    pub has_txn_index: bool,
     /// When the segment was committed (ms since the epoch).
     pub committed_at_ms: i64,
 }
@@ -518,8 +521,11 @@ impl Writer {
         self.i64(s.max_timestamp);
         self.i32(s.leader_epoch);
         self.buf.extend_from_slice(s.id.as_bytes());
-        // One byte of flags: bit 0 the producer state, bit 1 the leader epochs.
-        self.u8(s.has_producer_state as u8 | (s.has_leader_epochs as u8) << 1);
+        // One byte of flags: bit 0 the producer state, bit 1 the leader epochs, bit 2
+        // the aborted-transaction index.
+        self.u8(s.has_producer_state as u8
+            | (s.has_leader_epochs as u8) << 1
+            | (s.has_txn_index as u8) << 2);
         self.i64(s.committed_at_ms);
     }
     /// Appends the CRC-32C of everything before it.
@@ -595,10 +601,11 @@ impl<'a> Reader<'a> {
         let mut id = [0u8; 16];
         id.copy_from_slice(self.take(16)?);
         let flags = self.u8()?;
-        if flags > 0b11 {
+        if flags > 0b111 {
             return Err(ManifestError::Corrupt(format!("bad flags {flags}")));
         }
-        let (has_producer_state, has_leader_epochs) = (flags & 1 != 0, flags & 2 != 0);
+        let (has_producer_state, has_leader_epochs, has_txn_index) =
+            (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
         let committed_at_ms = self.i64()?;
         Ok(RemoteSegment {
             base_offset,
@@ -609,6 +616,7 @@ impl<'a> Reader<'a> {
             id: Uuid::from_bytes(id),
             has_producer_state,
             has_leader_epochs,
+            has_txn_index,
             committed_at_ms,
         })
     }
@@ -636,6 +644,7 @@ mod tests {
             id: Uuid::from_u128(base as u128 * 7 + 1),
             has_producer_state: base % 2 == 0,
             has_leader_epochs: base % 3 == 0,
+            has_txn_index: base % 5 == 0,
             committed_at_ms: 1000 + base,
         }
     }

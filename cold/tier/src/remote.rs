@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use strata_cache::{ChunkCache, ReaderId};
+use strata_log::txn_index::{self, AbortedTxn};
 use strata_log::{Indexes, RemoteEndState, SealedSegment, SegmentInfo, Window, epoch, find_window};
 use strata_proto::Offset;
 use strata_proto::batch::{self, HEADER_LEN, RecordBatch};
@@ -45,6 +46,8 @@ pub struct RemotePartition {
     /// Downloaded segment indexes (the local `.index` and `.timeindex` formats, decoded
     /// by strata-log).
     indexes: Mutex<HashMap<Uuid, Arc<Indexes>>>,
+    /// Downloaded aborted-transaction indexes, as `indexes`.
+    txn_indexes: Mutex<HashMap<Uuid, Arc<Vec<AbortedTxn>>>>,
     /// Segments a compaction pass replaced (by object stem), and when (ms): their
     /// objects are deleted once the grace has passed since then ([`Self::delete_retired`]),
     /// for reads still on them; the orphan sweep leaves them alone until then.
@@ -68,6 +71,7 @@ impl RemotePartition {
             writer: tokio::sync::Mutex::new(()),
             fenced: Default::default(),
             indexes: Mutex::new(HashMap::new()),
+            txn_indexes: Mutex::new(HashMap::new()),
         })
     }
 
@@ -132,10 +136,12 @@ impl RemotePartition {
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
         let epochs = (!seg.leader_epochs.is_empty()).then(|| epoch::encode(&seg.leader_epochs));
+        let txn_index = (!seg.aborted.is_empty()).then(|| txn_index::encode(&seg.aborted));
         self.upload(
             &seg.info,
             seg.producer_snapshot.as_deref(),
             epochs,
+            txn_index,
             leader_epoch,
         )
         .await
@@ -148,7 +154,7 @@ impl RemotePartition {
         producer_snapshot: Option<&Path>,
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
-        self.upload(seg, producer_snapshot, None, leader_epoch)
+        self.upload(seg, producer_snapshot, None, None, leader_epoch)
             .await
     }
 
@@ -157,6 +163,7 @@ impl RemotePartition {
         seg: &SegmentInfo,
         producer_snapshot: Option<&Path>,
         leader_epochs: Option<Vec<u8>>,
+        txn_index: Option<Vec<u8>>,
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
         let _w = self.writer.lock().await;
@@ -174,6 +181,7 @@ impl RemotePartition {
             id: Uuid::new_v4(),
             has_producer_state: producer_snapshot.is_some(),
             has_leader_epochs: leader_epochs.is_some(),
+            has_txn_index: txn_index.is_some(),
             committed_at_ms: now_ms(),
         };
         // Objects first (unique names: a crash leaves only unnamed orphans), then the
@@ -210,14 +218,16 @@ impl RemotePartition {
                 )
                 .await?;
         }
-        if let Some(epochs) = leader_epochs {
-            self.store
-                .put(
-                    &self.key.segment_object(&rs, "epochs"),
-                    Bytes::from(epochs),
-                    PutMode::Create,
-                )
-                .await?;
+        for (ext, bytes) in [("epochs", leader_epochs), ("txnindex", txn_index)] {
+            if let Some(bytes) = bytes {
+                self.store
+                    .put(
+                        &self.key.segment_object(&rs, ext),
+                        Bytes::from(bytes),
+                        PutMode::Create,
+                    )
+                    .await?;
+            }
         }
         self.commit(vec![ManifestOp::Add(rs)]).await?;
         metrics::counter!("strata_tier_uploaded_bytes_total").increment(rs.size_bytes);
@@ -426,6 +436,14 @@ impl RemotePartition {
                 }));
             }
         };
+        // Aborted transactions are not compacted (the local cleaner stops at the first
+        // one, so a compacted log offloads nothing holding one): refuse rather than
+        // drop an index.
+        if group.iter().any(|s| s.has_txn_index) {
+            return Err(TierError::Manifest(ManifestError::NotReplaceable {
+                next: first.base_offset,
+            }));
+        }
         let _w = self.writer.lock().await;
         if self.is_fenced() {
             return Err(TierError::Fenced {
@@ -441,6 +459,7 @@ impl RemotePartition {
             id: Uuid::new_v4(),
             has_producer_state: last.has_producer_state,
             has_leader_epochs: last.has_leader_epochs,
+            has_txn_index: false,
             committed_at_ms: now_ms(),
         };
         let uploaded = async {
@@ -523,6 +542,61 @@ impl RemotePartition {
         }
         g.insert(s.id, parsed.clone());
         Ok(parsed)
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from, upper)` carries, from
+    /// the `.txnindex` objects of the remote segments that start below `below` (the
+    /// local start: the local log answers for markers from there on), as
+    /// [`txn_index::collect`] finds them. Also returns whether the search ended (an
+    /// entry's last stable offset reached `upper`): if not, the local log continues it.
+    pub async fn aborted_transactions(
+        &self,
+        from: Offset,
+        upper: Offset,
+        below: Offset,
+    ) -> Result<(Vec<AbortedTxn>, bool), TierError> {
+        let segments: Vec<RemoteSegment> = self
+            .manifest()
+            .segments()
+            .iter()
+            .filter(|s| s.has_txn_index && s.next_offset > from && s.base_offset < below)
+            .copied()
+            .collect();
+        let mut out = Vec::new();
+        for s in segments {
+            let entries = self.txn_index(&s).await?;
+            let local = |e: &&AbortedTxn| e.last_offset < below;
+            if txn_index::collect(entries.iter().filter(local), from, upper, &mut out) {
+                return Ok((out, true));
+            }
+        }
+        Ok((out, false))
+    }
+
+    async fn txn_index(&self, s: &RemoteSegment) -> Result<Arc<Vec<AbortedTxn>>, TierError> {
+        if let Some(i) = self
+            .txn_indexes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&s.id)
+        {
+            return Ok(i.clone());
+        }
+        let k = self.key.segment_object(s, "txnindex");
+        let bytes = self.store.get(&k).await?;
+        let entries = txn_index::decode(&bytes).map_err(|e| TierError::Corrupt {
+            key: k,
+            reason: e.to_string(),
+        })?;
+        let entries = Arc::new(entries);
+        let mut g = self.txn_indexes.lock().unwrap_or_else(|e| e.into_inner());
+        if g.len() >= INDEX_CACHE_ENTRIES
+            && let Some(k) = g.keys().next().copied()
+        {
+            g.remove(&k);
+        }
+        g.insert(s.id, entries.clone());
+        Ok(entries)
     }
 
     /// Reads whole batches from object storage starting with the batch that holds

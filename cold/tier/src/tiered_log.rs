@@ -221,12 +221,30 @@ impl TieredLog {
         self.log.last_stable_offset(high_watermark)
     }
 
-    /// The aborted transactions a read_committed fetch of `[from, upper)` carries. From
-    /// the local log's `.txnindex` files: the broker refuses transactional producers
-    /// until the transaction coordinator exists, so nothing offloaded holds an aborted
-    /// transaction yet (shipping the index with each segment comes with them).
-    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
-        self.log.aborted_transactions(from, upper)
+    /// The aborted transactions a read_committed fetch of `[from, upper)` carries: from
+    /// the `.txnindex` objects of the remote segments below the local start (when
+    /// `from` is below it), then from the local log's, exactly as one log would answer.
+    pub async fn aborted_transactions(
+        &self,
+        from: Offset,
+        upper: Offset,
+    ) -> Result<Vec<AbortedTxn>, ReadError> {
+        let local_start = self.log.log_start_offset();
+        let mut out = Vec::new();
+        if from < local_start
+            && let Some(remote) = self.remote()
+        {
+            let (remote_part, done) = remote
+                .aborted_transactions(from, upper, local_start)
+                .await
+                .map_err(ReadError::from)?;
+            out = remote_part;
+            if done {
+                return Ok(out);
+            }
+        }
+        out.extend(self.log.aborted_transactions(from.max(local_start), upper));
+        Ok(out)
     }
 
     /// Whether a read at `offset` waits on the object store (it is below the local

@@ -394,6 +394,7 @@ async fn a_delta_adding_an_expired_segment_is_skipped_on_load() {
         id: uuid::Uuid::new_v4(),
         has_producer_state: false,
         has_leader_epochs: false,
+        has_txn_index: false,
         committed_at_ms: 0,
     };
     let deltas = [

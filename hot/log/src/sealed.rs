@@ -15,6 +15,7 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::LogError;
 use crate::log::{Log, SegmentInfo};
 use crate::snapshot;
+use crate::txn_index::AbortedTxn;
 
 /// A sealed segment, as an upload takes it: its files (in [`Self::info`]: `log_path`,
 /// `index_path`, `time_index_path`), the producer-state snapshot the log wrote when
@@ -30,6 +31,9 @@ pub struct SealedSegment {
     /// there) and every one starting inside it. Empty when the log knows no epoch
     /// there (batches written without one).
     pub leader_epochs: LeaderEpochCache,
+    /// The aborted transactions whose ABORT marker is in the segment (its
+    /// `.txnindex`), in marker order.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// What a log restarting empty at the end of the remote tier takes from the last remote
@@ -86,6 +90,7 @@ impl Log {
         Some(SealedSegment {
             producer_snapshot: self.producer_snapshot_at(info.next_offset),
             leader_epochs: self.epoch_slice(info.base_offset, info.next_offset),
+            aborted: self.aborted_in(info.base_offset, info.next_offset),
             info,
         })
     }
@@ -148,6 +153,7 @@ impl Log {
                 info,
                 producer_snapshot: self.producer_snapshot_at(seg.next_offset),
                 leader_epochs: self.epoch_slice(from, seg.next_offset),
+                aborted: self.aborted_in(from, seg.next_offset),
             },
             dir: guard,
         })

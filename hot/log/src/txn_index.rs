@@ -153,26 +153,27 @@ pub(crate) fn sync(dir: &Path, base: Offset) -> Result<(), LogError> {
     }
 }
 
-/// The entries of `segments` (each segment's, in log order) that a read_committed
+/// The entries of a log's segments that a read_committed
 /// fetch of `[from, upper)` must return: aborted transactions whose marker is at or
 /// after `from` and whose first offset is below `upper`, as Kafka's
 /// `collectAbortedTransactions` finds them, stopping at the first entry whose last
 /// stable offset reaches `upper` (no later marker can belong to a transaction that
 /// started below it).
+///
+/// `entries` are the segments' entries in log order. Returns whether the search
+/// reached such an entry (nothing after it can matter).
 pub fn collect<'a>(
-    segments: impl IntoIterator<Item = &'a [AbortedTxn]>,
+    entries: impl IntoIterator<Item = &'a AbortedTxn>,
     from: Offset,
     upper: Offset,
     out: &mut Vec<AbortedTxn>,
 ) -> bool {
-    for entries in segments {
-        for e in entries {
-            if e.last_offset >= from && e.first_offset < upper {
-                out.push(*e);
-            }
-            if e.last_stable_offset >= upper {
-                return true;
-            }
+    for e in entries {
+        if e.last_offset >= from && e.first_offset < upper {
+            out.push(*e);
+        }
+        if e.last_stable_offset >= upper {
+            return true;
         }
     }
     false
@@ -231,11 +232,11 @@ mod tests {
         let s1 = [t(1, 0, 10, 11), t(2, 3, 15, 16)];
         let s2 = [t(3, 12, 40, 41), t(4, 50, 60, 61)];
         let mut out = Vec::new();
-        let done = collect([&s1[..], &s2[..]], 11, 45, &mut out);
+        let done = collect(s1.iter().chain(&s2), 11, 45, &mut out);
         assert!(done);
         assert_eq!(out, vec![t(2, 3, 15, 16), t(3, 12, 40, 41)]);
         out.clear();
-        assert!(!collect([&s1[..], &s2[..]], 0, 100, &mut out));
+        assert!(!collect(s1.iter().chain(&s2), 0, 100, &mut out));
         assert_eq!(out.len(), 4);
     }
 }

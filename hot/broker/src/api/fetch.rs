@@ -220,11 +220,20 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 if data.is_empty() || (any_data && data.len() > budget) {
                     continue;
                 }
+                if read_committed {
+                    match aborted_in(&p, offset, &data).await {
+                        Ok(aborted) => pd.aborted_transactions = Some(aborted),
+                        Err(code) => {
+                            // Without its aborted transactions the data would read as
+                            // committed: none of it goes out.
+                            has_error = true;
+                            pd.error_code = code.code();
+                            continue;
+                        }
+                    }
+                }
                 budget = budget.saturating_sub(data.len());
                 any_data = true;
-                if read_committed {
-                    pd.aborted_transactions = Some(aborted_in(&p, offset, &data));
-                }
                 pd.records = Some(data);
             }
             Err(code) => {
@@ -331,13 +340,21 @@ fn check_follower(
 /// The aborted transactions of the batches a read_committed fetch returns (`data`,
 /// read from `offset`), as Kafka's fetch carries them: those overlapping the range up
 /// to the end of the last batch.
-fn aborted_in(p: &Partition, offset: Offset, data: &[u8]) -> Vec<AbortedTransaction> {
+async fn aborted_in(
+    p: &Partition,
+    offset: Offset,
+    data: &[u8],
+) -> Result<Vec<AbortedTransaction>, ErrorCode> {
     let end = strata_proto::batch::batches(data)
         .filter_map(Result::ok)
         .last()
         .map_or(offset, |b| b.next_offset());
-    p.log()
+    let aborted = p
+        .log()
         .aborted_transactions(offset, end)
+        .await
+        .map_err(|e| e.error_code())?;
+    Ok(aborted
         .into_iter()
         .map(|t| {
             let mut a = AbortedTransaction::default();
@@ -345,7 +362,7 @@ fn aborted_in(p: &Partition, offset: Offset, data: &[u8]) -> Vec<AbortedTransact
             a.first_offset = t.first_offset;
             a
         })
-        .collect()
+        .collect())
 }
 
 /// Epoch and range checks; fills the partition's marks. Says where the data is.

@@ -38,6 +38,17 @@ impl Log {
         g.producers.prune_stable(high_watermark);
     }
 
+    /// The aborted-transaction entries whose marker lies in `[from, to)`.
+    pub(crate) fn aborted_in(&self, from: Offset, to: Offset) -> Vec<AbortedTxn> {
+        let g = self.read_lock();
+        g.segments
+            .values()
+            .flat_map(|s| s.aborted.iter())
+            .filter(|e| (from..to).contains(&e.last_offset))
+            .copied()
+            .collect()
+    }
+
     /// The aborted transactions a read_committed fetch of `[from, upper)` returns with
     /// its batches (Kafka's `collectAbortedTransactions`): those whose ABORT marker is
     /// at or after `from` and whose first offset is below `upper`, from the `.txnindex`
@@ -51,7 +62,7 @@ impl Log {
             .map_or(from, |(&b, _)| b);
         let mut out = Vec::new();
         txn_index::collect(
-            g.segments.range(start..).map(|(_, s)| &s.aborted[..]),
+            g.segments.range(start..).flat_map(|(_, s)| &s.aborted),
             from,
             upper,
             &mut out,

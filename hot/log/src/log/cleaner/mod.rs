@@ -296,10 +296,13 @@ impl Log {
         g.config.compaction.map(|_| g.cleaner.cleaned_to)
     }
 
-    /// Up to where the offloader may upload below `hwm`: a compacted log's only once
-    /// cleaned (the bucket should not keep what a pass would remove), any other's all.
+    /// Up to where the offloader may upload with the high-water mark at `hwm`: below
+    /// the last stable offset (a segment goes up with its aborted-transaction index,
+    /// which must be final: no transaction open in it), and a compacted log's only once
+    /// cleaned (the bucket should not keep what a pass would remove).
     pub fn offload_bound(&self, hwm: Offset) -> Offset {
-        self.cleaned_to().map_or(hwm, |c| hwm.min(c))
+        let lso = self.last_stable_offset(hwm);
+        self.cleaned_to().map_or(lso, |c| lso.min(c))
     }
 
     /// What a pass would work on, under the read lock; `None` if not compacted.
