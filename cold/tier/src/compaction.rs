@@ -33,7 +33,9 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_log::{Filter, FilterStats, OffsetMap, SegmentBuilder, group_segments, map_keys};
+use strata_log::{
+    Filter, FilterStats, OffsetMap, SegmentBuilder, TxnCleaner, group_segments, map_keys,
+};
 use strata_proto::batch;
 use strata_proto::{Offset, ProducerId};
 
@@ -120,6 +122,14 @@ impl RemoteCleaner {
             .max(first.base_offset);
         let local_start = local.log_start_offset();
         let mut out = RemoteCleanOutcome::default();
+        // Every aborted transaction of the range (the bucket's below the local start,
+        // then the local log's): their records are neither mapped nor kept, as in the
+        // local pass.
+        let (mut aborted, _) = remote
+            .aborted_transactions(first.base_offset, Offset::MAX, local_start)
+            .await?;
+        aborted.extend(local.aborted_transactions(local_start, Offset::MAX));
+        let mut map_txns = TxnCleaner::new(aborted.clone());
 
         // 1. The offset map: the remote segments below the local start, then the local
         // log up to its cleaner checkpoint.
@@ -132,7 +142,7 @@ impl RemoteCleaner {
         {
             for_each_chunk(&remote, s, &mut |chunk| {
                 if stopped.is_none() {
-                    stopped = map_keys(chunk, &mut map)?;
+                    stopped = map_keys(chunk, &mut map, &mut map_txns)?;
                 }
                 Ok(())
             })
@@ -146,7 +156,7 @@ impl RemoteCleaner {
             tokio::task::block_in_place(|| {
                 local.read_range_chunks(end.max(local_start), local_cleaned, &mut |chunk| {
                     if stopped.is_none() {
-                        stopped = map_keys(&chunk, &mut map)?;
+                        stopped = map_keys(&chunk, &mut map, &mut map_txns)?;
                     }
                     Ok(())
                 })
@@ -180,8 +190,10 @@ impl RemoteCleaner {
             .copied()
             .collect();
         let spans = |s: &RemoteSegment| (s.base_offset, s.next_offset, s.size_bytes);
+        let mut txns = TxnCleaner::new(aborted);
         for group in group_segments(&doomed, settings.segment_bytes, spans) {
-            let result = rewrite_group(&remote, group, &filter, &staging, settings).await;
+            let result =
+                rewrite_group(&remote, group, &filter, &mut txns, &staging, settings).await;
             let _ = std::fs::remove_file(&staging);
             let (replaced, stats) = match result {
                 Ok(Some(x)) => x,
@@ -215,6 +227,7 @@ async fn rewrite_group(
     remote: &Arc<RemotePartition>,
     group: &[RemoteSegment],
     filter: &Filter<'_>,
+    txns: &mut TxnCleaner,
     staging: &PathBuf,
     settings: RemoteCleanSettings,
 ) -> Result<Option<(RemoteSegment, FilterStats)>, TierError> {
@@ -232,7 +245,7 @@ async fn rewrite_group(
                 for b in batch::batches(chunk) {
                     let b = b?;
                     last_header = Some(*b.header());
-                    if let Some(kept) = filter.batch(&b, &mut stats)? {
+                    if let Some(kept) = filter.batch(&b, txns, &mut stats)? {
                         builder.push(kept)?;
                     }
                 }
@@ -241,6 +254,8 @@ async fn rewrite_group(
         })
         .await?;
     }
+    // The ABORT markers this group keeps, with their index entries.
+    let kept_aborts = txns.take_kept();
     let last = group[group.len() - 1];
     let built = builder.finish(last.next_offset, || {
         last_header.ok_or(strata_log::LogError::NoBatch {
@@ -262,6 +277,7 @@ async fn rewrite_group(
             staging,
             built.size,
             built.index.encode(),
+            &kept_aborts,
             built.max_timestamp,
             settings.leader_epoch,
         )

@@ -412,8 +412,10 @@ impl RemotePartition {
 
     /// Replaces the run `group` of this manifest's segments (consecutive, in order) by
     /// one cleaned segment covering the same offsets: its `.log` from `log_file`
-    /// (`size` bytes), its indexes, and the producer snapshot and leader epochs of the
-    /// group's last segment (the state at the same end offset). Objects first, then the
+    /// (`size` bytes), its indexes, its aborted transactions (`aborted`: the ABORT
+    /// markers it keeps, uploaded as its `.txnindex` when there are any), and the
+    /// producer snapshot and leader epochs of the group's last segment (the state at
+    /// the same end offset). Objects first, then the
     /// manifest's `Replace`; the replaced objects are retired, and the orphan sweep
     /// deletes them after its grace period. A manifest that changed meanwhile (a
     /// retention pass, another writer) refuses the commit: the new objects are then
@@ -425,6 +427,7 @@ impl RemotePartition {
         log_file: &Path,
         size: u64,
         index: (Vec<u8>, Vec<u8>),
+        aborted: &[AbortedTxn],
         max_timestamp: i64,
         leader_epoch: i32,
     ) -> Result<RemoteSegment, TierError> {
@@ -436,14 +439,6 @@ impl RemotePartition {
                 }));
             }
         };
-        // Aborted transactions are not compacted (the local cleaner stops at the first
-        // one, so a compacted log offloads nothing holding one): refuse rather than
-        // drop an index.
-        if group.iter().any(|s| s.has_txn_index) {
-            return Err(TierError::Manifest(ManifestError::NotReplaceable {
-                next: first.base_offset,
-            }));
-        }
         let _w = self.writer.lock().await;
         if self.is_fenced() {
             return Err(TierError::Fenced {
@@ -459,7 +454,7 @@ impl RemotePartition {
             id: Uuid::new_v4(),
             has_producer_state: last.has_producer_state,
             has_leader_epochs: last.has_leader_epochs,
-            has_txn_index: false,
+            has_txn_index: !aborted.is_empty(),
             committed_at_ms: now_ms(),
         };
         let uploaded = async {
@@ -470,7 +465,11 @@ impl RemotePartition {
                     FileMode::Create,
                 )
                 .await?;
-            for (ext, bytes) in [("index", index.0), ("timeindex", index.1)] {
+            let mut objects = vec![("index", index.0), ("timeindex", index.1)];
+            if !aborted.is_empty() {
+                objects.push(("txnindex", txn_index::encode(aborted)));
+            }
+            for (ext, bytes) in objects {
                 self.store
                     .put(
                         &self.key.segment_object(&rs, ext),

@@ -151,7 +151,7 @@ pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use error::LogError;
 pub use index::Indexes;
 pub use log::cleaner::filter::{
-    BuiltSegment, Filter, FilterStats, SegmentBuilder, group_segments, map_keys,
+    BuiltSegment, Filter, FilterStats, SegmentBuilder, TxnCleaner, group_segments, map_keys,
 };
 pub use log::cleaner::{CleanOutcome, Cleanable, OffsetMap, SLOT_BYTES};
 pub use log::{

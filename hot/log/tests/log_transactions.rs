@@ -13,8 +13,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
+use std::collections::BTreeMap;
 use strata_log::txn_index::AbortedTxn;
-use strata_log::{IoMode, Log, LogConfig, LogError, ManualClock, ProducerError, RetentionLimits};
+
+use strata_log::{
+    CompactionConfig, IoMode, Log, LogConfig, LogError, ManualClock, OffsetMap, ProducerError,
+    RetentionLimits, SLOT_BYTES,
+};
 use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
 use strata_proto::control::{Marker, MarkerKind};
 use strata_proto::{Compression, ErrorCode};
@@ -255,8 +260,206 @@ fn retention_takes_the_index_with_its_segment(mode: IoMode) {
     );
 }
 
+/// (producer id, transactional, control) of a batch.
+type BatchKind = (i64, bool, bool);
+
+/// A keyed batch of one record `key` = `value` from `pid`; transactional when `txn`.
+fn keyed(pid: i64, seq: i32, key: &str, value: &str, txn: bool) -> Vec<u8> {
+    let records = [NewRecord {
+        key: Some(Bytes::from(key.to_string())),
+        ..NewRecord::value(format!("{value}-{}", "y".repeat(100)), NOW)
+    }];
+    let mut b = batch(
+        &records,
+        Compression::None,
+        Some(ProducerFields {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+        }),
+    )
+    .to_vec();
+    if txn {
+        let attrs = i16::from_be_bytes([b[21], b[22]]) | 0x10;
+        b[21..23].copy_from_slice(&attrs.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    b
+}
+
+/// What a read_committed consumer reading the whole log keeps, latest per key (Kafka's
+/// consumer: a producer's batches from an aborted transaction's first offset up to its
+/// marker are dropped, control batches skipped); and the producers and kinds of the
+/// batches still in the log holding records: (producer, transactional, control). (A
+/// producer's last batch stays as an empty header, as Kafka keeps it.)
+fn committed_view(log: &Log) -> (BTreeMap<String, String>, Vec<BatchKind>) {
+    let end = log.log_end_offset();
+    let aborted = log.aborted_transactions(log.log_start_offset(), end);
+    let mut latest = BTreeMap::new();
+    let mut batches = Vec::new();
+    for bytes in read_all(log, log.log_start_offset()) {
+        let (b, _) = strata_proto::batch::RecordBatch::parse(&bytes).unwrap();
+        let h = *b.header();
+        if h.record_count > 0 {
+            batches.push((h.producer_id, h.is_transactional(), h.is_control()));
+        }
+        if h.is_control() {
+            continue;
+        }
+        let dropped = h.is_transactional()
+            && aborted.iter().any(|a| {
+                a.producer_id == h.producer_id
+                    && a.first_offset <= h.base_offset
+                    && h.base_offset < a.last_offset
+            });
+        if dropped {
+            continue;
+        }
+        for r in b.records().unwrap().iter() {
+            let r = r.unwrap();
+            let v = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+            latest.insert(
+                String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
+                v.split('-').next().unwrap().to_string(),
+            );
+        }
+    }
+    (latest, batches)
+}
+
+fn cleaning_removes_aborted_data_then_the_markers(mode: IoMode) {
+    const RETENTION: i64 = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let config = LogConfig {
+        segment_bytes: 4096,
+        compaction: Some(CompactionConfig {
+            delete_retention_ms: RETENTION,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio_ppm: 0,
+        }),
+        ..small_config(mode)
+    };
+    let (log, _) = open(dir.path(), config.clone(), &clock);
+    // Producer 1 commits, producer 2 aborts (overwriting the same keys, so a cleaner
+    // that took its records for values would drop 1's), producer 3 writes plain records.
+    let mut seq = [0i32; 4];
+    for round in 0..6 {
+        for k in 0..5 {
+            let key = format!("k{k}");
+            let s = seq[1];
+            seq[1] += 1;
+            log.append(&mut keyed(1, s, &key, &format!("c{round}"), true), 0)
+                .unwrap();
+            let s = seq[2];
+            seq[2] += 1;
+            log.append(&mut keyed(2, s, &key, &format!("a{round}"), true), 0)
+                .unwrap();
+        }
+        let s = seq[3];
+        seq[3] += 1;
+        log.append(
+            &mut keyed(3, s, &format!("p{round}"), &format!("p{round}"), false),
+            0,
+        )
+        .unwrap();
+        log.append_marker(&marker(1, 0, MarkerKind::Commit), 0)
+            .unwrap();
+        log.append_marker(&marker(2, 0, MarkerKind::Abort), 0)
+            .unwrap();
+    }
+    log.force_roll().unwrap();
+    let (view, batches) = committed_view(&log);
+    assert_eq!(view.get("k3").map(String::as_str), Some("c5"));
+    assert!(batches.iter().any(|&(p, t, c)| p == 2 && t && !c));
+    let aborts_before = log.aborted_transactions(0, log.log_end_offset()).len();
+    assert_eq!(aborts_before, 6);
+
+    let clean = |now: i64| {
+        log.clean(
+            &mut OffsetMap::with_memory(SLOT_BYTES * 1000),
+            now,
+            log.log_end_offset(),
+            &mut |_| {},
+        )
+        .unwrap()
+    };
+    // Pass 1: the aborted data goes, its markers stay (with their index entries: the
+    // pass removed data of theirs); each key keeps its latest committed value.
+    let out = clean(NOW);
+    assert!(out.records_removed > 0, "{out:?}");
+    let (after, batches) = committed_view(&log);
+    assert_eq!(after, view, "what read_committed sees is unchanged");
+    assert!(
+        !batches.iter().any(|&(p, _, c)| p == 2 && !c),
+        "no data batch of the aborted transactions is left: {batches:?}"
+    );
+    let aborts = batches.iter().filter(|&&(p, _, c)| p == 2 && c).count();
+    assert_eq!(aborts, 6, "the ABORT markers stay this pass");
+    assert_eq!(log.aborted_transactions(0, log.log_end_offset()).len(), 6);
+    // Only the last round's committed data remains of producer 1 (the keys were
+    // overwritten), so only its COMMIT marker must stay; the others may go once their
+    // horizon has passed.
+    let reopen = |log: Log| {
+        drop(log);
+        open(dir.path(), config.clone(), &clock).0
+    };
+    let log = reopen(log);
+    assert_eq!(committed_view(&log).0, view, "the same after a crash");
+    assert_eq!(log.aborted_transactions(0, log.log_end_offset()).len(), 6);
+    let clean = |log: &Log, now: i64| {
+        log.clean(
+            &mut OffsetMap::with_memory(SLOT_BYTES * 1000),
+            now,
+            log.log_end_offset(),
+            &mut |_| {},
+        )
+        .unwrap()
+    };
+    // Pass 2: nothing of the aborted transactions is left, so their markers may go:
+    // they get their delete horizon, and stay until it passes.
+    clean(&log, NOW + 1);
+    let markers = |log: &Log| {
+        let (_, b) = committed_view(log);
+        (
+            b.iter().filter(|&&(p, _, c)| p == 2 && c).count(),
+            b.iter().filter(|&&(p, _, c)| p == 1 && c).count(),
+        )
+    };
+    assert_eq!(markers(&log).0, 6, "within delete.retention.ms");
+    // Pass 3, past the horizon: the ABORT markers and their entries are gone (the last
+    // one stays as an empty batch: producer 2's last batch); COMMIT markers of
+    // transactions with no data left are gone, the last one's stays.
+    clean(&log, NOW + 1 + RETENTION + 1);
+    let (aborts, commits) = markers(&log);
+    assert!(aborts <= 1, "{aborts} ABORT markers left");
+    assert!(commits <= 1, "{commits} COMMIT markers left");
+    let (view_after, batches) = committed_view(&log);
+    assert_eq!(view_after, view);
+    assert!(
+        batches.iter().any(|&(p, _, c)| p == 1 && c),
+        "the last commit's marker stays"
+    );
+    let left = log.aborted_transactions(0, log.log_end_offset());
+    assert!(left.is_empty(), "entries left: {left:?}");
+    let log = reopen(log);
+    assert_eq!(committed_view(&log).0, view);
+    assert!(log.aborted_transactions(0, log.log_end_offset()).is_empty());
+    // A pending index without its swap (a pass that had not committed) is removed.
+    let stray = dir
+        .path()
+        .join(format!("{:020}.txnindex.pending", log.log_start_offset()));
+    std::fs::write(&stray, [0u8; 34]).unwrap();
+    let log = reopen(log);
+    assert!(!stray.exists());
+    assert_eq!(committed_view(&log).0, view);
+}
+
 both_modes!(
     lso_and_aborts,
     what_transactions_refuse,
-    retention_takes_the_index_with_its_segment
+    retention_takes_the_index_with_its_segment,
+    cleaning_removes_aborted_data_then_the_markers
 );

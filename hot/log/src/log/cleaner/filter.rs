@@ -4,25 +4,130 @@
 //! (`Log::clean`) reads a partition's segment files through them; the remote tier's
 //! pass (strata-tier) reads remote segments through them, so both clean alike.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 
 use strata_proto::batch::{self, BatchHeader, RecordBatch};
+use strata_proto::control::{self, MarkerKind};
 use strata_proto::rewrite;
 use strata_proto::{Offset, ProducerId};
 
 use super::OffsetMap;
 use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes, rel};
+use crate::txn_index::AbortedTxn;
+
+/// What a pass knows of transactions as it walks batches in offset order (Kafka's
+/// `CleanedTransactionMetadata`): the aborted transactions of the range (from the
+/// segments' `.txnindex`), which of them it is inside, and which producers it has seen
+/// committed-transaction data of.
+///
+/// * A transactional batch of an aborted transaction goes whole; its keys are not mapped.
+/// * An ABORT marker may go once no batch of its transaction is left: if this pass
+///   removed some, the marker stays this time (with its index entry, in
+///   [`Self::take_kept`]), since the groups of a pass are swapped in one at a time and a
+///   reader between two swaps must still be told the data is aborted.
+/// * A COMMIT marker may go once the pass has seen no data of its transaction.
+/// * A marker that may go stays until its batch's delete horizon has passed
+///   (`delete.retention.ms` after the pass that first found it removable, KIP-534), as a
+///   tombstone does, so a consumer that read the data has time to read the marker.
+#[derive(Debug, Default)]
+pub struct TxnCleaner {
+    /// Aborted transactions not reached yet, by first offset.
+    pending: VecDeque<AbortedTxn>,
+    /// Aborted transactions the walk is inside: (entry, a batch of it was seen).
+    aborted: HashMap<ProducerId, (AbortedTxn, bool)>,
+    /// Producers whose committed-transaction data the walk is inside.
+    committed: HashSet<ProducerId>,
+    /// Index entries of ABORT markers kept with data removed in this pass.
+    kept: Vec<AbortedTxn>,
+}
+
+impl TxnCleaner {
+    /// A walk over a range whose aborted transactions (every entry whose marker is at
+    /// or after the range's start) are `aborted`.
+    pub fn new(mut aborted: Vec<AbortedTxn>) -> TxnCleaner {
+        aborted.sort_by_key(|a| (a.first_offset, a.last_offset));
+        TxnCleaner {
+            pending: aborted.into(),
+            ..TxnCleaner::default()
+        }
+    }
+
+    fn reach(&mut self, offset: Offset) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|a| a.first_offset <= offset)
+        {
+            let a = self.pending.pop_front().expect("checked");
+            // A producer's transactions follow one another: a newer one replaces an
+            // ended one the walk did not see the marker of (key mapping skips markers).
+            self.aborted.insert(a.producer_id, (a, false));
+        }
+    }
+
+    /// A data batch: whether it belongs to an aborted transaction (and goes whole).
+    pub fn on_data(&mut self, h: &BatchHeader) -> bool {
+        self.reach(h.last_offset());
+        // An emptied batch (a producer's last, kept as its header) holds no data of its
+        // transaction any more.
+        if !h.is_transactional() || h.record_count == 0 {
+            return false;
+        }
+        match self.aborted.get_mut(&h.producer_id) {
+            Some((a, seen)) if h.base_offset < a.last_offset => {
+                *seen = true;
+                true
+            }
+            _ => {
+                self.committed.insert(h.producer_id);
+                false
+            }
+        }
+    }
+
+    /// A control batch (`kind` its marker, `None` for another control record or an
+    /// already emptied one): whether it may go (once its horizon has passed).
+    pub fn on_control(&mut self, h: &BatchHeader, kind: Option<MarkerKind>) -> bool {
+        self.reach(h.last_offset());
+        match kind {
+            Some(MarkerKind::Abort) => match self.aborted.remove(&h.producer_id) {
+                Some((a, true)) => {
+                    self.kept.push(a);
+                    false
+                }
+                _ => true,
+            },
+            Some(MarkerKind::Commit) => !self.committed.remove(&h.producer_id),
+            None => true,
+        }
+    }
+
+    /// The index entries of the ABORT markers kept since the last call, in marker
+    /// order: what the cleaned segment holding them must index.
+    pub fn take_kept(&mut self) -> Vec<AbortedTxn> {
+        std::mem::take(&mut self.kept)
+    }
+}
 
 /// Puts the key of every record of the batches in `bytes` (whole batches, back to
 /// back) into `map`, a batch at a time. `Ok(None)`: every batch went in. `Ok(Some(o))`:
 /// the map filled before the batch at `o`, which did not (the pass then cleans only
 /// below `o`). A batch alone larger than the whole map is an error.
-pub fn map_keys(bytes: &[u8], map: &mut OffsetMap) -> Result<Option<Offset>, LogError> {
+pub fn map_keys(
+    bytes: &[u8],
+    map: &mut OffsetMap,
+    txns: &mut TxnCleaner,
+) -> Result<Option<Offset>, LogError> {
     for b in batch::batches(bytes) {
         let b = b?;
+        // Markers have no keys; an aborted transaction's records never were values.
         if b.header().is_control() {
+            txns.on_control(b.header(), None);
+            continue;
+        }
+        if txns.on_data(b.header()) {
             continue;
         }
         let n = b.header().record_count.max(0) as usize;
@@ -106,12 +211,25 @@ impl Filter<'_> {
     pub fn batch(
         &self,
         b: &RecordBatch<'_>,
+        txns: &mut TxnCleaner,
         stats: &mut FilterStats,
     ) -> Result<Option<Vec<u8>>, LogError> {
         let h = *b.header();
-        // Control batches (transaction markers) are not Strata's yet; kept as they are.
         if h.is_control() {
-            return Ok(Some(b.as_bytes().to_vec()));
+            // A marker that does not read as one stays as it is.
+            let Ok(kind) = control::marker_kind(b) else {
+                return Ok(Some(b.as_bytes().to_vec()));
+            };
+            if !txns.on_control(&h, kind) {
+                return Ok(Some(b.as_bytes().to_vec()));
+            }
+            return self.expire_marker(b, stats);
+        }
+        if txns.on_data(&h) {
+            // An aborted transaction's batch goes whole.
+            stats.changed = true;
+            stats.records_removed += h.record_count.max(0) as u64;
+            return Ok(self.producer_needs(&h).then(|| rewrite::empty_batch(&h)));
         }
         let records = b.records()?;
         let batch_horizon = h.delete_horizon();
@@ -167,20 +285,52 @@ impl Filter<'_> {
         }
         stats.changed = true;
         if kept.is_empty() {
-            // Kafka keeps the last batch of a producer: its sequence is what the
-            // producer state checks the next batch against.
-            let needed = h.has_producer_id()
-                && self
-                    .producer_last
-                    .get(&h.producer_id)
-                    .is_some_and(|&o| h.base_offset <= o && o <= h.last_offset());
-            return Ok(needed.then(|| rewrite::empty_batch(&h)));
+            return Ok(self.producer_needs(&h).then(|| rewrite::empty_batch(&h)));
         }
         Ok(Some(rewrite::rewrite_batch(
             &h,
             &kept,
             stamp.then_some(horizon),
         )?))
+    }
+
+    /// Kafka keeps the last batch of a producer (at least its header): its sequence and
+    /// epoch are what the producer state checks the next batch against.
+    fn producer_needs(&self, h: &BatchHeader) -> bool {
+        h.has_producer_id()
+            && self
+                .producer_last
+                .get(&h.producer_id)
+                .is_some_and(|&o| h.base_offset <= o && o <= h.last_offset())
+    }
+
+    /// A marker that may go: stamped with its delete horizon the first time, removed
+    /// once that has passed (KIP-534, as tombstones).
+    fn expire_marker(
+        &self,
+        b: &RecordBatch<'_>,
+        stats: &mut FilterStats,
+    ) -> Result<Option<Vec<u8>>, LogError> {
+        let h = *b.header();
+        match h.delete_horizon() {
+            Some(hz) if self.now >= hz => {
+                stats.changed = true;
+                stats.records_removed += h.record_count.max(0) as u64;
+                Ok(self.producer_needs(&h).then(|| rewrite::empty_batch(&h)))
+            }
+            Some(hz) => {
+                stats.min_horizon = Some(stats.min_horizon.map_or(hz, |m| m.min(hz)));
+                Ok(Some(b.as_bytes().to_vec()))
+            }
+            None => {
+                let hz = self.now.saturating_add(self.delete_retention_ms);
+                stats.min_horizon = Some(stats.min_horizon.map_or(hz, |m| m.min(hz)));
+                stats.changed = true;
+                let recs = b.records()?;
+                let records: Vec<_> = recs.iter().collect::<Result<_, _>>()?;
+                Ok(Some(rewrite::rewrite_batch(&h, &records, Some(hz))?))
+            }
+        }
     }
 }
 

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use strata_proto::batch;
 use strata_proto::{Offset, ProducerId};
 
-use self::filter::{Filter, FilterStats, SegmentBuilder, group_segments, map_keys};
+use self::filter::{Filter, FilterStats, SegmentBuilder, TxnCleaner, group_segments, map_keys};
 pub use self::offset_map::{OffsetMap, SLOT_BYTES};
 pub(crate) use self::swap::{CLEANER_CHECKPOINT, recover_swaps};
 use crate::config::CompactionConfig;
@@ -51,6 +51,7 @@ use crate::error::LogError;
 use crate::index::{Indexes, rel};
 use crate::log::Log;
 use crate::segment::read_at;
+use crate::txn_index::AbortedTxn;
 
 /// How much one read of a pass asks for: a pass reads at a capped rate, and a read of
 /// several MiB would hold the disk in front of producers' appends for tens of
@@ -152,6 +153,8 @@ struct Plan {
     /// producer id -> the offset of its last record, for the empty batches kept.
     producer_last: std::collections::HashMap<ProducerId, Offset>,
     next_horizon: Option<i64>,
+    /// Every aborted transaction of the log (its segments' `.txnindex` entries).
+    aborted: Vec<AbortedTxn>,
 }
 
 impl Log {
@@ -221,6 +224,8 @@ impl Log {
         // The offset map over the dirty segments, whole batches at a time.
         map.clear();
         let mut end = plan.first_dirty;
+        // Aborted transactions' records are not mapped (they never were values).
+        let mut map_txns = TxnCleaner::new(plan.aborted.clone());
         for s in plan.sealed.iter().filter(|s| s.base >= plan.first_dirty) {
             let mut stopped = None;
             self.read_range_in(
@@ -231,7 +236,7 @@ impl Log {
                     throttle(chunk.len() as u64);
                     out.bytes_read += chunk.len() as u64;
                     if stopped.is_none() {
-                        stopped = map_keys(&chunk, map)?;
+                        stopped = map_keys(&chunk, map, &mut map_txns)?;
                     }
                     Ok(())
                 },
@@ -249,13 +254,16 @@ impl Log {
 
         // Rewrite the segments below `end`, group by group.
         let mut next_horizon: Option<i64> = None;
+        // One walk over the transactions of the whole range, group after group.
+        let mut txns = TxnCleaner::new(plan.aborted.clone());
         let doomed: Vec<&Planned> = plan
             .sealed
             .iter()
             .filter(|s| s.base < end.max(plan.first_dirty))
             .collect();
         for group in group_segments(&doomed, plan.segment_bytes, |s| (s.base, s.next, s.size)) {
-            let written = self.rewrite_group(&plan, group, map, end, now, throttle, &mut out)?;
+            let written =
+                self.rewrite_group(&plan, group, map, end, now, &mut txns, throttle, &mut out)?;
             out.bytes_written += written.files.size;
             if let Some(h) = written.stats.min_horizon {
                 next_horizon = Some(next_horizon.map_or(h, |n: i64| n.min(h)));
@@ -317,19 +325,6 @@ impl Log {
         if let Some(first) = g.producers.first_unstable_offset(upper) {
             uncleanable = uncleanable.min(first.max(log_start));
         }
-        // Aborted transactions are not the cleaner's yet (their records, markers and
-        // `.txnindex` entries would have to be rewritten together): nothing from the
-        // first one's first offset on is cleaned, so nothing a read_committed consumer
-        // relies on is lost.
-        if let Some(first) = g
-            .segments
-            .values()
-            .flat_map(|s| s.aborted.iter())
-            .map(|a| a.first_offset)
-            .min()
-        {
-            uncleanable = uncleanable.min(first.max(log_start));
-        }
         // min.compaction.lag.ms: the first segment holding a record that young.
         if config.min_compaction_lag_ms > 0 {
             let young = now.saturating_sub(config.min_compaction_lag_ms);
@@ -380,6 +375,11 @@ impl Log {
             sealed,
             producer_last,
             next_horizon: g.cleaner.next_horizon,
+            aborted: g
+                .segments
+                .values()
+                .flat_map(|s| s.aborted.iter().copied())
+                .collect(),
         })
     }
 
@@ -392,6 +392,7 @@ impl Log {
         map: &OffsetMap,
         end: Offset,
         now: i64,
+        txns: &mut TxnCleaner,
         throttle: &mut dyn FnMut(u64),
         out: &mut CleanOutcome,
     ) -> Result<Written, LogError> {
@@ -420,7 +421,7 @@ impl Log {
                     throttle(chunk.len() as u64);
                     out.bytes_read += chunk.len() as u64;
                     for b in batch::batches(&chunk) {
-                        if let Some(kept) = filter.batch(&b?, &mut stats)? {
+                        if let Some(kept) = filter.batch(&b?, txns, &mut stats)? {
                             throttle(builder.push(kept)?);
                         }
                     }
@@ -443,11 +444,14 @@ impl Log {
             }
         };
         stats.changed |= built.emptied_last;
+        // The ABORT markers this group keeps, with their index entries.
+        let aborted = txns.take_kept();
         let files = built.out.finish(
             &built.index,
             built.size,
             built.next_offset,
             built.max_timestamp,
+            aborted,
         )?;
         Ok(Written {
             files,

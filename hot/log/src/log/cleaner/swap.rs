@@ -1,18 +1,23 @@
 //! Swapping a cleaned segment in, crash-safely (Kafka's `.cleaned` / `.swap` files):
 //!
 //! 1. The new segment is written beside the old ones as `{base}.log.cleaned` with
-//!    `{base}.index.cleaned` and `{base}.timeindex.cleaned`, and fsynced.
-//! 2. `{base}.log.cleaned` is renamed to `{base}.log.swap` and the directory fsynced:
-//!    the commit point.
-//! 3. The old segments' files are deleted, the index files renamed into place, then
-//!    `{base}.log.swap` renamed to `{base}.log`, and the directory fsynced.
+//!    `{base}.index.cleaned`, `{base}.timeindex.cleaned` and, when it keeps ABORT
+//!    markers with their data's removal pending, `{base}.txnindex.cleaned`, and fsynced.
+//! 2. `{base}.txnindex.cleaned` (if any) is renamed to `{base}.txnindex.pending`, then
+//!    `{base}.log.cleaned` to `{base}.log.swap` and the directory fsynced: the commit
+//!    point.
+//! 3. The old segments' files are deleted, the index files renamed into place (the
+//!    pending aborted-transaction index too), then `{base}.log.swap` renamed to
+//!    `{base}.log`, and the directory fsynced.
 //!
 //! Recovery ([`recover_swaps`], before the log's segments are listed) deletes every
 //! `.cleaned` file (a pass that had not committed: the old segments are all there) and
-//! completes every `.swap`: the segments it replaces are those based in
-//! `[base, end of the swap file's last batch)`; what is left of them is deleted and the
-//! swap file renamed into place (its indexes are rebuilt by the scan that follows). So a
-//! crash at any point leaves the old segments or the new one, never both, never neither.
+//! every `.txnindex.pending` without a `.log.swap` beside it, and completes every
+//! `.swap`: the segments it replaces are those based in
+//! `[base, end of the swap file's last batch)`; what is left of them is deleted, the
+//! pending aborted-transaction index and the swap file renamed into place (its other
+//! indexes are rebuilt by the scan that follows). So a crash at any point leaves the old
+//! segments or the new one, never both, never neither, each with its own `.txnindex`.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -26,11 +31,13 @@ use crate::error::LogError;
 use crate::index::{IndexBuilder, Indexes};
 use crate::log::delete_segment_files;
 use crate::segment::{self, Segment};
+use crate::txn_index::{self, AbortedTxn};
 
 /// The cleaner checkpoint's file: the offset the log is cleaned up to.
 pub(crate) const CLEANER_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 const CLEANED: &str = ".cleaned";
 const SWAP: &str = ".swap";
+const PENDING: &str = ".pending";
 
 fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_os_string();
@@ -48,6 +55,8 @@ pub(crate) struct CleanedFiles {
     pub size: u64,
     pub next_offset: Offset,
     pub max_timestamp: i64,
+    /// The new segment's aborted transactions (`.txnindex.cleaned` when not empty).
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// A cleaned segment's log file being written (the sink of a
@@ -94,6 +103,7 @@ impl CleanedWriter {
             segment::log_path(dir, base),
             segment::index_path(dir, base),
             segment::time_index_path(dir, base),
+            txn_index::path(dir, base),
         ] {
             let _ = fs::remove_file(with_suffix(&p, CLEANED));
         }
@@ -107,6 +117,7 @@ impl CleanedWriter {
         size: u64,
         next_offset: Offset,
         max_timestamp: i64,
+        aborted: Vec<AbortedTxn>,
     ) -> Result<CleanedFiles, LogError> {
         let file = self
             .out
@@ -115,10 +126,15 @@ impl CleanedWriter {
         file.sync_all().map_err(LogError::io("fsync", &self.path))?;
         let index = with_suffix(&segment::index_path(&self.dir, self.base), CLEANED);
         let time_index = with_suffix(&segment::time_index_path(&self.dir, self.base), CLEANED);
-        for (p, bytes) in [
+        let txns = with_suffix(&txn_index::path(&self.dir, self.base), CLEANED);
+        let mut files = vec![
             (&index, Indexes::encode_offsets(&idx.offsets)),
             (&time_index, Indexes::encode_times(&idx.times)),
-        ] {
+        ];
+        if !aborted.is_empty() {
+            files.push((&txns, txn_index::encode(&aborted)));
+        }
+        for (p, bytes) in files {
             let f = File::create(p).map_err(LogError::io("create", p))?;
             let mut w = BufWriter::new(&f);
             w.write_all(&bytes).map_err(LogError::io("write", p))?;
@@ -134,6 +150,7 @@ impl CleanedWriter {
             size,
             next_offset,
             max_timestamp,
+            aborted,
         })
     }
 }
@@ -145,6 +162,9 @@ pub(crate) fn discard(files: &CleanedFiles) {
             continue;
         }
         let _ = fs::remove_file(p);
+    }
+    if let Some(dir) = files.log.parent() {
+        let _ = fs::remove_file(with_suffix(&txn_index::path(dir, files.base), CLEANED));
     }
 }
 
@@ -160,6 +180,12 @@ pub(crate) fn commit(
     let base = files.base;
     let final_log = segment::log_path(dir, base);
     let swap = with_suffix(&final_log, SWAP);
+    let txns = txn_index::path(dir, base);
+    let pending = with_suffix(&txns, PENDING);
+    if !files.aborted.is_empty() {
+        let cleaned = with_suffix(&txns, CLEANED);
+        fs::rename(&cleaned, &pending).map_err(LogError::io("rename", &cleaned))?;
+    }
     fs::rename(&files.log, &swap).map_err(LogError::io("rename", &files.log))?;
     checkpoint::sync_directory(dir)?;
     // Committed: from here recovery completes the swap.
@@ -170,6 +196,9 @@ pub(crate) fn commit(
         .map_err(LogError::io("rename", &files.index))?;
     fs::rename(&files.time_index, segment::time_index_path(dir, base))
         .map_err(LogError::io("rename", &files.time_index))?;
+    if !files.aborted.is_empty() {
+        fs::rename(&pending, &txns).map_err(LogError::io("rename", &pending))?;
+    }
     fs::rename(&swap, &final_log).map_err(LogError::io("rename", &swap))?;
     checkpoint::sync_directory(dir)?;
     let file = Segment::open_file(&final_log)?;
@@ -188,7 +217,7 @@ pub(crate) fn commit(
         sealed_index: OnceLock::from(Arc::new(index)),
         first_append_ms: None,
         dirty: false,
-        aborted: Vec::new(),
+        aborted: files.aborted,
         aborted_dirty: false,
     })
 }
@@ -198,6 +227,7 @@ pub(crate) fn commit(
 pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<Offset>, LogError> {
     let mut swaps = Vec::new();
     let mut bases = Vec::new();
+    let mut pending = Vec::new();
     for entry in fs::read_dir(dir).map_err(LogError::io("list", dir))? {
         let entry = entry.map_err(LogError::io("list", dir))?;
         let name = entry.file_name();
@@ -208,6 +238,10 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<Offset>, LogError> {
             && let Ok(base) = stem.parse::<Offset>()
         {
             swaps.push(base);
+        } else if let Some(stem) = name.strip_suffix(".txnindex.pending")
+            && let Ok(base) = stem.parse::<Offset>()
+        {
+            pending.push(base);
         } else if let Some(stem) = name.strip_suffix(".log")
             && let Ok(base) = stem.parse::<Offset>()
         {
@@ -224,8 +258,21 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<Offset>, LogError> {
         // Its indexes may be the old segment's or the new one's: rebuilt either way.
         let _ = fs::remove_file(segment::index_path(dir, base));
         let _ = fs::remove_file(segment::time_index_path(dir, base));
+        // Its aborted-transaction index is the pending one (the old ones went with
+        // their segments above), or none when it kept no ABORT marker.
+        let txns = txn_index::path(dir, base);
+        let p = with_suffix(&txns, PENDING);
+        if p.exists() {
+            fs::rename(&p, &txns).map_err(LogError::io("rename", &p))?;
+        }
         fs::rename(&swap, segment::log_path(dir, base)).map_err(LogError::io("rename", &swap))?;
         tracing::info!(dir = %dir.display(), base, end, "completed a cleaned segment's swap");
+    }
+    // A pending aborted-transaction index without its swap: the pass had not committed.
+    for base in pending {
+        if swaps.binary_search(&base).is_err() {
+            let _ = fs::remove_file(with_suffix(&txn_index::path(dir, base), PENDING));
+        }
     }
     if !swaps.is_empty() {
         checkpoint::sync_directory(dir)?;
