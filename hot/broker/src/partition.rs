@@ -469,6 +469,23 @@ impl Partition {
     pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
         let info = self.log.local().append(records, epoch)?;
+        self.after_local_append()?;
+        Ok((info, epoch))
+    }
+
+    /// Appends a transaction marker (leader; WriteTxnMarkers).
+    pub fn append_marker(
+        &self,
+        marker: &strata_proto::control::Marker,
+    ) -> Result<(AppendInfo, i32), LogError> {
+        let epoch = self.leader_epoch();
+        let info = self.log.local().append_marker(marker, epoch)?;
+        self.after_local_append()?;
+        Ok((info, epoch))
+    }
+
+    /// The replica state machine's part of a leader's append.
+    fn after_local_append(&self) -> Result<(), LogError> {
         let leo = self.log.local().log_end_offset();
         self.leo.send_if_modified(|l| {
             if leo > *l {
@@ -479,8 +496,7 @@ impl Partition {
             }
         });
         let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
-        self.execute(cmds)?;
-        Ok((info, epoch))
+        self.execute(cmds)
     }
 
     /// Appends batches fetched from the leader (follower).

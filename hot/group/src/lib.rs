@@ -7,7 +7,9 @@
 //! with the time passed in. Static membership (KIP-345) and the member-id-required
 //! handshake (KIP-394) are supported. Committed offsets are kept in memory, and
 //! [`records`] encodes/decodes Kafka's `__consumer_offsets` records so the broker can
-//! persist and replay them.
+//! persist and replay them. Transactional offset commits (KIP-98, KIP-447) stay pending
+//! per producer until their transaction's marker commits or aborts them
+//! ([`GroupCoordinator::prepare_txn_commit`], [`GroupCoordinator::complete_txn`]).
 //!
 //! Nothing here does IO, spawns tasks, or reads a clock.
 
@@ -15,9 +17,9 @@ mod coordinator;
 pub mod records;
 
 pub use coordinator::{
-    CONSUMER_PROTOCOL_TYPE, Completion, ExpiredOffsets, GroupConfig, GroupCoordinator,
-    GroupDescription, GroupState, JoinGroup, JoinResponse, MemberDescription, MemberInfo,
-    SyncGroup, SyncResponse,
+    CONSUMER_PROTOCOL_TYPE, CompletedTxnOffset, Completion, ExpiredOffsets, GroupConfig,
+    GroupCoordinator, GroupDescription, GroupState, JoinGroup, JoinResponse, MemberDescription,
+    MemberInfo, SyncGroup, SyncResponse, TxnOffsetOutcome,
 };
 pub use records::{
     CommittedOffset, ConsumerOffsetsRecord, DecodeError, GroupMetadataValue, StoredMember,

@@ -1,6 +1,8 @@
 //! Kafka's `__consumer_offsets` record formats, so the broker can persist commits and
 //! group metadata in an internal compacted topic and reload them with
-//! [`GroupCoordinator::replay`](crate::GroupCoordinator::replay).
+//! [`GroupCoordinator::replay`](crate::GroupCoordinator::replay). A TxnOffsetCommit
+//! writes the same offset commit records, in a transactional batch (replayed with
+//! [`GroupCoordinator::replay_txn`](crate::GroupCoordinator::replay_txn)).
 //!
 //! Keys (big-endian, Kafka's classic non-flexible encoding; strings are `i16` length +
 //! UTF-8):

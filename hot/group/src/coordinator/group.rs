@@ -71,6 +71,15 @@ impl Member {
     }
 }
 
+/// A committed offset and where the record that carried it sits in
+/// `__consumer_offsets` (Kafka's `CommitRecordMetadataAndOffset`): the record offset
+/// decides between a plain commit and a transactional one that completes later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct StoredOffset {
+    pub(super) offset: CommittedOffset,
+    pub(super) record_offset: i64,
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Group {
     pub(super) group_id: String,
@@ -94,7 +103,12 @@ pub(super) struct Group {
     /// Topics the members subscribe to (consumer groups); `None` = unknown.
     pub(super) subscribed_topics: Option<BTreeSet<String>>,
     pub(super) state_timestamp_ms: i64,
-    pub(super) offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// The visible committed offsets, by (topic, partition).
+    pub(super) offsets: BTreeMap<(String, i32), StoredOffset>,
+    /// Transactional offsets waiting for their transaction's marker (Kafka's
+    /// `pendingTransactionalOffsetCommits`): producer id → (topic, partition) → offset.
+    /// Never holds an empty inner map.
+    pub(super) pending_txn: BTreeMap<i64, BTreeMap<(String, i32), StoredOffset>>,
     /// The group metadata last written for this group: (generation, whether it held
     /// members, the record's key and value). A Stable generation is written so that a
     /// new coordinator restores the members (they carry on without a rebalance, as
@@ -122,6 +136,7 @@ impl Group {
             subscribed_topics: Some(BTreeSet::new()),
             state_timestamp_ms: now,
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
             persisted: None,
         }
     }
@@ -142,6 +157,21 @@ impl Group {
     pub(super) fn transition(&mut self, state: GroupState, now: i64) {
         self.state = state;
         self.state_timestamp_ms = now;
+    }
+
+    /// Whether a transaction holds a pending offset for this partition.
+    pub(super) fn has_pending_txn(&self, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.pending_txn.values().any(|p| p.contains_key(&key))
+    }
+
+    /// Drops every pending transactional offset of one partition (its offset was deleted).
+    pub(super) fn drop_pending_txn(&mut self, topic: &str, partition: i32) {
+        let key = (topic.to_string(), partition);
+        self.pending_txn.retain(|_, p| {
+            p.remove(&key);
+            !p.is_empty()
+        });
     }
 
     fn is_static_member_fenced(&self, member_id: &str, instance: Option<&str>) -> bool {

@@ -10,6 +10,8 @@
 //!   their timers);
 //! - [`membership`]: JoinGroup, SyncGroup, Heartbeat and LeaveGroup;
 //! - [`offsets`]: committed offsets (OffsetCommit validation, storage, OffsetDelete);
+//! - [`txn`]: transactional offset commits (TxnOffsetCommit, their completion by the
+//!   transaction's marker, KIP-447's unstable offsets);
 //! - [`persist`]: what goes to and comes back from `__consumer_offsets` (group metadata
 //!   records, the load's replay, the checkpoint's records).
 
@@ -18,6 +20,7 @@ mod membership;
 mod messages;
 mod offsets;
 mod persist;
+mod txn;
 
 use std::collections::BTreeMap;
 
@@ -31,6 +34,7 @@ pub use self::messages::{
     SyncGroup, SyncResponse,
 };
 pub use self::offsets::ExpiredOffsets;
+pub use self::txn::{CompletedTxnOffset, TxnOffsetOutcome};
 
 /// Kafka's `ConsumerProtocol.PROTOCOL_TYPE`.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -82,6 +86,10 @@ pub struct GroupCoordinator {
     groups: BTreeMap<String, Group>,
     next_member_seq: u64,
     outbox: Vec<Completion>,
+    /// The highest `__consumer_offsets` offset this coordinator has been told of (a
+    /// record offset or a marker's), `-1` before any: what a commit whose record offset
+    /// is not given counts as (see [`commit`](Self::commit)).
+    last_record_offset: i64,
 }
 
 impl GroupCoordinator {
@@ -92,6 +100,7 @@ impl GroupCoordinator {
             groups: BTreeMap::new(),
             next_member_seq: 0,
             outbox: Vec::new(),
+            last_record_offset: -1,
         }
     }
 
@@ -224,6 +233,13 @@ impl GroupCoordinator {
     /// GROUP_ID_NOT_FOUND if unknown. A deleted group's offsets are dropped too: read
     /// [`offsets`](Self::offsets) first to write their tombstones, plus a
     /// [`group_tombstone`](crate::group_tombstone).
+    ///
+    /// Pending transactional offsets do not keep a group from being deleted (as Kafka's
+    /// `validateDeleteGroup`: only members do); they are dropped with the group, so a
+    /// marker arriving later finds nothing to apply. The group tombstone drops them on a
+    /// reload too ([`replay`](Self::replay)); Kafka also writes an offset tombstone for
+    /// each pending partition ([`pending_txn_offsets`](Self::pending_txn_offsets)),
+    /// which is harmless here but not needed.
     pub fn delete_groups(&mut self, group_ids: &[String]) -> Vec<(String, ErrorCode)> {
         group_ids
             .iter()
@@ -245,7 +261,9 @@ impl GroupCoordinator {
 
     /// Checks internal invariants (for tests): at most one leader and it is a member;
     /// static mappings point at members; in Stable every member holds an assignment of
-    /// the current generation; parked requests only in the phases that park them.
+    /// the current generation; parked requests only in the phases that park them; no
+    /// producer with an empty set of pending transactional offsets, and no record offset
+    /// above the newest the coordinator was told of.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         for g in self.groups.values() {
@@ -286,6 +304,26 @@ impl GroupCoordinator {
             }
             if g.state == GroupState::Empty && !g.members.is_empty() {
                 return Err(format!("{}: Empty with members", g.group_id));
+            }
+            for (producer_id, pending) in &g.pending_txn {
+                if pending.is_empty() {
+                    return Err(format!(
+                        "{}: producer {producer_id} holds an empty pending map",
+                        g.group_id
+                    ));
+                }
+            }
+            let newest = g
+                .offsets
+                .values()
+                .chain(g.pending_txn.values().flat_map(|p| p.values()))
+                .map(|o| o.record_offset)
+                .max();
+            if let Some(r) = newest.filter(|r| *r > self.last_record_offset) {
+                return Err(format!(
+                    "{}: record offset {r} above the last seen {}",
+                    g.group_id, self.last_record_offset
+                ));
             }
         }
         Ok(())

@@ -1,8 +1,15 @@
 //! Committed offsets: OffsetCommit validation, storing and reading offsets,
 //! OffsetDelete, and their expiry (KIP-211).
+//!
+//! Every visible offset remembers the offset of the `__consumer_offsets` record that
+//! carried it (Kafka's `CommitRecordMetadataAndOffset`). Plain commits are applied in
+//! log order, so each one is the newest; the record offset matters when a transactional
+//! commit becomes visible at its marker, after plain commits written since its record
+//! (see [`super::txn`]).
 
 use strata_proto::ErrorCode;
 
+use super::group::StoredOffset;
 use super::{CONSUMER_PROTOCOL_TYPE, Group, GroupCoordinator, GroupState};
 use crate::records::CommittedOffset;
 
@@ -27,7 +34,8 @@ impl GroupCoordinator {
     /// FENCED_INSTANCE_ID), of the current generation (ILLEGAL_GENERATION), and the group
     /// not waiting for the leader's assignment (REBALANCE_IN_PROGRESS). A valid member
     /// commit counts as a heartbeat. On `None`, the caller stores the offsets with
-    /// [`commit`](Self::commit) (after persisting them).
+    /// [`commit`](Self::commit) or [`commit_at`](Self::commit_at) (after persisting
+    /// them).
     pub fn validate_commit(
         &mut self,
         now: i64,
@@ -79,11 +87,72 @@ impl GroupCoordinator {
         .unwrap_or(ErrorCode::UnknownMemberId)
     }
 
-    /// Stores a committed offset (creating an Empty group if needed).
+    /// Stores a committed offset (creating an Empty group if needed) whose record's
+    /// offset in `__consumer_offsets` is not given: it counts as written after every
+    /// record and marker this coordinator has been told of so far (the highest offset
+    /// passed to [`commit_at`](Self::commit_at),
+    /// [`prepare_txn_commit`](Self::prepare_txn_commit),
+    /// [`complete_txn`](Self::complete_txn), [`replay_txn`](Self::replay_txn) or
+    /// [`replay_marker`](Self::replay_marker)), which is right as long as calls come in
+    /// log order. A transactional offset whose record is at that offset or below does
+    /// not replace it when its transaction commits.
     pub fn commit(&mut self, group_id: &str, topic: &str, partition: i32, offset: CommittedOffset) {
-        self.group_or_create(group_id)
+        let record_offset = self.last_record_offset;
+        self.store_plain(group_id, topic, partition, offset, record_offset);
+    }
+
+    /// Stores a committed offset (creating an Empty group if needed) whose record sits
+    /// at `record_offset` in `__consumer_offsets`. Newer wins: it replaces the visible
+    /// offset unless that one came from a record at a strictly higher offset (a
+    /// transactional commit whose record was written after this one and committed
+    /// before it was applied); returns whether it did.
+    pub fn commit_at(
+        &mut self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+        offset: CommittedOffset,
+        record_offset: i64,
+    ) -> bool {
+        self.saw_record_offset(record_offset);
+        self.store_plain(group_id, topic, partition, offset, record_offset)
+    }
+
+    fn store_plain(
+        &mut self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+        offset: CommittedOffset,
+        record_offset: i64,
+    ) -> bool {
+        let slot = self
+            .group_or_create(group_id)
             .offsets
-            .insert((topic.to_string(), partition), offset);
+            .entry((topic.to_string(), partition));
+        match slot {
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                if o.get().record_offset > record_offset {
+                    return false;
+                }
+                o.insert(StoredOffset {
+                    offset,
+                    record_offset,
+                });
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(StoredOffset {
+                    offset,
+                    record_offset,
+                });
+            }
+        }
+        true
+    }
+
+    /// Notes that `__consumer_offsets` reached `record_offset`.
+    pub(super) fn saw_record_offset(&mut self, record_offset: i64) {
+        self.last_record_offset = self.last_record_offset.max(record_offset);
     }
 
     /// The committed offset of one partition.
@@ -97,7 +166,7 @@ impl GroupCoordinator {
             .get(group_id)?
             .offsets
             .get(&(topic.to_string(), partition))
-            .cloned()
+            .map(|o| o.offset.clone())
     }
 
     /// Every committed offset of a group, ordered by topic then partition.
@@ -107,7 +176,7 @@ impl GroupCoordinator {
             .map(|g| {
                 g.offsets
                     .iter()
-                    .map(|((t, p), o)| (t.clone(), *p, o.clone()))
+                    .map(|((t, p), o)| (t.clone(), *p, o.offset.clone()))
                     .collect()
             })
             .unwrap_or_default()
@@ -118,6 +187,8 @@ impl GroupCoordinator {
     /// (GROUP_SUBSCRIBED_TO_TOPIC; subscriptions that do not parse count as subscribed to
     /// everything); other non-empty groups answer NON_EMPTY_GROUP. The caller writes
     /// [`offset_tombstone`](crate::offset_tombstone)s for the partitions answered `None`.
+    /// A deleted partition's pending transactional offsets go too (Kafka's
+    /// `removeOffsets`; a replayed offset tombstone drops them as well).
     pub fn delete_offsets(
         &mut self,
         group_id: &str,
@@ -145,6 +216,7 @@ impl GroupCoordinator {
                     (topic.clone(), *partition, ErrorCode::GroupSubscribedToTopic)
                 } else {
                     g.offsets.remove(&(topic.clone(), *partition));
+                    g.drop_pending_txn(topic, *partition);
                     (topic.clone(), *partition, ErrorCode::None)
                 }
             })
@@ -157,8 +229,11 @@ impl GroupCoordinator {
     /// offset, however old; a consumer group (one that had members) loses all of them
     /// once it has been Empty for `retention_ms`; a group of standalone commits (no
     /// protocol: consumers using assign()) loses each one `retention_ms` after it was
-    /// committed. Changes nothing: the caller writes the tombstones, then removes them
-    /// with [`Self::remove_expired`].
+    /// committed. A partition with a pending transactional offset does not expire, and
+    /// a group with any is not removed (as Kafka's
+    /// `OffsetMetadataManager.cleanupExpiredOffsets`: the marker will bring a fresh
+    /// offset or nothing). Changes nothing: the caller writes the tombstones, then
+    /// removes them with [`Self::remove_expired`].
     pub fn expired_offsets(&self, now: i64, retention_ms: i64) -> Vec<ExpiredOffsets> {
         let mut out = Vec::new();
         for g in self.groups.values() {
@@ -172,19 +247,20 @@ impl GroupCoordinator {
                 // A group that ever had a generation had members (standalone commits
                 // never start one); Kafka tells them apart by the protocol type, which
                 // this coordinator clears when the last member goes.
-                .filter(|(_, o)| {
-                    if g.generation_id > 0 {
+                .filter(|((t, p), o)| {
+                    let due = if g.generation_id > 0 {
                         empty_too_long
                     } else {
-                        now.saturating_sub(o.commit_timestamp_ms) >= retention_ms
-                    }
+                        now.saturating_sub(o.offset.commit_timestamp_ms) >= retention_ms
+                    };
+                    due && !g.has_pending_txn(t, *p)
                 })
-                .map(|((t, p), o)| (t.clone(), *p, o.commit_timestamp_ms))
+                .map(|((t, p), o)| (t.clone(), *p, o.offset.commit_timestamp_ms))
                 .collect();
             if offsets.is_empty() {
                 continue;
             }
-            let group = offsets.len() == g.offsets.len();
+            let group = offsets.len() == g.offsets.len() && g.pending_txn.is_empty();
             out.push(ExpiredOffsets {
                 group_id: g.group_id.clone(),
                 offsets,
@@ -196,7 +272,7 @@ impl GroupCoordinator {
 
     /// Removes what [`Self::expired_offsets`] found, once its tombstones are written:
     /// an offset only if it was not committed again meanwhile, a group only if it is
-    /// still Empty and has no offsets left.
+    /// still Empty and has no offsets left, pending transactional ones included.
     pub fn remove_expired(&mut self, expired: &[ExpiredOffsets]) {
         for e in expired {
             let Some(g) = self.groups.get_mut(&e.group_id) else {
@@ -206,7 +282,7 @@ impl GroupCoordinator {
                 let key = (t.clone(), *p);
                 if g.offsets
                     .get(&key)
-                    .is_some_and(|o| o.commit_timestamp_ms == *ts)
+                    .is_some_and(|o| o.offset.commit_timestamp_ms == *ts)
                 {
                     g.offsets.remove(&key);
                 }
@@ -215,6 +291,7 @@ impl GroupCoordinator {
                 && g.state == GroupState::Empty
                 && g.members.is_empty()
                 && g.offsets.is_empty()
+                && g.pending_txn.is_empty()
             {
                 self.groups.remove(&e.group_id);
             }

@@ -1,6 +1,8 @@
 //! Persistence in `__consumer_offsets`: the group metadata records to write (after a
 //! generation completes), and the load that rebuilds groups and committed offsets by
-//! replaying the log.
+//! replaying the log (Kafka's `GroupMetadataManager.loadGroupsAndOffsets`; the records
+//! of transactional batches and the control batches that end them are replayed by
+//! [`super::txn`]).
 
 use std::collections::BTreeSet;
 
@@ -80,7 +82,9 @@ impl GroupCoordinator {
     }
 
     /// Ends a load: members restored by [`Self::replay`] get a full session from `now`
-    /// (their heartbeats went to the previous coordinator).
+    /// (their heartbeats went to the previous coordinator). Transactional offsets whose
+    /// marker was not in the log stay pending: their transaction is still open, and its
+    /// marker comes later through [`complete_txn`](Self::complete_txn).
     pub fn loaded(&mut self, now: i64) {
         for g in self.groups.values_mut() {
             for m in g.members.values_mut() {
@@ -157,7 +161,14 @@ impl GroupCoordinator {
     /// their member ids and generation, without a rebalance, as with Kafka's
     /// coordinator); an Empty one restores the group with its protocol type and
     /// generation but no members. A group tombstone removes the group unless offsets
-    /// remain.
+    /// remain. An offset tombstone also drops the partition's pending transactional
+    /// offsets (Kafka's `OffsetMetadataManager.replay`), and a group tombstone all of the
+    /// group's, as [`delete_groups`](Self::delete_groups) does.
+    ///
+    /// For the records of a transactional batch use [`replay_txn`](Self::replay_txn),
+    /// for control batches [`replay_marker`](Self::replay_marker). A commit replayed here
+    /// counts as written after every record and marker replayed before it (see
+    /// [`commit`](Self::commit)), so replay in log order.
     pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), DecodeError> {
         let raw = value;
         match records::decode_record(key, value)? {
@@ -170,7 +181,8 @@ impl GroupCoordinator {
                 Some(offset) => self.commit(&group_id, &topic, partition, offset),
                 None => {
                     if let Some(g) = self.groups.get_mut(&group_id) {
-                        g.offsets.remove(&(topic, partition));
+                        g.offsets.remove(&(topic.clone(), partition));
+                        g.drop_pending_txn(&topic, partition);
                     }
                 }
             },
@@ -187,7 +199,11 @@ impl GroupCoordinator {
                 }
                 None => {
                     // The group was deleted (only an Empty group can be): no members
-                    // come back, whatever an earlier record restored.
+                    // come back, whatever an earlier record restored, and no pending
+                    // transactional offset (delete_groups dropped them).
+                    if let Some(g) = self.groups.get_mut(&group_id) {
+                        g.pending_txn.clear();
+                    }
                     let remove = self
                         .groups
                         .get(&group_id)
