@@ -67,6 +67,14 @@ pub struct ServeArgs {
     /// offsets.topic.segment.bytes); at least 1MiB [default: 100MiB]
     #[arg(long, env = "STRATA_OFFSETS_TOPIC_SEGMENT_BYTES")]
     pub offsets_topic_segment_bytes: Option<String>,
+    /// The longest transaction.timeout.ms a transactional producer may ask for (Kafka's
+    /// transaction.max.timeout.ms); longer gets INVALID_TRANSACTION_TIMEOUT [default: 15m]
+    #[arg(long, env = "STRATA_TRANSACTION_MAX_TIMEOUT")]
+    pub transaction_max_timeout: Option<String>,
+    /// A transactional id idle this long is forgotten (Kafka's
+    /// transactional.id.expiration.ms) [default: 7d]
+    #[arg(long, env = "STRATA_TRANSACTIONAL_ID_EXPIRATION")]
+    pub transactional_id_expiration: Option<String>,
     /// Memory for cached object-store chunks, e.g. 512MiB [default: 512MiB]
     #[arg(long, env = "STRATA_CACHE_MEMORY")]
     pub cache_memory: Option<String>,
@@ -203,6 +211,8 @@ struct FileSettings {
     offsets_retention: Option<String>,
     offsets_retention_check_interval: Option<String>,
     offsets_topic_segment_bytes: Option<String>,
+    transaction_max_timeout: Option<String>,
+    transactional_id_expiration: Option<String>,
     cache_memory: Option<String>,
     cache_disk: Option<String>,
     remote_chunk: Option<String>,
@@ -266,6 +276,8 @@ pub struct ServeConfig {
     pub offsets_retention: std::time::Duration,
     pub offsets_retention_check_interval: std::time::Duration,
     pub offsets_topic_segment_bytes: u64,
+    pub transaction_max_timeout: std::time::Duration,
+    pub transactional_id_expiration: std::time::Duration,
     /// The URL as given (or the default), for opening the store.
     pub object_store_url: String,
     pub cache_memory: u64,
@@ -533,6 +545,33 @@ impl ServeConfig {
             file.offsets_topic_segment_bytes,
             BrokerConfig::default().offsets_topic_segment_bytes,
         )?;
+        let duration = |flag: &str, v: Option<String>, default: std::time::Duration| match v {
+            Some(v) => humantime::parse_duration(&v)
+                .with_context(|| format!("{flag} '{v}': expected a duration such as 15m or 7d")),
+            None => Ok(default),
+        };
+        let transaction_max_timeout = duration(
+            "--transaction-max-timeout",
+            args.transaction_max_timeout
+                .or(file.transaction_max_timeout),
+            BrokerConfig::default().transaction_max_timeout,
+        )?;
+        if transaction_max_timeout.is_zero()
+            || transaction_max_timeout.as_millis() > i32::MAX as u128
+        {
+            bail!(
+                "--transaction-max-timeout must be between 1ms and about 24 days (it is milliseconds in an int32)"
+            );
+        }
+        let transactional_id_expiration = duration(
+            "--transactional-id-expiration",
+            args.transactional_id_expiration
+                .or(file.transactional_id_expiration),
+            BrokerConfig::default().transactional_id_expiration,
+        )?;
+        if transactional_id_expiration.is_zero() {
+            bail!("--transactional-id-expiration must be more than zero");
+        }
         if offsets_topic_segment_bytes < 1 << 20 {
             bail!(
                 "--offsets-topic-segment-bytes {offsets_topic_segment_bytes} must be at least 1MiB"
@@ -771,6 +810,8 @@ impl ServeConfig {
             offsets_retention,
             offsets_retention_check_interval,
             offsets_topic_segment_bytes,
+            transaction_max_timeout,
+            transactional_id_expiration,
             object_store_url,
             cache_memory,
             cache_disk,
@@ -797,6 +838,8 @@ impl ServeConfig {
             offsets_retention: self.offsets_retention,
             offsets_retention_check_interval: self.offsets_retention_check_interval,
             offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
+            transaction_max_timeout: self.transaction_max_timeout,
+            transactional_id_expiration: self.transactional_id_expiration,
             retention_check_interval: self.retention_check_interval,
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,

@@ -145,6 +145,14 @@ fn default_request(api: ApiKey) -> Option<RequestKind> {
         ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
         ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
         ApiKey::OffsetDelete => RequestKind::OffsetDelete(Default::default()),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
+        ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
+        ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(Default::default()),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(Default::default()),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(Default::default()),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(Default::default()),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(Default::default()),
         _ => return None,
     })
 }

@@ -82,6 +82,8 @@ pub struct Broker {
     tiered_local_bytes: AtomicU64,
     /// The coordinators of the consumer groups whose offsets partitions this broker leads.
     pub(crate) groups: crate::groups::Groups,
+    /// The transaction coordinator of the `__transaction_state` partitions led here.
+    pub(crate) txns: crate::txns::Txns,
     /// Partitions send their AlterPartition requests here ([`Broker::open`] starts the
     /// task that forwards them to the controller).
     alter_partitions: AlterPartitionSender,
@@ -113,6 +115,14 @@ impl Broker {
         let metadata =
             Arc::new(MetadataCache::connect(controller, config.controller_timeout).await?);
         let (alter_partitions, mut alter_rx) = tokio::sync::mpsc::unbounded_channel();
+        let txn_config = strata_txn::TxnConfig {
+            transaction_max_timeout_ms: config
+                .transaction_max_timeout
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
+            transactional_id_expiration_ms: config.transactional_id_expiration.as_millis() as i64,
+            txn_state_partitions: config.transaction_state_partitions,
+        };
         let broker = Arc::new(Broker {
             config,
             metadata,
@@ -125,6 +135,7 @@ impl Broker {
             tier,
             tiered_local_bytes: AtomicU64::new(0),
             groups: crate::groups::Groups::default(),
+            txns: crate::txns::Txns::new(txn_config),
             alter_partitions,
         });
         // Ends when the broker is dropped (the partitions' senders go with it).
@@ -252,6 +263,7 @@ impl Broker {
         // Offsets partitions may be led here now: load their groups without waiting for
         // the coordinator loop's next tick.
         self.groups.wake();
+        self.txns.wake();
         self.attach_remotes().await;
         Ok(())
     }

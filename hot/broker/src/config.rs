@@ -58,6 +58,16 @@ pub struct BrokerConfig {
     /// offsets.topic.segment.bytes): the active segment is never compacted, so this
     /// bounds what a new coordinator replays beyond the live offsets.
     pub offsets_topic_segment_bytes: u64,
+    /// Partitions of `__transaction_state` when a broker first creates it (Kafka's
+    /// transaction.state.log.num.partitions is 50; as the offsets topic, fewer suit
+    /// small clusters, and the count is fixed once the topic exists).
+    pub transaction_state_partitions: i32,
+    /// The longest transaction.timeout.ms a producer may ask for (Kafka's
+    /// transaction.max.timeout.ms): longer gets INVALID_TRANSACTION_TIMEOUT.
+    pub transaction_max_timeout: Duration,
+    /// A transactional id idle this long is forgotten (Kafka's
+    /// transactional.id.expiration.ms).
+    pub transactional_id_expiration: Duration,
     /// Committed offsets of a group that has been empty this long are deleted (Kafka's
     /// offsets.retention.minutes, KIP-211); a group with members keeps them.
     pub offsets_retention: Duration,
@@ -101,6 +111,9 @@ impl Default for BrokerConfig {
             heartbeat_interval: Duration::from_millis(1500),
             offsets_topic_partitions: 16,
             offsets_topic_segment_bytes: 100 << 20,
+            transaction_state_partitions: 16,
+            transaction_max_timeout: Duration::from_secs(15 * 60),
+            transactional_id_expiration: Duration::from_secs(7 * 24 * 3600),
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             offsets_retention_check_interval: Duration::from_secs(600),
             limits: crate::limits::Limits::default(),

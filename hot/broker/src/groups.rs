@@ -276,6 +276,32 @@ impl Groups {
         out
     }
 
+    /// A transaction's marker landed in offsets partition `partition` at
+    /// `marker_offset`: its pending offset commits are applied or dropped.
+    pub(crate) fn complete_txn(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+        marker_offset: i64,
+    ) {
+        let mut shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = shards.get_mut(&partition) {
+            let done = s
+                .coordinator
+                .complete_txn(producer_id, commit, marker_offset);
+            if !done.is_empty() {
+                tracing::debug!(
+                    partition,
+                    producer_id,
+                    commit,
+                    offsets = done.len(),
+                    "transactional offset commits ended"
+                );
+            }
+        }
+    }
+
     fn loaded(&self) -> Vec<(i32, i32)> {
         self.shards
             .lock()
@@ -648,6 +674,20 @@ fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
                     break;
                 }
             };
+            let h = *b.header();
+            // A transaction's marker decides its offset commits (TxnOffsetCommit).
+            if h.is_control() {
+                match strata_proto::control::marker_kind(&b) {
+                    Ok(Some(kind)) => coordinator.replay_marker(
+                        h.producer_id,
+                        kind == strata_proto::control::MarkerKind::Commit,
+                        h.base_offset,
+                    ),
+                    Ok(None) => {}
+                    Err(e) => skip("marker", h.base_offset, &e),
+                }
+                continue;
+            }
             let records = match b.records() {
                 Ok(r) => r,
                 Err(e) => {
@@ -664,7 +704,12 @@ fn load(p: &Partition, now: i64) -> Result<GroupCoordinator, ApiError> {
                     }
                 };
                 let Some(key) = rec.key else { continue };
-                if let Err(e) = coordinator.replay(key, rec.value) {
+                let replayed = if h.is_transactional() {
+                    coordinator.replay_txn(h.producer_id, key, rec.value, rec.offset)
+                } else {
+                    coordinator.replay(key, rec.value)
+                };
+                if let Err(e) = replayed {
                     skip("record", rec.offset, &e);
                 }
             }

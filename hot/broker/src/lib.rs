@@ -22,6 +22,7 @@ pub mod replication;
 pub mod resources;
 pub mod server;
 pub mod tiering;
+pub mod txns;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

@@ -473,6 +473,14 @@ impl Partition {
         Ok((info, epoch))
     }
 
+    /// Appends a batch a coordinator writes for a producer (leader; TxnOffsetCommit).
+    pub fn append_coordinator(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
+        let epoch = self.leader_epoch();
+        let info = self.log.local().append_coordinator(records, epoch)?;
+        self.after_local_append()?;
+        Ok((info, epoch))
+    }
+
     /// Appends a transaction marker (leader; WriteTxnMarkers).
     pub fn append_marker(
         &self,

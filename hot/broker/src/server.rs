@@ -56,6 +56,7 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     crate::cleaner::start(&broker, &shutdown);
     let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
     let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
+    let txns = tokio::spawn(crate::txns::run(broker.clone(), shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
     let mut next_connection: u64 = 0;
     let counter = ConnectionCounter::new(&broker.config.limits);
@@ -117,6 +118,7 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
     let _ = housekeeping.await;
     let _ = offloader.await;
     let _ = groups.await;
+    let _ = txns.await;
 }
 
 async fn connection(

@@ -67,6 +67,12 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
         OffsetFetch => OffsetFetchRequest, ListGroups => ListGroupsRequest,
         DescribeGroups => DescribeGroupsRequest, DeleteGroups => DeleteGroupsRequest,
         OffsetDelete => OffsetDeleteRequest,
+        AddPartitionsToTxn => AddPartitionsToTxnRequest, AddOffsetsToTxn => AddOffsetsToTxnRequest,
+        EndTxn => EndTxnRequest, WriteTxnMarkers => WriteTxnMarkersRequest,
+        TxnOffsetCommit => TxnOffsetCommitRequest,
+        DescribeTransactions => DescribeTransactionsRequest,
+        ListTransactions => ListTransactionsRequest,
+        DescribeProducers => DescribeProducersRequest,
     }
     .into_iter()
     .collect();
@@ -117,6 +123,40 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
             let mut r = OffsetCommitRequest::default();
             r.group_id = GroupId(StrBytes::from_static_str("g"));
             r.topics = vec![t];
+            frame_of(api, version, &r)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            t.name = topic();
+            t.partition_indexes = vec![0, 1];
+            let mut m = write_txn_markers_request::WritableTxnMarker::default();
+            m.topics = vec![t];
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = vec![m];
+            frame_of(api, version, &r)
+        }
+        ApiKey::TxnOffsetCommit => {
+            let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            t.name = topic();
+            t.partitions =
+                vec![txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()];
+            let mut r = TxnOffsetCommitRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g"));
+            r.topics = vec![t];
+            frame_of(api, version, &r)
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            t.name = topic();
+            t.partitions = vec![0, 1];
+            let mut r = AddPartitionsToTxnRequest::default();
+            if version >= 4 {
+                let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                x.topics = vec![t];
+                r.transactions = vec![x];
+            } else {
+                r.v3_and_below_topics = vec![t];
+            }
             frame_of(api, version, &r)
         }
         ApiKey::JoinGroup => {

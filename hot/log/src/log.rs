@@ -386,7 +386,19 @@ impl Log {
     /// checks first (see the crate docs): a retry of one of the producer's last five
     /// batches appends nothing and returns the original offsets with `duplicate` set.
     pub fn append(&self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
-        self.append_as_leader(batches, leader_epoch, false)
+        self.append_as_leader(batches, leader_epoch, Origin::Client)
+    }
+
+    /// Appends a batch a coordinator writes on a producer's behalf (Kafka's origin
+    /// COORDINATOR: a TxnOffsetCommit's records in `__consumer_offsets`, in the
+    /// producer's transaction): the producer's epoch is checked, its sequence is not
+    /// (the coordinator writes every such batch at sequence 0, as Kafka's does).
+    pub fn append_coordinator(
+        &self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_as_leader(batches, leader_epoch, Origin::Coordinator)
     }
 
     /// Appends a transaction marker (Kafka's `appendAsLeader` with origin
@@ -399,15 +411,16 @@ impl Log {
         leader_epoch: i32,
     ) -> Result<AppendInfo, LogError> {
         let mut bytes = marker.encode();
-        self.append_as_leader(&mut bytes, leader_epoch, true)
+        self.append_as_leader(&mut bytes, leader_epoch, Origin::Marker)
     }
 
     fn append_as_leader(
         &self,
         batches: &mut [u8],
         leader_epoch: i32,
-        marker: bool,
+        origin: Origin,
     ) -> Result<AppendInfo, LogError> {
+        let marker = origin == Origin::Marker;
         if batches.is_empty() {
             return Err(LogError::EmptyAppend);
         }
@@ -462,12 +475,12 @@ impl Log {
         // Before anything is written (a roll included): a duplicate appends nothing,
         // and a refused batch leaves the log as it was.
         if let Some(h) = &producer_batch {
-            let check = if marker {
-                g.producers
+            let check = match origin {
+                Origin::Client => g.producers.check(h),
+                Origin::Marker | Origin::Coordinator => g
+                    .producers
                     .check_marker(h.producer_id, h.producer_epoch)
-                    .map(|()| SequenceCheck::Append)
-            } else {
-                g.producers.check(h)
+                    .map(|()| SequenceCheck::Append),
             };
             match check? {
                 SequenceCheck::Append => {}
@@ -939,6 +952,17 @@ fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
     g.unflushed_records = 0;
     g.first_unflushed_ms = None;
     Ok(())
+}
+
+/// Who a leader's append is from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Origin {
+    /// A producer: every check.
+    Client,
+    /// A coordinator on a producer's behalf: its epoch is checked, not its sequence.
+    Coordinator,
+    /// A transaction marker.
+    Marker,
 }
 
 /// The marker kind of a stored control batch; `None` (with a warning) for one that does

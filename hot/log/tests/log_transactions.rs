@@ -49,11 +49,7 @@ fn pbatch(pid: i64, epoch: i16, seq: i32, n: usize, txn: bool) -> Vec<u8> {
     )
     .to_vec();
     if txn {
-        // The transactional attribute bit, and the CRC over attributes onwards again.
-        let attrs = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-        b[21..23].copy_from_slice(&attrs.to_be_bytes());
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        strata_proto::batch::set_transactional(&mut b);
     }
     b
 }
@@ -280,10 +276,7 @@ fn keyed(pid: i64, seq: i32, key: &str, value: &str, txn: bool) -> Vec<u8> {
     )
     .to_vec();
     if txn {
-        let attrs = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-        b[21..23].copy_from_slice(&attrs.to_be_bytes());
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        strata_proto::batch::set_transactional(&mut b);
     }
     b
 }

@@ -499,6 +499,15 @@ pub fn set_log_append_time(buf: &mut [u8], now_ms: i64) {
     buf[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Sets the transactional attribute of a stored batch (a coordinator writing a
+/// producer's TxnOffsetCommit records into its transaction) and its CRC again.
+pub fn set_transactional(buf: &mut [u8]) {
+    let attributes = be_i16(buf, 21) | TRANSACTIONAL_BIT;
+    buf[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&buf[CRC_START..]);
+    buf[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 #[derive(Debug)]
 enum RecordsData<'a> {
     Borrowed(&'a [u8]),

@@ -143,6 +143,7 @@ error_codes! {
     UnknownTopicId = 100, true, "This server does not host this topic ID.";
     InconsistentTopicId = 103, true, "The log's topic ID did not match the topic ID in the request.";
     InconsistentClusterId = 104, false, "The clusterId in the request does not match that found on the server.";
+    TransactionalIdNotFound = 105, false, "The transactionalId could not be found.";
     FetchSessionTopicIdError = 106, true, "The fetch session encountered inconsistent topic ID usage.";
     IneligibleReplica = 107, false, "The new ISR contains at least one ineligible replica.";
     NewLeaderElected = 108, false, "The AlterPartition request successfully updated the partition state but the leader has changed.";

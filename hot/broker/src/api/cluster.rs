@@ -71,9 +71,10 @@ pub(super) fn describe_cluster(
     ready(encode_response(&ctx, &resp))
 }
 
-/// InitProducerId for idempotent producers: a fresh producer id with epoch 0, as Kafka
+/// InitProducerId: for an idempotent producer a fresh producer id with epoch 0, as Kafka
 /// does for a producer without a transactional id (even one asking to bump its epoch,
-/// KIP-360: a new id is always safe). Transactions are not supported yet.
+/// KIP-360: a new id is always safe); for a transactional one, its coordinator's answer
+/// (the epoch bumped, the previous producer fenced and its transaction aborted).
 pub(super) fn init_producer_id(
     broker: Arc<Broker>,
     ctx: RequestContext,
@@ -83,9 +84,13 @@ pub(super) fn init_producer_id(
         let mut resp = InitProducerIdResponse::default();
         resp.producer_id = ProducerId(-1);
         resp.producer_epoch = -1;
-        if req.transactional_id.is_some() {
-            tracing::debug!(client = ?ctx.client_id, "transactional producer refused: transactions are not supported");
-            resp.error_code = ErrorCode::UnsupportedVersion.code();
+        if let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) {
+            let (code, pid) = init_transactional(&broker, &ctx, &req, &id).await;
+            resp.error_code = code.code();
+            if let Some(p) = pid {
+                resp.producer_id = ProducerId(p.producer_id);
+                resp.producer_epoch = p.producer_epoch;
+            }
         } else {
             match broker.next_producer_id().await {
                 Ok(id) => {
@@ -100,4 +105,59 @@ pub(super) fn init_producer_id(
         }
         encode_response(&ctx, &resp)
     })
+}
+
+/// InitProducerId with a transactional id, at its coordinator.
+async fn init_transactional(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: &InitProducerIdRequest,
+    id: &str,
+) -> (ErrorCode, Option<strata_txn::ProducerIdAndEpoch>) {
+    if let Err(e) = broker.txn_partition_for(id).await {
+        return (e.code, None);
+    }
+    // An id for the coordinator to hand out if it needs one (a new transactional id, or
+    // an exhausted epoch): taken before, as the coordinator does no IO.
+    let fresh = match broker.next_producer_id().await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot allocate producer ids");
+            return (ErrorCode::CoordinatorNotAvailable, None);
+        }
+    };
+    // KIP-360: a producer recovering from an error names the id and epoch it had.
+    let expected =
+        (ctx.version >= 3 && req.producer_id.0 >= 0).then_some(strata_txn::ProducerIdAndEpoch {
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+        });
+    let now = broker.clock.now_ms();
+    let mut fresh = Some(fresh);
+    let outcome = broker.txns.with(|c| {
+        c.init_producer_id(id, req.transaction_timeout_ms, expected, now, &mut || {
+            fresh.take().ok_or(ErrorCode::CoordinatorNotAvailable)
+        })
+    });
+    let result = broker
+        .txn_request(
+            outcome,
+            |r| match r {
+                strata_txn::Reply::InitProducerId(r) => Some(r),
+                _ => None,
+            },
+            Err(ErrorCode::NotCoordinator),
+        )
+        .await;
+    match result {
+        Ok(p) => (ErrorCode::None, Some(p)),
+        Err(code) => (
+            strata_txn::fenced_error_for_version(
+                strata_txn::TxnApi::InitProducerId,
+                ctx.version,
+                code,
+            ),
+            None,
+        ),
+    }
 }

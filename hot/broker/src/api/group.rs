@@ -16,18 +16,30 @@ use super::{Pending, RequestContext, encode_response, msg};
 use crate::broker::Broker;
 use crate::error::ApiError;
 
-/// Where a group's coordinator is: the broker leading its offsets partition.
-async fn locate(broker: &Arc<Broker>, key: &str) -> Result<(i32, String, i32), ApiError> {
-    let partition = broker.offsets_partition_for(key).await?;
+/// Where a group's coordinator is (the broker leading its offsets partition), or a
+/// transactional id's (key type 1: the leader of its `__transaction_state` partition).
+async fn locate(
+    broker: &Arc<Broker>,
+    key: &str,
+    transaction: bool,
+) -> Result<(i32, String, i32), ApiError> {
+    let (topic, partition) = if transaction {
+        (crate::txns::TXN_TOPIC, broker.txn_partition_for(key).await?)
+    } else {
+        (
+            crate::groups::OFFSETS_TOPIC,
+            broker.offsets_partition_for(key).await?,
+        )
+    };
     let md = broker.cluster();
     let leader = md
-        .topic(crate::groups::OFFSETS_TOPIC)
+        .topic(topic)
         .and_then(|t| t.partition(partition))
         .map_or(-1, |p| p.leader);
     let Some(b) = md.broker(leader).filter(|b| !b.fenced) else {
         return Err(ApiError::new(
             ErrorCode::CoordinatorNotAvailable,
-            format!("partition {partition} of the offsets topic has no leader yet; retry"),
+            format!("partition {partition} of {topic} has no leader yet; retry"),
         ));
     };
     Ok((leader, b.host.clone(), i32::from(b.port)))
@@ -40,7 +52,7 @@ pub(super) fn find_coordinator(
 ) -> Pending {
     Box::pin(async move {
         let mut resp = FindCoordinatorResponse::default();
-        // key_type 0 is a group; 1 (transactions) is not offered.
+        // key_type 0 is a group, 1 a transactional id.
         let keys: Vec<String> = if ctx.version >= 4 {
             req.coordinator_keys.iter().map(|k| k.to_string()).collect()
         } else {
@@ -53,15 +65,21 @@ pub(super) fn find_coordinator(
             c.node_id = BrokerId(-1);
             c.host = StrBytes::from_static_str("");
             c.port = -1;
-            let result = if req.key_type != 0 {
+            let result = if !(0..=1).contains(&req.key_type) {
                 Err(ApiError::new(
                     ErrorCode::InvalidRequest,
-                    "only group coordinators (key type 0) are offered; transactions are not supported",
+                    format!(
+                        "unknown coordinator key type {}: 0 (group) and 1 (transaction) are offered",
+                        req.key_type
+                    ),
                 ))
             } else if key.is_empty() {
-                Err(ApiError::new(ErrorCode::InvalidRequest, "empty group id"))
+                Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "empty coordinator key",
+                ))
             } else {
-                locate(&broker, &key).await
+                locate(&broker, &key, req.key_type == 1).await
             };
             match result {
                 Ok((node, host, port)) => {
@@ -445,36 +463,44 @@ pub(super) fn offset_commit(
     })
 }
 
-/// One group's committed offsets for OffsetFetch: `(topic, [(partition, offset)])`,
-/// all the group has when `topics` is `None`.
-type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+/// One group's committed offsets for OffsetFetch: `(topic, [(partition, offset,
+/// pending)])`, all the group has when `topics` is `None`; `pending` when the caller
+/// asked for stable offsets only and a transaction's offset commit for the partition
+/// awaits its marker (KIP-447: UNSTABLE_OFFSET_COMMIT, the consumer retries).
+type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>, bool)>)>;
 
 async fn fetch_offsets(
     broker: &Arc<Broker>,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Fetched, ApiError> {
     let p = broker.offsets_partition_for(group).await?;
-    broker.groups.with_shard(broker, p, |s| match topics {
-        Some(topics) => topics
-            .into_iter()
-            .map(|(t, parts)| {
-                let offsets = parts
-                    .into_iter()
-                    .map(|i| (i, s.coordinator.committed(group, &t, i)))
-                    .collect();
-                (t, offsets)
-            })
-            .collect(),
-        None => {
-            let mut by_topic: std::collections::BTreeMap<
-                String,
-                Vec<(i32, Option<CommittedOffset>)>,
-            > = std::collections::BTreeMap::new();
-            for (t, i, c) in s.coordinator.offsets(group) {
-                by_topic.entry(t).or_default().push((i, Some(c)));
+    broker.groups.with_shard(broker, p, |s| {
+        let pending =
+            |t: &str, i: i32| require_stable && s.coordinator.has_pending_txn_offsets(group, t, i);
+        match topics {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    let offsets = parts
+                        .into_iter()
+                        .map(|i| (i, s.coordinator.committed(group, &t, i), pending(&t, i)))
+                        .collect();
+                    (t, offsets)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: std::collections::BTreeMap<
+                    String,
+                    Vec<(i32, Option<CommittedOffset>, bool)>,
+                > = std::collections::BTreeMap::new();
+                for (t, i, c) in s.coordinator.offsets(group) {
+                    let unstable = pending(&t, i);
+                    by_topic.entry(t).or_default().push((i, Some(c), unstable));
+                }
+                by_topic.into_iter().collect()
             }
-            by_topic.into_iter().collect()
         }
     })
 }
@@ -508,7 +534,7 @@ pub(super) fn offset_fetch(
                 });
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
-                match fetch_offsets(&broker, &group, topics).await {
+                match fetch_offsets(&broker, &group, topics, req.require_stable).await {
                     Ok(fetched) => {
                         rg.topics = fetched
                             .into_iter()
@@ -518,7 +544,7 @@ pub(super) fn offset_fetch(
                                     kafka_protocol::messages::TopicName(StrBytes::from_string(t));
                                 rt.partitions = parts
                                     .into_iter()
-                                    .map(|(i, c)| {
+                                    .map(|(i, c, pending)| {
                                         let mut rp = OffsetFetchResponsePartitions::default();
                                         rp.partition_index = i;
                                         (
@@ -526,6 +552,10 @@ pub(super) fn offset_fetch(
                                             rp.committed_leader_epoch,
                                             rp.metadata,
                                         ) = committed_fields(c);
+                                        if pending {
+                                            rp.committed_offset = -1;
+                                            rp.error_code = ErrorCode::UnstableOffsetCommit.code();
+                                        }
                                         rp
                                     })
                                     .collect();
@@ -545,7 +575,9 @@ pub(super) fn offset_fetch(
                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        match fetch_offsets(&broker, &group, topics).await {
+        // require_stable exists from v7.
+        let stable = ctx.version >= 7 && req.require_stable;
+        match fetch_offsets(&broker, &group, topics, stable).await {
             Ok(fetched) => {
                 resp.topics = fetched
                     .into_iter()
@@ -554,11 +586,15 @@ pub(super) fn offset_fetch(
                         rt.name = kafka_protocol::messages::TopicName(StrBytes::from_string(t));
                         rt.partitions = parts
                             .into_iter()
-                            .map(|(i, c)| {
+                            .map(|(i, c, pending)| {
                                 let mut rp = OffsetFetchResponsePartition::default();
                                 rp.partition_index = i;
                                 (rp.committed_offset, rp.committed_leader_epoch, rp.metadata) =
                                     committed_fields(c);
+                                if pending {
+                                    rp.committed_offset = -1;
+                                    rp.error_code = ErrorCode::UnstableOffsetCommit.code();
+                                }
                                 rp
                             })
                             .collect();

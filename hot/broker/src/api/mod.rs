@@ -14,6 +14,7 @@ mod group;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod txn;
 
 use std::sync::Arc;
 
@@ -148,6 +149,14 @@ requests! {
     DescribeGroups => DescribeGroupsRequest,
     DeleteGroups => DeleteGroupsRequest,
     OffsetDelete => OffsetDeleteRequest,
+    AddPartitionsToTxn => AddPartitionsToTxnRequest,
+    AddOffsetsToTxn => AddOffsetsToTxnRequest,
+    EndTxn => EndTxnRequest,
+    WriteTxnMarkers => WriteTxnMarkersRequest,
+    TxnOffsetCommit => TxnOffsetCommitRequest,
+    DescribeTransactions => DescribeTransactionsRequest,
+    ListTransactions => ListTransactionsRequest,
+    DescribeProducers => DescribeProducersRequest,
 }
 
 fn decode<T: Decodable>(body: &mut Bytes, head: &RequestHead) -> Result<T, ProtocolError> {
@@ -253,6 +262,14 @@ pub fn dispatch(
         Request::DescribeGroups(r) => group::describe_groups(b, c, r),
         Request::DeleteGroups(r) => group::delete_groups(b, c, r),
         Request::OffsetDelete(r) => group::offset_delete(b, c, r),
+        Request::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(b, c, r),
+        Request::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(b, c, r),
+        Request::EndTxn(r) => txn::end_txn(b, c, r),
+        Request::WriteTxnMarkers(r) => txn::write_txn_markers(b, c, r),
+        Request::TxnOffsetCommit(r) => txn::txn_offset_commit(b, c, r),
+        Request::DescribeTransactions(r) => txn::describe_transactions(b, c, r),
+        Request::ListTransactions(r) => txn::list_transactions(&b, c, r),
+        Request::DescribeProducers(r) => txn::describe_producers(&b, c, r),
     })
 }
 
@@ -283,6 +300,14 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeGroups => "describe_groups",
         ApiKey::DeleteGroups => "delete_groups",
         ApiKey::OffsetDelete => "offset_delete",
+        ApiKey::AddPartitionsToTxn => "add_partitions_to_txn",
+        ApiKey::AddOffsetsToTxn => "add_offsets_to_txn",
+        ApiKey::EndTxn => "end_txn",
+        ApiKey::WriteTxnMarkers => "write_txn_markers",
+        ApiKey::TxnOffsetCommit => "txn_offset_commit",
+        ApiKey::DescribeTransactions => "describe_transactions",
+        ApiKey::ListTransactions => "list_transactions",
+        ApiKey::DescribeProducers => "describe_producers",
         _ => "other",
     }
 }

@@ -23,7 +23,59 @@ use strata_replica::AckStatus;
 /// once the decoded request (whose records are slices of `frame`) is dropped, `frame` is
 /// the only handle left, and the batches are appended in place instead of being copied
 /// first (the log rewrites offsets in the batch headers).
+///
+/// A transactional producer's first batch to a partition in a transaction is appended
+/// only once its coordinator confirms that the transaction is ongoing and added the
+/// partition (KIP-890 part 1: a batch that arrives after its transaction was aborted
+/// would otherwise start one that nobody ends, and hold the last stable offset
+/// forever); later batches of the same transaction are in the partition's producer
+/// state already.
 pub(super) fn handle(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    frame: Bytes,
+) -> Pending {
+    let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) else {
+        return handle_verified(broker, ctx, req, frame);
+    };
+    let unverified = crate::txns::unverified_partitions(broker, &req);
+    if unverified.is_empty() {
+        return handle_verified(broker, ctx, req, frame);
+    }
+    let broker = broker.clone();
+    Box::pin(async move {
+        match broker.verify_txn_partitions(&id, &unverified).await {
+            Ok(()) => handle_verified(&broker, ctx, req, frame).await,
+            Err(code) => {
+                tracing::debug!(transactional_id = %id, ?code, "transactional produce refused by its coordinator");
+                let mut resp = ProduceResponse::default();
+                for t in &req.topic_data {
+                    let mut out = TopicProduceResponse::default();
+                    out.name = TopicName(StrBytes::from_string(t.name.0.to_string()));
+                    out.topic_id = t.topic_id;
+                    for p in &t.partition_data {
+                        let mut r = PartitionProduceResponse::default();
+                        r.index = p.index;
+                        r.base_offset = -1;
+                        r.error_code = code.code();
+                        r.error_message = msg(format!(
+                            "the transaction is not ongoing with this partition added ({code:?}): abort it"
+                        ));
+                        out.partition_responses.push(r);
+                    }
+                    resp.responses.push(out);
+                }
+                if req.acks == 0 {
+                    return None;
+                }
+                encode_response(&ctx, &resp)
+            }
+        }
+    })
+}
+
+fn handle_verified(
     broker: &Arc<Broker>,
     ctx: RequestContext,
     req: ProduceRequest,
@@ -83,15 +135,10 @@ pub(super) fn handle(
                     ErrorCode::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, not {acks}"),
                 ))
-            } else if transactional {
-                Err((
-                    ErrorCode::InvalidTxnState,
-                    "transactions are not supported".to_string(),
-                ))
             } else {
                 let records = range.map(|r| &mut buf[r]);
                 bytes_in += records.as_ref().map_or(0, |r| r.len() as u64);
-                produce_partition(broker, name.as_deref(), index, records, acks)
+                produce_partition(broker, name.as_deref(), index, records, acks, transactional)
             };
             match result {
                 Ok(done) => {
@@ -203,6 +250,7 @@ fn produce_partition(
     index: i32,
     records: Option<&mut [u8]>,
     acks: i16,
+    transactional: bool,
 ) -> Result<Appended, (ErrorCode, String)> {
     let name = topic.unwrap_or("?");
     if crate::metadata::is_internal_topic(name) {
@@ -257,10 +305,12 @@ fn produce_partition(
                 "producers may not write control batches".into(),
             ));
         }
-        if h.is_transactional() {
+        // Kafka: transactional records come with the producer's transactional id.
+        if h.is_transactional() && !transactional {
             return Err((
-                ErrorCode::InvalidTxnState,
-                "transactions are not supported".into(),
+                ErrorCode::InvalidRecord,
+                "transactional records must come in a produce request with a transactional id"
+                    .into(),
             ));
         }
         // A compressed batch is small on the wire whatever it expands to: check what it

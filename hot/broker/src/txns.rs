@@ -1,0 +1,701 @@
+//! The broker's side of transactions (KIP-98): one [`TransactionCoordinator`] (strata-txn)
+//! for the partitions of `__transaction_state` this broker leads, loaded from their logs
+//! when it becomes leader and unloaded when it stops leading. What the coordinator asks
+//! for is done here: its records are appended to their partition (acks=all) before the
+//! transition they persist takes effect, and its markers are written to every partition
+//! a transaction added — by this broker when it leads the partition, else with
+//! WriteTxnMarkers to the leader — retried until they land or the coordinator moves.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use strata_proto::batch::build::{NewRecord, batch};
+use strata_proto::control::{Marker, MarkerKind};
+use strata_proto::{Compression, ErrorCode};
+use strata_txn::{
+    Action, Outcome, Reply, SendMarkers, TransactionCoordinator, TxnConfig, TxnWrite, WriteTicket,
+};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::kafka_client::KafkaConnection;
+
+pub const TXN_TOPIC: &str = strata_txn::TRANSACTION_STATE_TOPIC;
+
+/// The transaction coordinator of this broker and what waits on it.
+pub struct Txns {
+    coordinator: Mutex<TransactionCoordinator>,
+    /// The `__transaction_state` partitions loaded, with the leader epoch they were
+    /// loaded in (the coordinator epoch of their markers).
+    loaded: Mutex<HashMap<i32, i32>>,
+    /// Requests waiting for the write their answer depends on.
+    waiters: Mutex<HashMap<WriteTicket, oneshot::Sender<Option<Reply>>>>,
+    /// Wakes the loader at once after a metadata change.
+    wake: tokio::sync::Notify,
+    /// Told whenever partitions were loaded.
+    loads: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Txns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txns")
+            .field(
+                "loaded",
+                &*self.loaded.lock().unwrap_or_else(|e| e.into_inner()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Txns {
+    pub fn new(config: TxnConfig) -> Txns {
+        Txns {
+            coordinator: Mutex::new(TransactionCoordinator::new(config)),
+            loaded: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
+            loads: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Runs `f` on the coordinator.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut TransactionCoordinator) -> T) -> T {
+        f(&mut self.coordinator.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Has the loader look at leadership now (after a metadata change).
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    fn is_loaded(&self, partition: i32) -> bool {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&partition)
+    }
+}
+
+impl Broker {
+    /// The `__transaction_state` partition of `transactional_id`, creating the topic on
+    /// first use; waits (bounded) for its load when it is led here.
+    pub(crate) async fn txn_partition_for(
+        self: &Arc<Self>,
+        transactional_id: &str,
+    ) -> Result<i32, ApiError> {
+        let count = match self.cluster().topic(TXN_TOPIC) {
+            Some(t) => t.partitions.len() as i32,
+            None => {
+                // Compacted: the latest state of each transactional id is what counts.
+                let configs = [
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    (
+                        "segment.bytes".to_string(),
+                        self.config.offsets_topic_segment_bytes.to_string(),
+                    ),
+                ]
+                .into_iter()
+                .collect();
+                match self
+                    .controller()
+                    .create_topic(
+                        TXN_TOPIC,
+                        self.config.transaction_state_partitions,
+                        -1,
+                        configs,
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.refresh_and_apply().await?;
+                self.cluster()
+                    .topic(TXN_TOPIC)
+                    .map(|t| t.partitions.len() as i32)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::CoordinatorNotAvailable,
+                            "the transaction state topic is being created; retry",
+                        )
+                    })?
+            }
+        };
+        let partition = strata_txn::partition_for(transactional_id, count);
+        let led_here = self
+            .cluster()
+            .topic(TXN_TOPIC)
+            .and_then(|t| t.partition(partition))
+            .is_some_and(|p| p.leader == self.node_id());
+        if led_here && !self.txns.is_loaded(partition) {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let loads = self.txns.loads.notified();
+                if self.txns.is_loaded(partition) {
+                    break;
+                }
+                self.txns.wake();
+                if tokio::time::timeout_at(deadline, loads).await.is_err() {
+                    break;
+                }
+            }
+        }
+        Ok(partition)
+    }
+
+    /// Carries out a coordinator outcome: the answer now, or its write and then the
+    /// answer the write leads to (`from_reply`); `failed` when the write's answer never
+    /// comes (the coordinator moved).
+    pub(crate) async fn txn_request<T>(
+        self: &Arc<Self>,
+        outcome: Outcome<T>,
+        from_reply: impl FnOnce(Reply) -> Option<T>,
+        failed: T,
+    ) -> T {
+        match outcome {
+            Outcome::Reply(t) => t,
+            Outcome::Write(w) => {
+                let (tx, rx) = oneshot::channel();
+                self.txns
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(w.ticket, tx);
+                self.spawn_txn_write(w);
+                match rx.await {
+                    Ok(Some(r)) => from_reply(r).unwrap_or(failed),
+                    _ => failed,
+                }
+            }
+        }
+    }
+
+    /// Does what the coordinator asked for, each in its own task.
+    pub(crate) fn run_txn_actions(self: &Arc<Self>, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Write(w) => self.spawn_txn_write(w),
+                Action::SendMarkers(s) => {
+                    let b = self.clone();
+                    tokio::spawn(async move { b.send_markers(s).await });
+                }
+            }
+        }
+    }
+
+    /// Appends a coordinator record, then reports the result (and hands the answer to
+    /// the request waiting for it, and runs what follows).
+    fn spawn_txn_write(self: &Arc<Self>, w: TxnWrite) {
+        let b = self.clone();
+        tokio::spawn(async move {
+            let result = b.append_txn_record(&w).await;
+            if let Err(code) = result {
+                tracing::debug!(transactional_id = %w.transactional_id, ?code, "transaction state write failed");
+            }
+            let now = b.clock.now_ms();
+            let done = b.txns.with(|c| c.on_write_complete(w.ticket, result, now));
+            if let Some(tx) = b
+                .txns
+                .waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&w.ticket)
+            {
+                let _ = tx.send(done.reply);
+            }
+            b.run_txn_actions(done.actions);
+        });
+    }
+
+    /// Appends one record to its `__transaction_state` partition as its leader, in the
+    /// coordinator epoch it was asked in, and waits for the in-sync replicas.
+    async fn append_txn_record(&self, w: &TxnWrite) -> Result<(), ErrorCode> {
+        let p = self
+            .partition(TXN_TOPIC, w.partition)
+            .filter(|p| p.is_leader() && p.leader_epoch() == w.coordinator_epoch)
+            .ok_or(ErrorCode::NotCoordinator)?;
+        let rec = [NewRecord {
+            key: Some(w.key.clone()),
+            value: w.value.clone(),
+            headers: vec![],
+            timestamp: self.clock.now_ms(),
+        }];
+        let mut b = batch(&rec, Compression::None, None).to_vec();
+        let (info, epoch) = p.append(&mut b).map_err(|e| e.error_code())?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        match crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await {
+            ErrorCode::None => Ok(()),
+            code => Err(code),
+        }
+    }
+
+    /// Writes a transaction's markers to every partition it added, retrying (the
+    /// leaders move, brokers restart) until each is written or the coordinator no
+    /// longer owns the transaction, then reports them.
+    async fn send_markers(self: Arc<Self>, s: SendMarkers) {
+        let kind = if s.commit {
+            MarkerKind::Commit
+        } else {
+            MarkerKind::Abort
+        };
+        let mut left: Vec<(String, i32)> = s.partitions.clone();
+        let mut backoff = Duration::from_millis(50);
+        while !left.is_empty() {
+            let owned = self
+                .txns
+                .loaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&s.txn_partition)
+                == Some(&s.coordinator_epoch);
+            if !owned {
+                tracing::debug!(transactional_id = %s.transactional_id, "markers abandoned: the coordinator moved");
+                return;
+            }
+            let marker = Marker {
+                kind,
+                producer_id: s.producer_id,
+                producer_epoch: s.producer_epoch,
+                coordinator_epoch: s.coordinator_epoch,
+                timestamp: self.clock.now_ms(),
+            };
+            // By leader, as the metadata has them now.
+            let md = self.cluster();
+            let mut by_leader: HashMap<i32, Vec<(String, i32)>> = HashMap::new();
+            let mut done = Vec::new();
+            for (t, p) in &left {
+                match md.topic(t).and_then(|topic| topic.partition(*p)) {
+                    // A deleted topic takes no marker (Kafka drops it the same way).
+                    None if md.topic(t).is_none() => done.push((t.clone(), *p)),
+                    None => {}
+                    Some(part) => by_leader
+                        .entry(part.leader)
+                        .or_default()
+                        .push((t.clone(), *p)),
+                }
+            }
+            let mut fenced = false;
+            for (leader, parts) in by_leader {
+                let results = if leader == self.node_id() {
+                    let mut out = Vec::new();
+                    for (t, p) in parts {
+                        let code = self.write_marker_here(&t, p, &marker).await;
+                        out.push((t, p, code));
+                    }
+                    out
+                } else {
+                    self.write_markers_remote(leader, &marker, parts).await
+                };
+                for (t, p, code) in results {
+                    match code {
+                        ErrorCode::None => done.push((t, p)),
+                        ErrorCode::InvalidProducerEpoch
+                        | ErrorCode::TransactionCoordinatorFenced => {
+                            tracing::warn!(transactional_id = %s.transactional_id, topic = %t, partition = p, ?code, "marker refused; the coordinator stops sending them");
+                            fenced = true;
+                        }
+                        code => {
+                            tracing::debug!(topic = %t, partition = p, ?code, "marker not written yet; retrying")
+                        }
+                    }
+                }
+            }
+            if fenced {
+                return;
+            }
+            left.retain(|x| !done.contains(x));
+            if !done.is_empty() {
+                let now = self.clock.now_ms();
+                if let Some(w) = self.txns.with(|c| c.on_markers_complete(&s, &done, now)) {
+                    self.spawn_txn_write(w);
+                }
+            }
+            if !left.is_empty() {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+
+    /// Appends a marker to a partition this broker leads and waits for the in-sync
+    /// replicas (WriteTxnMarkers, and the coordinator's own markers).
+    pub(crate) async fn write_marker_here(
+        &self,
+        topic: &str,
+        index: i32,
+        marker: &Marker,
+    ) -> ErrorCode {
+        let Some(p) = self.partition(topic, index) else {
+            return ErrorCode::UnknownTopicOrPartition;
+        };
+        if !p.is_leader() {
+            return ErrorCode::NotLeaderOrFollower;
+        }
+        let (info, epoch) = match p.append_marker(marker) {
+            Ok(x) => x,
+            Err(e) => return e.error_code(),
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let code = crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await;
+        if code == ErrorCode::None && topic == crate::groups::OFFSETS_TOPIC {
+            self.groups.complete_txn(
+                index,
+                marker.producer_id,
+                marker.kind == MarkerKind::Commit,
+                info.first_offset,
+            );
+        }
+        code
+    }
+
+    /// WriteTxnMarkers to broker `leader` for `parts`: each partition's error code.
+    async fn write_markers_remote(
+        &self,
+        leader: i32,
+        marker: &Marker,
+        parts: Vec<(String, i32)>,
+    ) -> Vec<(String, i32, ErrorCode)> {
+        let fail = |code: ErrorCode, parts: &[(String, i32)]| {
+            parts.iter().map(|(t, p)| (t.clone(), *p, code)).collect()
+        };
+        let Some(addr) = self
+            .cluster()
+            .broker(leader)
+            .filter(|b| !b.fenced)
+            .map(|b| format!("{}:{}", b.host, b.port))
+        else {
+            return fail(ErrorCode::NotLeaderOrFollower, &parts);
+        };
+        let client_id = format!("strata-txn-markers-{}", self.node_id());
+        let mut conn =
+            match KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3)).await {
+                Ok(c) => c,
+                Err(_) => return fail(ErrorCode::NotLeaderOrFollower, &parts),
+            };
+        let mut by_topic: HashMap<String, Vec<i32>> = HashMap::new();
+        for (t, p) in &parts {
+            by_topic.entry(t.clone()).or_default().push(*p);
+        }
+        let mut m = WritableTxnMarker::default();
+        m.producer_id = ProducerId(marker.producer_id);
+        m.producer_epoch = marker.producer_epoch;
+        m.transaction_result = marker.kind == MarkerKind::Commit;
+        m.coordinator_epoch = marker.coordinator_epoch;
+        m.topics = by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut wt = WritableTxnMarkerTopic::default();
+                wt.name = TopicName(StrBytes::from_string(t));
+                wt.partition_indexes = ps;
+                wt
+            })
+            .collect();
+        let mut req = WriteTxnMarkersRequest::default();
+        req.markers = vec![m];
+        let resp: WriteTxnMarkersResponse = match conn
+            .call(ApiKey::WriteTxnMarkers, 1, &req, Duration::from_secs(10))
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => return fail(ErrorCode::RequestTimedOut, &parts),
+        };
+        let mut out = Vec::new();
+        for r in resp.markers {
+            for t in r.topics {
+                for p in t.partitions {
+                    out.push((
+                        t.name.0.to_string(),
+                        p.partition_index,
+                        ErrorCode::from_code(p.error_code).unwrap_or(ErrorCode::UnknownServerError),
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The partitions of a transactional produce request whose batch starts a transaction
+/// there (the partition's producer state has no ongoing transaction of that producer
+/// epoch): (topic, partition, producer id, epoch). Partitions not led here are left to
+/// the append, which refuses them.
+pub(crate) fn unverified_partitions(
+    broker: &Broker,
+    req: &kafka_protocol::messages::ProduceRequest,
+) -> Vec<(String, i32, i64, i16)> {
+    let mut out = Vec::new();
+    for t in &req.topic_data {
+        let name = t.name.0.as_str();
+        for pd in &t.partition_data {
+            let Some(records) = &pd.records else { continue };
+            let Ok(h) = strata_proto::batch::parse_header(records) else {
+                continue;
+            };
+            if !h.is_transactional() || h.is_control() {
+                continue;
+            }
+            let Some(p) = broker.partition(name, pd.index).filter(|p| p.is_leader()) else {
+                continue;
+            };
+            let ongoing = p
+                .log()
+                .local()
+                .producer_entry(h.producer_id)
+                .is_some_and(|e| {
+                    e.epoch() == h.producer_epoch && e.current_txn_first_offset().is_some()
+                });
+            if !ongoing {
+                out.push((name.to_string(), pd.index, h.producer_id, h.producer_epoch));
+            }
+        }
+    }
+    out
+}
+
+impl Broker {
+    /// Asks the coordinator of `transactional_id` whether its transaction is ongoing
+    /// with every one of `parts` added (KIP-890 part 1): in this process when it is
+    /// here, else with AddPartitionsToTxn v4 (verify only).
+    pub(crate) async fn verify_txn_partitions(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        parts: &[(String, i32, i64, i16)],
+    ) -> Result<(), ErrorCode> {
+        let partition = self
+            .txn_partition_for(transactional_id)
+            .await
+            .map_err(|e| e.code)?;
+        let leader = self
+            .cluster()
+            .topic(TXN_TOPIC)
+            .and_then(|t| t.partition(partition))
+            .map_or(-1, |p| p.leader);
+        if leader == self.node_id() {
+            for (t, p, pid, epoch) in parts {
+                match self
+                    .txns
+                    .with(|c| c.verify_partition(transactional_id, *pid, *epoch, t, *p))
+                {
+                    Ok(true) => {}
+                    Ok(false) => return Err(ErrorCode::InvalidTxnState),
+                    Err(code) => return Err(code),
+                }
+            }
+            return Ok(());
+        }
+        use kafka_protocol::messages::add_partitions_to_txn_request::{
+            AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+        };
+        use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+        let Some(addr) = self
+            .cluster()
+            .broker(leader)
+            .filter(|b| !b.fenced)
+            .map(|b| format!("{}:{}", b.host, b.port))
+        else {
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let client_id = format!("strata-txn-verify-{}", self.node_id());
+        let mut conn = KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3))
+            .await
+            .map_err(|_| ErrorCode::CoordinatorNotAvailable)?;
+        let mut by_topic: HashMap<&str, Vec<i32>> = HashMap::new();
+        for (t, p, _, _) in parts {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        let mut txn = AddPartitionsToTxnTransaction::default();
+        txn.transactional_id = kafka_protocol::messages::TransactionalId(StrBytes::from_string(
+            transactional_id.to_string(),
+        ));
+        txn.producer_id = ProducerId(parts[0].2);
+        txn.producer_epoch = parts[0].3;
+        txn.verify_only = true;
+        txn.topics = by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut at = AddPartitionsToTxnTopic::default();
+                at.name = TopicName(StrBytes::from_string(t.to_string()));
+                at.partitions = ps;
+                at
+            })
+            .collect();
+        let mut req = AddPartitionsToTxnRequest::default();
+        req.transactions = vec![txn];
+        let resp: AddPartitionsToTxnResponse = conn
+            .call(ApiKey::AddPartitionsToTxn, 4, &req, Duration::from_secs(10))
+            .await
+            .map_err(|_| ErrorCode::CoordinatorNotAvailable)?;
+        if resp.error_code != 0 {
+            return Err(
+                ErrorCode::from_code(resp.error_code).unwrap_or(ErrorCode::UnknownServerError)
+            );
+        }
+        for r in resp.results_by_transaction {
+            for t in r.topic_results {
+                for p in t.results_by_partition {
+                    if p.partition_error_code != 0 {
+                        return Err(ErrorCode::from_code(p.partition_error_code)
+                            .unwrap_or(ErrorCode::UnknownServerError));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a `__transaction_state` partition's log: its records, in log order.
+fn read_txn_log(p: &crate::partition::Partition) -> Result<Vec<(Bytes, Option<Bytes>)>, ApiError> {
+    let mut out = Vec::new();
+    let mut at = p.log().local_start();
+    let end = p.high_watermark();
+    while at < end {
+        let r = p
+            .read_local(at, 1 << 20)
+            .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
+        if r.data.is_empty() || r.next_offset <= at {
+            break;
+        }
+        for b in strata_proto::batch::batches(&r.data) {
+            let Ok(b) = b else { break };
+            if b.header().is_control() {
+                continue;
+            }
+            let Ok(records) = b.records() else {
+                tracing::warn!(
+                    partition = p.index,
+                    offset = b.base_offset(),
+                    "skipped a transaction state batch that does not decode"
+                );
+                continue;
+            };
+            for rec in records.iter() {
+                let Ok(rec) = rec else { break };
+                if let Some(k) = rec.key {
+                    out.push((
+                        Bytes::copy_from_slice(k),
+                        rec.value.map(Bytes::copy_from_slice),
+                    ));
+                }
+            }
+        }
+        at = r.next_offset;
+    }
+    Ok(out)
+}
+
+/// Keeps the coordinator in line with the `__transaction_state` partitions this broker
+/// leads, and ticks it (timeouts, expiry, retries).
+pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut interval = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = interval.tick() => {}
+            _ = broker.txns.wake.notified() => {}
+        }
+        let led: HashMap<i32, i32> = broker
+            .topic(TXN_TOPIC)
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|p| p.is_leader())
+                    .map(|p| (p.index, p.leader_epoch()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let loaded: Vec<(i32, i32)> = broker
+            .txns
+            .loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(&p, &e)| (p, e))
+            .collect();
+        for (p, epoch) in &loaded {
+            if led.get(p) != Some(epoch) {
+                broker.txns.with(|c| c.unload_partition(*p));
+                broker
+                    .txns
+                    .loaded
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(p);
+                tracing::info!(partition = p, "unloaded a transaction state partition");
+            }
+        }
+        let now = broker.clock.now_ms();
+        let mut any = false;
+        for (&index, &epoch) in &led {
+            if loaded.iter().any(|&(p, e)| p == index && e == epoch) {
+                continue;
+            }
+            let Some(p) = broker.partition(TXN_TOPIC, index) else {
+                continue;
+            };
+            // Load only once the high-water mark covers the log.
+            if p.high_watermark() < p.log().log_end() {
+                continue;
+            }
+            let records = match tokio::task::spawn_blocking(move || read_txn_log(&p)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    tracing::warn!(partition = index, error = %e.message, "cannot read a transaction state partition");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "transaction state load panicked");
+                    continue;
+                }
+            };
+            let n = records.len();
+            let loaded = broker.txns.with(|c| {
+                c.load_partition(
+                    index,
+                    epoch,
+                    records.iter().map(|(k, v)| (k.as_ref(), v.as_deref())),
+                    now,
+                )
+            });
+            match loaded {
+                Ok(actions) => {
+                    broker
+                        .txns
+                        .loaded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(index, epoch);
+                    tracing::info!(
+                        partition = index,
+                        epoch,
+                        records = n,
+                        resumed = actions.len(),
+                        "loaded a transaction state partition"
+                    );
+                    broker.run_txn_actions(actions);
+                    any = true;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "cannot load a transaction state partition")
+                }
+            }
+        }
+        if any {
+            broker.txns.loads.notify_waiters();
+        }
+        let actions = broker.txns.with(|c| c.tick(now));
+        broker.run_txn_actions(actions);
+    }
+}
