@@ -350,3 +350,244 @@ fn offsets_sent_to_a_transaction_commit_with_it() {
     }
     assert!(outs.iter().all(|o| o[3..].parse::<i64>().unwrap() < at));
 }
+
+const PIPELINE_CHILD_ENV: &str = "STRATA_TXN_PIPELINE_BOOTSTRAP";
+
+/// The pipeline process of the chaos test (this test binary run again with
+/// `STRATA_TXN_PIPELINE_BOOTSTRAP` set): consumes `in` read_committed, writes one output
+/// per input to `out` and the consumed offsets in the same transaction, and exits on
+/// any error (the parent restarts it, as a supervisor would).
+#[test]
+fn pipeline_child() {
+    let Ok(bootstrap) = std::env::var(PIPELINE_CHILD_ENV) else {
+        return;
+    };
+    let consumer: BaseConsumer = client_config(
+        &bootstrap,
+        &[
+            ("group.id", "pipeline"),
+            ("group.instance.id", "pipeline-member"),
+            ("session.timeout.ms", "6000"),
+            ("enable.auto.commit", "false"),
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    )
+    .create()
+    .unwrap();
+    consumer.subscribe(&["in"]).unwrap();
+    let p = txn_producer(
+        &bootstrap,
+        "pipeline-tx",
+        &[
+            ("transaction.timeout.ms", "20000"),
+            ("request.timeout.ms", "5000"),
+        ],
+    );
+    loop {
+        let mut batch = Vec::new();
+        let until = Instant::now() + Duration::from_millis(300);
+        while batch.len() < 25 && Instant::now() < until {
+            match consumer.poll(Duration::from_millis(50)) {
+                Some(Ok(m)) => batch.push((
+                    m.partition(),
+                    m.offset(),
+                    m.key().unwrap().to_vec(),
+                    m.payload().unwrap().to_vec(),
+                )),
+                Some(Err(e)) => panic!("consume: {e}"),
+                None => {}
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        p.begin_transaction().unwrap();
+        for (_, _, k, v) in &batch {
+            let out = [b"out-".as_slice(), v].concat();
+            loop {
+                match p.send(BaseRecord::<[u8], [u8]>::to("out").key(k).payload(&out)) {
+                    Ok(()) => break,
+                    Err((e, _)) => {
+                        assert!(
+                            matches!(
+                                e,
+                                rdkafka::error::KafkaError::MessageProduction(
+                                    rdkafka::types::RDKafkaErrorCode::QueueFull
+                                )
+                            ),
+                            "send: {e}"
+                        );
+                        p.poll(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        let mut next: std::collections::BTreeMap<i32, i64> = std::collections::BTreeMap::new();
+        for (part, offset, _, _) in &batch {
+            let e = next.entry(*part).or_insert(0);
+            *e = (*e).max(offset + 1);
+        }
+        let mut offsets = TopicPartitionList::new();
+        for (part, o) in next {
+            offsets
+                .add_partition_offset("in", part, Offset::Offset(o))
+                .unwrap();
+        }
+        p.send_offsets_to_transaction(&offsets, &consumer.group_metadata().unwrap(), T)
+            .expect("send_offsets_to_transaction");
+        p.commit_transaction(T).expect("commit");
+        // Paced, so the chaos below meets it mid-way.
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn a_read_process_write_pipeline_outputs_each_input_once_through_kills() {
+    use common::cluster::Cluster;
+    const INPUTS: usize = 6_000;
+    let mut c = Cluster::start(3, 3, &[]);
+    let bootstrap = c.bootstrap();
+    for t in ["in", "out"] {
+        common::kafka::create_topic_rf(&bootstrap, t, 3, 3, &[("min.insync.replicas", "2")]);
+    }
+    let full_isr = |parts: &[common::cluster::PartitionView]| {
+        parts
+            .iter()
+            .all(|(l, r, isr)| *l > 0 && isr.len() == r.len())
+    };
+    c.wait_for("in", "a full ISR", Duration::from_secs(60), full_isr);
+    c.wait_for("out", "a full ISR", Duration::from_secs(60), full_isr);
+    let (plain, d) = common::kafka::producer(
+        &bootstrap,
+        &[("acks", "all"), ("enable.idempotence", "true")],
+    );
+    for i in 0..INPUTS {
+        let v = format!("v{i}");
+        common::kafka::send(
+            &plain,
+            "in",
+            Some(format!("k{}", i % 97).as_bytes()),
+            v.as_bytes(),
+        );
+    }
+    common::kafka::flush(&plain);
+    assert!(d.errors.lock().unwrap().is_empty());
+
+    let exe = std::env::current_exe().unwrap();
+    let spawn = || {
+        std::process::Command::new(&exe)
+            .args([
+                "pipeline_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(PIPELINE_CHILD_ENV, &bootstrap)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let committed_total = || -> i64 {
+        let c: BaseConsumer = client_config(&bootstrap, &[("group.id", "pipeline")])
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..3 {
+            tpl.add_partition("in", p);
+        }
+        match c.committed_offsets(tpl, Duration::from_secs(10)) {
+            Ok(t) => t
+                .elements()
+                .iter()
+                .map(|e| match e.offset() {
+                    Offset::Offset(o) => o,
+                    _ => 0,
+                })
+                .sum(),
+            Err(_) => -1,
+        }
+    };
+    let mut child = spawn();
+    let (mut pipeline_kills, mut broker_kills) = (0, 0);
+    let mut round = 0;
+    let mut last_known = -1i64;
+    // Chaos while the pipeline works: alternately kill -9 the pipeline (restarted at
+    // once) and a broker (a partition leader or the transaction coordinator; restarted
+    // after a moment).
+    while round < 8 {
+        std::thread::sleep(Duration::from_millis(2500));
+        if let Ok(Some(_)) = child.try_wait() {
+            child = spawn();
+        }
+        if round % 2 == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            child = spawn();
+            pipeline_kills += 1;
+        } else {
+            let victim = 1 + (round / 2) % 3;
+            c.broker(victim as i32).kill9();
+            std::thread::sleep(Duration::from_millis(1500));
+            c.broker(victim as i32).restart();
+            broker_kills += 1;
+        }
+        let done = committed_total();
+        eprintln!("round {round}: committed {done}");
+        // -1: not readable while a broker is down.
+        last_known = last_known.max(done);
+        round += 1;
+    }
+    assert!(
+        (0..INPUTS as i64).contains(&last_known),
+        "the faults came while the pipeline worked (it had committed {last_known} of {INPUTS})"
+    );
+    // Then let it finish: every input's offset committed.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            child = spawn();
+        }
+        if committed_total() == INPUTS as i64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pipeline did not finish: {} of {INPUTS} committed",
+            committed_total()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(pipeline_kills >= 4 && broker_kills >= 4);
+
+    // read_committed: exactly one output per input.
+    let out = read_values(
+        &bootstrap,
+        "out",
+        3,
+        "read_committed",
+        Duration::from_secs(5),
+    );
+    let mut counts = std::collections::HashMap::new();
+    for v in &out {
+        *counts.entry(v.clone()).or_insert(0) += 1;
+    }
+    let dup: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        dup.is_empty(),
+        "outputs duplicated: {:?}",
+        &dup[..dup.len().min(10)]
+    );
+    let missing: Vec<usize> = (0..INPUTS)
+        .filter(|i| !counts.contains_key(&format!("out-v{i}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "inputs without output: {:?}",
+        &missing[..missing.len().min(10)]
+    );
+    assert_eq!(out.len(), INPUTS);
+}

@@ -619,6 +619,8 @@ fn seg(base: i64, next: i64, epoch: i32, n: u128) -> manifest::RemoteSegment {
         leader_epoch: epoch,
         id: uuid::Uuid::from_u128(0x5f1e_0000_0000_4000_8000_0000_0000_0000 | n),
         has_producer_state: n % 2 == 0,
+        has_leader_epochs: n % 3 == 0,
+        has_txn_index: n % 5 == 0,
         committed_at_ms: 1_700_000_100_000 + n as i64,
     }
 }
