@@ -528,9 +528,9 @@ fn a_read_process_write_pipeline_outputs_each_input_once_through_kills() {
             pipeline_kills += 1;
         } else {
             let victim = 1 + (round / 2) % 3;
-            c.broker(victim as i32).kill9();
+            c.broker(victim).kill9();
             std::thread::sleep(Duration::from_millis(1500));
-            c.broker(victim as i32).restart();
+            c.broker(victim).restart();
             broker_kills += 1;
         }
         let done = committed_total();
@@ -590,4 +590,92 @@ fn a_read_process_write_pipeline_outputs_each_input_once_through_kills() {
         &missing[..missing.len().min(10)]
     );
     assert_eq!(out.len(), INPUTS);
+}
+
+#[test]
+fn strata_txn_lists_describes_and_aborts_a_hanging_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path(), &[]);
+    create_topic(&b.kafka, "hang", 1, &[]);
+    let p = txn_producer(&b.kafka, "hanger", &[("transaction.timeout.ms", "600000")]);
+    p.begin_transaction().unwrap();
+    send_values(&p, "hang", (0..5).map(|i| format!("h{i}")));
+    // Plain records after the open transaction: read_committed waits behind it.
+    let (plain, _) = common::kafka::producer(&b.kafka, &[]);
+    for i in 0..3 {
+        common::kafka::send(&plain, "hang", None, format!("after{i}").as_bytes());
+    }
+    common::kafka::flush(&plain);
+    assert!(
+        read_values(
+            &b.kafka,
+            "hang",
+            1,
+            "read_committed",
+            Duration::from_secs(2)
+        )
+        .is_empty()
+    );
+
+    let run = |args: &[&str]| {
+        let out = common::cli(&b.kafka, args);
+        assert!(
+            out.status.success(),
+            "strata {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let list = run(&["txn", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("hanger") && l.contains("Ongoing")),
+        "{list}"
+    );
+    let desc = run(&["txn", "describe", "hanger"]);
+    assert!(
+        desc.contains("Ongoing") && desc.contains("hang [0]"),
+        "{desc}"
+    );
+    let producers = run(&[
+        "txn",
+        "describe-producers",
+        "--topic",
+        "hang",
+        "--partition",
+        "0",
+    ]);
+    let line = producers
+        .lines()
+        .find(|l| l.contains("open transaction from 0"))
+        .unwrap_or_else(|| panic!("{producers}"));
+    let pid = line.split_whitespace().nth(1).unwrap();
+
+    // The hanging transaction aborted by hand: the plain records become readable, the
+    // transaction's never.
+    run(&[
+        "txn",
+        "abort",
+        "--topic",
+        "hang",
+        "--partition",
+        "0",
+        "--producer-id",
+        pid,
+    ]);
+    let got = read_values(
+        &b.kafka,
+        "hang",
+        1,
+        "read_committed",
+        Duration::from_secs(2),
+    );
+    assert_eq!(got, vec!["after0", "after1", "after2"]);
+    let out = common::cli(&b.kafka, &["txn", "describe", "nobody"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("TransactionalIdNotFound"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -8,6 +8,7 @@ mod produce;
 pub mod serve;
 mod tier;
 mod topic;
+mod txn;
 mod wire;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,9 @@ pub enum Command {
     Group(group::GroupArgs),
     /// Tiered storage status of a Strata broker (from its HTTP address).
     Tier(tier::TierArgs),
+    /// List and describe transactions, describe a partition's producers, or abort a
+    /// hanging transaction (Kafka's transaction admin APIs).
+    Txn(txn::TxnArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -48,5 +52,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Consume(args) => consume::run(args),
         Command::Tier(args) => tier::run(args),
         Command::Group(args) => group::run(args),
+        Command::Txn(args) => txn::run(args),
     }
 }
