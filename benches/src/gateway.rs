@@ -372,6 +372,7 @@ async fn http_produce_run(a: &HttpProduceArgs, values: Arc<JsonValues>) -> anyho
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s: None,
         end_to_end: None,
+        end_txn: None,
         settings,
     })
 }
@@ -863,6 +864,7 @@ pub(crate) fn sse_latency(a: &SseLatencyArgs) -> anyhow::Result<Report> {
                 acks: acks.load(Ordering::Relaxed),
                 ack_errors: ack_errors.load(Ordering::Relaxed),
             }),
+            end_txn: None,
             settings,
         })
     })();

@@ -167,6 +167,17 @@ pub struct ProduceArgs {
     /// JSON strings (`"key-N"`): the bytes `http-produce` sends through the gateway.
     #[arg(long)]
     pub json_values: bool,
+    /// Produce in transactions with this transactional.id, committed every
+    /// --commit-interval (acks=all, idempotent)
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// How often a transaction ends (with --transactional-id)
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub commit_interval: Duration,
+    /// Abort every Nth transaction instead of committing it (with --transactional-id;
+    /// 10 aborts a tenth of the records)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub abort_every: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -177,6 +188,10 @@ pub struct ConsumeArgs {
     /// end it had at the start]
     #[arg(long)]
     pub records: Option<u64>,
+    /// read_committed (librdkafka's default: below the last stable offset, aborted
+    /// transactions skipped) or read_uncommitted
+    #[arg(long, default_value = "read_committed", value_parser = ["read_committed", "read_uncommitted"])]
+    pub isolation: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -257,6 +272,10 @@ pub struct Report {
     /// sse-latency only: each consumer's end-to-end latency.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_to_end: Option<EndToEnd>,
+    /// Transactional produce only: how long ending a transaction took (EndTxn, after
+    /// its records were flushed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_txn: Option<Latency>,
     /// The run's settings, for the record.
     pub settings: BTreeMap<String, String>,
 }
@@ -609,6 +628,9 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     if a.idempotent && a.acks != Acks::All {
         bail!("--idempotent needs --acks all");
     }
+    if a.transactional_id.is_some() && a.acks != Acks::All {
+        bail!("--transactional-id needs --acks all");
+    }
     if let Some(r) = a.rate
         && !(r > 0.0 && r.is_finite())
     {
@@ -630,6 +652,12 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         .set("compression.type", a.compression.name())
         .set("partitioner", "murmur2_random")
         .set("message.timeout.ms", b.timeout.as_millis().to_string());
+    if let Some(id) = &a.transactional_id {
+        config
+            .set("transactional.id", id)
+            .set("enable.idempotence", "true")
+            .set("transaction.timeout.ms", "60000");
+    }
     let ctx = Deliveries {
         quiet: Quiet::default(),
         start: Instant::now(),
@@ -663,12 +691,45 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         (_, Some(d)) => progress(b, d.as_secs().max(1), "s"),
         (None, None) => progress(b, 0, ""),
     };
+    let transactional = a.transactional_id.is_some();
+    let mut end_txn =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).context("histogram bounds")?;
+    let mut txns = 0u64;
+    if transactional {
+        producer
+            .init_transactions(b.timeout)
+            .context("init_transactions")?;
+        producer.begin_transaction().context("begin_transaction")?;
+    }
+    // Ends the open transaction (flushed first, so the time is the EndTxn's alone).
+    let mut end = |producer: &BaseProducer<Deliveries>, txns: &mut u64| -> anyhow::Result<()> {
+        producer.flush(b.timeout).context("flush before EndTxn")?;
+        let t = Instant::now();
+        *txns += 1;
+        if a.abort_every.is_some_and(|n| (*txns).is_multiple_of(n)) {
+            producer
+                .abort_transaction(b.timeout)
+                .context("abort_transaction")?;
+        } else {
+            producer
+                .commit_transaction(b.timeout)
+                .context("commit_transaction")?;
+        }
+        end_txn.saturating_record(t.elapsed().as_micros().max(1) as u64);
+        Ok(())
+    };
     let cpu = CpuMeter::start(b.broker_pid)?;
     let ctx = producer.context();
     let t0 = Instant::now();
+    let mut txn_started = t0;
     let mut sent = 0u64;
     let mut last_draw = t0;
     loop {
+        if transactional && txn_started.elapsed() >= a.commit_interval {
+            end(&producer, &mut txns)?;
+            producer.begin_transaction().context("begin_transaction")?;
+            txn_started = Instant::now();
+        }
         let now = t0.elapsed();
         if a.records.is_some_and(|n| sent >= n) || duration.is_some_and(|d| now >= d) {
             break;
@@ -732,6 +793,9 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
             }
         }
     }
+    if transactional {
+        end(&producer, &mut txns)?;
+    }
     // Every record left either arrives or times out (message.timeout.ms = --timeout).
     let flushed = producer.flush(b.timeout + Duration::from_secs(5));
     let secs = t0.elapsed().as_secs_f64();
@@ -792,6 +856,24 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     settings.insert("batch_size".into(), a.batch_size.to_string());
     settings.insert("compression".into(), a.compression.name().into());
     settings.insert("json_values".into(), a.json_values.to_string());
+    if let Some(id) = &a.transactional_id {
+        settings.insert("transactional_id".into(), id.clone());
+        settings.insert("transactions".into(), txns.to_string());
+        settings.insert(
+            "commit_interval".into(),
+            humantime::format_duration(a.commit_interval).to_string(),
+        );
+        settings.insert(
+            "abort_every".into(),
+            a.abort_every.map_or("never".into(), |n| n.to_string()),
+        );
+    }
+    let end_txn = (!end_txn.is_empty()).then(|| Latency {
+        p50_ms: end_txn.value_at_quantile(0.5) as f64 / 1e3,
+        p99_ms: end_txn.value_at_quantile(0.99) as f64 / 1e3,
+        p999_ms: end_txn.value_at_quantile(0.999) as f64 / 1e3,
+        max_ms: end_txn.max() as f64 / 1e3,
+    });
     Ok(Report {
         mode: "produce".into(),
         topic: Some(b.topic.clone()),
@@ -807,6 +889,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s,
         end_to_end: None,
+        end_txn,
         settings,
     })
 }
@@ -915,6 +998,7 @@ fn commits(a: &CommitArgs) -> anyhow::Result<Report> {
         broker_cpu_s_per_gb: None,
         disk_mb_per_s: None,
         end_to_end: None,
+        end_txn: None,
         settings,
     })
 }
@@ -929,6 +1013,7 @@ fn consume(a: &ConsumeArgs) -> anyhow::Result<Report> {
         // librdkafka's assign() needs a group handle; we never subscribe or commit, so no
         // group forms (and brokers without group APIs are never asked about one).
         .set("group.id", "strata-benches")
+        .set("isolation.level", &a.isolation)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "true")
@@ -1004,6 +1089,7 @@ fn consume(a: &ConsumeArgs) -> anyhow::Result<Report> {
     let mut settings = BTreeMap::new();
     settings.insert("partitions".into(), parts.to_string());
     settings.insert("available".into(), available.to_string());
+    settings.insert("isolation".into(), a.isolation.clone());
     Ok(Report {
         mode: "consume".into(),
         topic: Some(b.topic.clone()),
@@ -1019,6 +1105,7 @@ fn consume(a: &ConsumeArgs) -> anyhow::Result<Report> {
         broker_cpu_s_per_gb: cpu_per_gb,
         disk_mb_per_s: None,
         end_to_end: None,
+        end_txn: None,
         settings,
     })
 }
@@ -1074,6 +1161,7 @@ fn disk(a: &DiskArgs) -> anyhow::Result<Report> {
         broker_cpu_s_per_gb: None,
         disk_mb_per_s: Some(rate),
         end_to_end: None,
+        end_txn: None,
         settings,
     })
 }
