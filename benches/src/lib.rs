@@ -178,6 +178,11 @@ pub struct ProduceArgs {
     /// 10 aborts a tenth of the records)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub abort_every: Option<u64>,
+    /// The most the client buffers before send() waits (librdkafka's
+    /// queue.buffering.max.kbytes; its default is 1 GiB; the Java client's buffer.memory
+    /// is 32 MiB) [default: librdkafka's]
+    #[arg(long, value_parser = parse_size)]
+    pub max_buffered: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -652,6 +657,12 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         .set("compression.type", a.compression.name())
         .set("partitioner", "murmur2_random")
         .set("message.timeout.ms", b.timeout.as_millis().to_string());
+    if let Some(max) = a.max_buffered {
+        config.set(
+            "queue.buffering.max.kbytes",
+            (max / 1024).max(1).to_string(),
+        );
+    }
     if let Some(id) = &a.transactional_id {
         config
             .set("transactional.id", id)

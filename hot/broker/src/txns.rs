@@ -33,6 +33,11 @@ use crate::kafka_client::KafkaConnection;
 
 pub const TXN_TOPIC: &str = strata_txn::TRANSACTION_STATE_TOPIC;
 
+/// The longest an EndTxn answer waits for its transaction's markers (see
+/// `Broker::spawn_txn_write`); past it, it is answered (the Prepare record decided the
+/// outcome) and the markers go on in the background.
+const END_TXN_WAIT: Duration = Duration::from_secs(1);
+
 /// The transaction coordinator of this broker and what waits on it.
 pub struct Txns {
     coordinator: Mutex<TransactionCoordinator>,
@@ -173,7 +178,7 @@ impl Broker {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(w.ticket, tx);
-                self.spawn_txn_write(w);
+                self.spawn_txn_write(w, None);
                 match rx.await {
                     Ok(Some(r)) => from_reply(r).unwrap_or(failed),
                     _ => failed,
@@ -184,38 +189,76 @@ impl Broker {
 
     /// Does what the coordinator asked for, each in its own task.
     pub(crate) fn run_txn_actions(self: &Arc<Self>, actions: Vec<Action>) {
+        self.run_txn_actions_then(actions, None);
+    }
+
+    /// [`Self::run_txn_actions`]; `completed` is told when the transaction's markers
+    /// are all written and its Complete record is (or is dropped when they are
+    /// abandoned).
+    fn run_txn_actions_then(
+        self: &Arc<Self>,
+        actions: Vec<Action>,
+        mut completed: Option<oneshot::Sender<()>>,
+    ) {
         for a in actions {
             match a {
-                Action::Write(w) => self.spawn_txn_write(w),
+                Action::Write(w) => self.spawn_txn_write(w, None),
                 Action::SendMarkers(s) => {
                     let b = self.clone();
-                    tokio::spawn(async move { b.send_markers(s).await });
+                    let done = completed.take();
+                    tokio::spawn(async move { b.send_markers(s, done).await });
                 }
             }
         }
     }
 
     /// Appends a coordinator record, then reports the result (and hands the answer to
-    /// the request waiting for it, and runs what follows).
-    fn spawn_txn_write(self: &Arc<Self>, w: TxnWrite) {
+    /// the request waiting for it, and runs what follows); `then` is told once it is
+    /// written.
+    ///
+    /// EndTxn is answered once the transaction is complete (its markers written and its
+    /// Complete record too), at most [`END_TXN_WAIT`] after its Prepare record (which
+    /// already decides it), rather than at once: the producer's next transaction starts
+    /// with AddPartitionsToTxn, which the coordinator refuses with
+    /// CONCURRENT_TRANSACTIONS until the previous one is complete, and librdkafka then
+    /// backs off for its retry.backoff.ms (100 ms) — most of a transaction that
+    /// commits every 100 ms.
+    fn spawn_txn_write(self: &Arc<Self>, w: TxnWrite, then: Option<oneshot::Sender<()>>) {
         let b = self.clone();
         tokio::spawn(async move {
             let result = b.append_txn_record(&w).await;
             if let Err(code) = result {
                 tracing::debug!(transactional_id = %w.transactional_id, ?code, "transaction state write failed");
             }
+            if let Some(t) = then {
+                let _ = t.send(());
+            }
             let now = b.clock.now_ms();
             let done = b.txns.with(|c| c.on_write_complete(w.ticket, result, now));
-            if let Some(tx) = b
+            let waiter = b
                 .txns
                 .waiters
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&w.ticket)
-            {
-                let _ = tx.send(done.reply);
+                .remove(&w.ticket);
+            let ends = matches!(done.reply, Some(Reply::EndTxn(ErrorCode::None)))
+                && done
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, Action::SendMarkers(_)));
+            if ends {
+                let (tx, rx) = oneshot::channel();
+                b.run_txn_actions_then(done.actions, Some(tx));
+                let _ = tokio::time::timeout(END_TXN_WAIT, rx).await;
+                if let Some(w) = waiter {
+                    let _ = w.send(done.reply);
+                }
+            } else {
+                if let Some(w) = waiter {
+                    let _ = w.send(done.reply);
+                }
+                b.run_txn_actions(done.actions);
             }
-            b.run_txn_actions(done.actions);
         });
     }
 
@@ -244,7 +287,11 @@ impl Broker {
     /// Writes a transaction's markers to every partition it added, retrying (the
     /// leaders move, brokers restart) until each is written or the coordinator no
     /// longer owns the transaction, then reports them.
-    async fn send_markers(self: Arc<Self>, s: SendMarkers) {
+    async fn send_markers(
+        self: Arc<Self>,
+        s: SendMarkers,
+        mut completed: Option<oneshot::Sender<()>>,
+    ) {
         let kind = if s.commit {
             MarkerKind::Commit
         } else {
@@ -287,17 +334,22 @@ impl Broker {
                 }
             }
             let mut fenced = false;
-            for (leader, parts) in by_leader {
-                let results = if leader == self.node_id() {
-                    let mut out = Vec::new();
-                    for (t, p) in parts {
-                        let code = self.write_marker_here(&t, p, &marker).await;
-                        out.push((t, p, code));
+            // Every leader at once, and every partition led here at once.
+            let sends = by_leader.into_iter().map(|(leader, parts)| {
+                let (b, marker) = (&self, &marker);
+                async move {
+                    if leader == b.node_id() {
+                        futures::future::join_all(parts.into_iter().map(|(t, p)| async move {
+                            let code = b.write_marker_here(&t, p, marker).await;
+                            (t, p, code)
+                        }))
+                        .await
+                    } else {
+                        b.write_markers_remote(leader, marker, parts).await
                     }
-                    out
-                } else {
-                    self.write_markers_remote(leader, &marker, parts).await
-                };
+                }
+            });
+            for results in futures::future::join_all(sends).await {
                 for (t, p, code) in results {
                     match code {
                         ErrorCode::None => done.push((t, p)),
@@ -319,7 +371,7 @@ impl Broker {
             if !done.is_empty() {
                 let now = self.clock.now_ms();
                 if let Some(w) = self.txns.with(|c| c.on_markers_complete(&s, &done, now)) {
-                    self.spawn_txn_write(w);
+                    self.spawn_txn_write(w, completed.take());
                 }
             }
             if !left.is_empty() {
