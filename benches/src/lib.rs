@@ -183,6 +183,10 @@ pub struct ProduceArgs {
     /// is 32 MiB) [default: librdkafka's]
     #[arg(long, value_parser = parse_size)]
     pub max_buffered: Option<u64>,
+    /// Without --transactional-id: wait for every buffered record this often, as a
+    /// transaction's commit does (what committing costs the client alone)
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub flush_interval: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -739,6 +743,9 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
         if transactional && txn_started.elapsed() >= a.commit_interval {
             end(&producer, &mut txns)?;
             producer.begin_transaction().context("begin_transaction")?;
+            txn_started = Instant::now();
+        } else if !transactional && a.flush_interval.is_some_and(|f| txn_started.elapsed() >= f) {
+            producer.flush(b.timeout).context("flush")?;
             txn_started = Instant::now();
         }
         let now = t0.elapsed();
