@@ -84,12 +84,20 @@ fn read_values(
     }
     c.assign(&tpl).unwrap();
     let mut out = Vec::new();
-    let mut last = Instant::now();
-    while last.elapsed() < quiet {
+    // The first record may take a while on a loaded machine (the client connects and
+    // looks up offsets first): nothing for 10 s means nothing is there.
+    let start = Instant::now();
+    let mut last = None::<Instant>;
+    loop {
+        match last {
+            None if start.elapsed() >= quiet.max(Duration::from_secs(10)) => break,
+            Some(l) if l.elapsed() >= quiet => break,
+            _ => {}
+        }
         if let Some(m) = c.poll(Duration::from_millis(100)) {
             let m = m.expect("consume");
             out.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap());
-            last = Instant::now();
+            last = Some(Instant::now());
         }
     }
     out

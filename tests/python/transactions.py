@@ -33,7 +33,7 @@ def send(p, values):
 def read(isolation):
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                       auto_offset_reset="earliest", isolation_level=isolation,
-                      consumer_timeout_ms=3000)
+                      consumer_timeout_ms=10000)
     tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
     c.assign(tps)
     c.seek_to_beginning(*tps)
