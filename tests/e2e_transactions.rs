@@ -33,29 +33,30 @@ fn txn_producer(bootstrap: &str, id: &str, extra: &[(&str, &str)]) -> BaseProduc
 
 fn send_values(p: &BaseProducer, topic: &str, values: impl IntoIterator<Item = String>) {
     for v in values {
-        loop {
-            match p.send(
-                BaseRecord::<[u8], [u8]>::to(topic)
-                    .key(v.as_bytes())
-                    .payload(v.as_bytes()),
-            ) {
-                Ok(()) => break,
-                Err((e, _)) => {
-                    assert!(
-                        matches!(
-                            e,
-                            rdkafka::error::KafkaError::MessageProduction(
-                                rdkafka::types::RDKafkaErrorCode::QueueFull
-                            )
-                        ),
-                        "send: {e}"
-                    );
-                    p.poll(Duration::from_millis(10));
-                }
+        send_one(p, topic, v.as_bytes(), v.as_bytes());
+    }
+    p.flush(T).expect("flush");
+}
+
+/// Sends one record, waiting while the client's queue is full.
+fn send_one(p: &BaseProducer, topic: &str, key: &[u8], value: &[u8]) {
+    loop {
+        match p.send(BaseRecord::<[u8], [u8]>::to(topic).key(key).payload(value)) {
+            Ok(()) => return,
+            Err((e, _)) => {
+                assert!(
+                    matches!(
+                        e,
+                        rdkafka::error::KafkaError::MessageProduction(
+                            rdkafka::types::RDKafkaErrorCode::QueueFull
+                        )
+                    ),
+                    "send: {e}"
+                );
+                p.poll(Duration::from_millis(10));
             }
         }
     }
-    p.flush(T).expect("flush");
 }
 
 /// Every value a consumer with `isolation` reads from the start of `topic` until
@@ -413,23 +414,7 @@ fn pipeline_child() {
         p.begin_transaction().unwrap();
         for (_, _, k, v) in &batch {
             let out = [b"out-".as_slice(), v].concat();
-            loop {
-                match p.send(BaseRecord::<[u8], [u8]>::to("out").key(k).payload(&out)) {
-                    Ok(()) => break,
-                    Err((e, _)) => {
-                        assert!(
-                            matches!(
-                                e,
-                                rdkafka::error::KafkaError::MessageProduction(
-                                    rdkafka::types::RDKafkaErrorCode::QueueFull
-                                )
-                            ),
-                            "send: {e}"
-                        );
-                        p.poll(Duration::from_millis(10));
-                    }
-                }
-            }
+            send_one(&p, "out", k, &out);
         }
         let mut next: std::collections::BTreeMap<i32, i64> = std::collections::BTreeMap::new();
         for (part, offset, _, _) in &batch {

@@ -336,17 +336,78 @@ impl Groups {
 
     /// Waits (up to `timeout`) until offsets partition `partition` is loaded here.
     async fn await_loaded(&self, partition: i32, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let loads = self.loads.notified();
-            if self.is_loaded(partition) {
-                return;
-            }
-            self.wake();
-            if tokio::time::timeout_at(deadline, loads).await.is_err() {
-                return;
-            }
+        await_load(
+            &self.loads,
+            || self.is_loaded(partition),
+            || self.wake(),
+            timeout,
+        )
+        .await
+    }
+}
+
+/// Waits (up to `timeout`) until `loaded` holds, waking the loader (`wake`) and
+/// looking again each time it says it loaded something (`loads`): a coordinator's
+/// request for a partition led here that is still loading.
+pub(crate) async fn await_load(
+    loads: &tokio::sync::Notify,
+    loaded: impl Fn() -> bool,
+    wake: impl Fn(),
+    timeout: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let notified = loads.notified();
+        if loaded() {
+            return;
         }
+        wake();
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Broker {
+    /// The partition count of the internal topic `name` (compacted, `segment.bytes` of
+    /// --offsets-topic-segment-bytes), creating it with `partitions` on first use: the
+    /// coordinators' state topics, `__consumer_offsets` and `__transaction_state`.
+    pub(crate) async fn internal_topic_partitions(
+        self: &Arc<Self>,
+        name: &str,
+        partitions: i32,
+    ) -> Result<i32, ApiError> {
+        if let Some(t) = self.cluster().topic(name) {
+            return Ok(t.partitions.len() as i32);
+        }
+        let configs = [
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            (
+                "segment.bytes".to_string(),
+                self.config.offsets_topic_segment_bytes.to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        match self
+            .controller()
+            .create_topic(name, partitions, -1, configs)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.refresh_and_apply().await?;
+        self.cluster()
+            .topic(name)
+            .map(|t| t.partitions.len() as i32)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::CoordinatorNotAvailable,
+                    format!("{name} is being created; retry"),
+                )
+            })
     }
 }
 
@@ -356,46 +417,11 @@ impl Broker {
         self: &Arc<Self>,
         group: &str,
     ) -> Result<i32, ApiError> {
-        let count = match self.cluster().topic(OFFSETS_TOPIC) {
-            Some(t) => t.partitions.len() as i32,
-            None => {
-                // Compacted: the cleaner keeps the latest commit per group and partition
-                // (and the latest membership per group) and drops the rest.
-                let configs = [
-                    ("cleanup.policy".to_string(), "compact".to_string()),
-                    (
-                        "segment.bytes".to_string(),
-                        self.config.offsets_topic_segment_bytes.to_string(),
-                    ),
-                ]
-                .into_iter()
-                .collect();
-                match self
-                    .controller()
-                    .create_topic(
-                        OFFSETS_TOPIC,
-                        self.config.offsets_topic_partitions,
-                        -1,
-                        configs,
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
-                    Err(e) => return Err(e.into()),
-                }
-                self.refresh_and_apply().await?;
-                self.cluster()
-                    .topic(OFFSETS_TOPIC)
-                    .map(|t| t.partitions.len() as i32)
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ErrorCode::CoordinatorNotAvailable,
-                            "the offsets topic is being created; retry",
-                        )
-                    })?
-            }
-        };
+        // Compacted: the cleaner keeps the latest commit per group and partition (and
+        // the latest membership per group) and drops the rest.
+        let count = self
+            .internal_topic_partitions(OFFSETS_TOPIC, self.config.offsets_topic_partitions)
+            .await?;
         let partition = strata_group::partition_for(group, count);
         // A group whose partition is led here but still loading (just created, or
         // leadership just moved here): wait for the load, bounded, rather than answer

@@ -99,63 +99,24 @@ impl Broker {
         self: &Arc<Self>,
         transactional_id: &str,
     ) -> Result<i32, ApiError> {
-        let count = match self.cluster().topic(TXN_TOPIC) {
-            Some(t) => t.partitions.len() as i32,
-            None => {
-                // Compacted: the latest state of each transactional id is what counts.
-                let configs = [
-                    ("cleanup.policy".to_string(), "compact".to_string()),
-                    (
-                        "segment.bytes".to_string(),
-                        self.config.offsets_topic_segment_bytes.to_string(),
-                    ),
-                ]
-                .into_iter()
-                .collect();
-                match self
-                    .controller()
-                    .create_topic(
-                        TXN_TOPIC,
-                        self.config.transaction_state_partitions,
-                        -1,
-                        configs,
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
-                    Err(e) => return Err(e.into()),
-                }
-                self.refresh_and_apply().await?;
-                self.cluster()
-                    .topic(TXN_TOPIC)
-                    .map(|t| t.partitions.len() as i32)
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ErrorCode::CoordinatorNotAvailable,
-                            "the transaction state topic is being created; retry",
-                        )
-                    })?
-            }
-        };
+        // Compacted: the latest state of each transactional id is what counts.
+        let count = self
+            .internal_topic_partitions(TXN_TOPIC, self.config.transaction_state_partitions)
+            .await?;
         let partition = strata_txn::partition_for(transactional_id, count);
         let led_here = self
             .cluster()
             .topic(TXN_TOPIC)
             .and_then(|t| t.partition(partition))
             .is_some_and(|p| p.leader == self.node_id());
-        if led_here && !self.txns.is_loaded(partition) {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                let loads = self.txns.loads.notified();
-                if self.txns.is_loaded(partition) {
-                    break;
-                }
-                self.txns.wake();
-                if tokio::time::timeout_at(deadline, loads).await.is_err() {
-                    break;
-                }
-            }
+        if led_here {
+            crate::groups::await_load(
+                &self.txns.loads,
+                || self.txns.is_loaded(partition),
+                || self.txns.wake(),
+                Duration::from_secs(5),
+            )
+            .await;
         }
         Ok(partition)
     }
