@@ -307,6 +307,120 @@ impl TieredLog {
         }
     }
 
+    /// A consumer's read of the local log in pieces of whole batches, each read with at
+    /// most `piece` bytes asked for, up to `max_bytes` in all (the first piece at least
+    /// one whole batch, KIP-74; the rest only while a whole piece is still wanted),
+    /// crossing segments, below `upper_bound`. A client may ask
+    /// for tens of megabytes of one partition (librdkafka doubles its ask after a fetch
+    /// that gave it no message, such as one of only aborted records, and never shrinks
+    /// it back): read in pieces, those come from the pool of read buffers instead of
+    /// fresh allocations the size of the ask. A piece that fails after the first ends
+    /// the read with what was read.
+    pub fn read_local_pieces(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper_bound: Option<Offset>,
+        piece: usize,
+    ) -> Result<Vec<Bytes>, ReadError> {
+        let mut pieces: Vec<Bytes> = Vec::new();
+        let piece = piece.max(1);
+        let (mut at, mut left) = (offset, max_bytes.max(1));
+        // After the first, a piece is read only when a whole one is still wanted: a
+        // short last read would mostly fetch a batch that does not fit.
+        while (pieces.is_empty() || left >= piece) && upper_bound.is_none_or(|u| at < u) {
+            let r = match self.log.read(at, left.min(piece), upper_bound) {
+                Ok(r) => r,
+                Err(_) if !pieces.is_empty() => break,
+                Err(e) => {
+                    if e.error_code() != ErrorCode::OffsetOutOfRange {
+                        tracing::warn!(topic = %self.topic, partition = self.partition, offset, error = %e, "fetch read failed");
+                    }
+                    return Err(e.into());
+                }
+            };
+            // After the first piece, a batch larger than what is left stays for the next
+            // fetch.
+            if r.data.is_empty()
+                || (!pieces.is_empty() && r.data.len() > left)
+                || r.next_offset <= at
+            {
+                break;
+            }
+            left = left.saturating_sub(r.data.len());
+            at = r.next_offset;
+            pieces.push(r.data);
+        }
+        Ok(pieces)
+    }
+
+    /// A read_committed consumer's read of the local log below `lso`, in pieces as
+    /// [`read_local_pieces`](Self::read_local_pieces), without the batches of aborted
+    /// transactions: the consumer would drop them (it gets the aborted transactions of
+    /// the range all the same), so they are neither sent nor counted against
+    /// `max_bytes`; what is left goes out as slices of the read buffers (offsets with
+    /// gaps, as after compaction). Control batches stay: an ABORT marker in a response
+    /// is what tells a client such as librdkafka that a fetch of no message was not too
+    /// small (it doubles its fetch size after one that was, for good). Past aborted
+    /// data the read goes on for at most `max_bytes` + [`ABORTED_READ_AHEAD`] bytes;
+    /// if it found nothing else, the last aborted batch goes out so the consumer moves
+    /// past what was read.
+    pub fn read_local_committed(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        lso: Offset,
+        piece: usize,
+    ) -> Result<Vec<Bytes>, ReadError> {
+        let piece = piece.max(1);
+        let max_bytes = max_bytes.max(1);
+        let mut out: Vec<Bytes> = Vec::new();
+        let (mut at, mut sent, mut read) = (offset, 0usize, 0usize);
+        let mut last_aborted: Option<Bytes> = None;
+        while at < lso && (out.is_empty() || max_bytes.saturating_sub(sent) >= piece) {
+            if read >= max_bytes.saturating_add(ABORTED_READ_AHEAD) {
+                break;
+            }
+            let r = match self.log.read(
+                at,
+                max_bytes.saturating_sub(sent).clamp(1, piece),
+                Some(lso),
+            ) {
+                Ok(r) => r,
+                Err(_) if !out.is_empty() || last_aborted.is_some() => break,
+                Err(e) => {
+                    if e.error_code() != ErrorCode::OffsetOutOfRange {
+                        tracing::warn!(topic = %self.topic, partition = self.partition, offset, error = %e, "fetch read failed");
+                    }
+                    return Err(e.into());
+                }
+            };
+            if r.data.is_empty() || r.next_offset <= at {
+                break;
+            }
+            let kept = drop_aborted(&r.data, &self.log.aborted_transactions(at, r.next_offset));
+            let kept_len: usize = kept.runs.iter().map(Bytes::len).sum();
+            // After the first, a read whose batches exceed what is left stays for the
+            // next fetch (only a first batch may be larger than the limit, KIP-74).
+            if !out.is_empty() && kept_len > max_bytes.saturating_sub(sent) {
+                break;
+            }
+            read += r.data.len();
+            sent += kept_len;
+            at = r.next_offset;
+            out.extend(kept.runs);
+            if kept.last_aborted.is_some() {
+                last_aborted = kept.last_aborted;
+            }
+            metrics::counter!("strata_fetch_aborted_bytes_skipped_total")
+                .increment((r.data.len() - kept_len) as u64);
+        }
+        if out.is_empty() {
+            out.extend(last_aborted);
+        }
+        Ok(out)
+    }
+
     /// One read-ahead stream per (caller stream, partition): a consumer catching up.
     fn reader_id(&self, reader: u64) -> ReaderId {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -417,4 +531,56 @@ impl TieredLog {
             .map_or(0.0, |s| ((now_ms - s.max_timestamp).max(0) as f64) / 1000.0);
         (bytes, secs)
     }
+}
+
+/// How far a read_committed read goes past its byte limit through aborted batches,
+/// looking for something to send.
+pub const ABORTED_READ_AHEAD: usize = 32 << 20;
+
+/// A read's batches without those of aborted transactions.
+struct Kept {
+    /// Runs of consecutive kept batches, slices of the read's buffer.
+    runs: Vec<Bytes>,
+    /// The last dropped batch, if any.
+    last_aborted: Option<Bytes>,
+}
+
+/// Splits `data` (whole batches) into the runs of batches a read_committed consumer
+/// keeps: all but the data batches of a producer from an aborted transaction's first
+/// offset up to its ABORT marker (`aborted`, the transactions overlapping the range).
+fn drop_aborted(data: &Bytes, aborted: &[AbortedTxn]) -> Kept {
+    let mut kept = Kept {
+        runs: Vec::new(),
+        last_aborted: None,
+    };
+    if aborted.is_empty() {
+        kept.runs.push(data.clone());
+        return kept;
+    }
+    let (mut run_start, mut pos) = (0usize, 0usize);
+    for b in strata_proto::batch::batches(data) {
+        let Ok(b) = b else { break };
+        let h = b.header();
+        let is_aborted = h.is_transactional()
+            && !h.is_control()
+            && aborted.iter().any(|a| {
+                a.producer_id == h.producer_id
+                    && a.first_offset <= h.base_offset
+                    && h.base_offset < a.last_offset
+            });
+        let end = pos + b.len();
+        if is_aborted {
+            if pos > run_start {
+                kept.runs.push(data.slice(run_start..pos));
+            }
+            kept.last_aborted = Some(data.slice(pos..end));
+            run_start = end;
+        }
+        pos = end;
+    }
+    // Whatever did not parse goes as it is: the client reports it.
+    if data.len() > run_start {
+        kept.runs.push(data.slice(run_start..));
+    }
+    kept
 }

@@ -282,3 +282,138 @@ async fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
             .collect::<Vec<_>>()
     );
 }
+
+/// What a consumer keeps of the batches in `data` (Kafka's consumer logic, given the
+/// aborted transactions of the range): the values of its data batches outside aborted
+/// transactions; and the aborted data batches it was sent.
+fn consume(data: &[u8], aborted: &[AbortedTxn]) -> (Vec<String>, usize, i64) {
+    let (mut values, mut aborted_sent, mut next) = (Vec::new(), 0, -1);
+    for b in strata_proto::batch::batches(data) {
+        let b = b.unwrap();
+        let h = b.header();
+        next = b.next_offset();
+        if h.is_control() {
+            continue;
+        }
+        if h.is_transactional()
+            && aborted.iter().any(|a| {
+                a.producer_id == h.producer_id
+                    && a.first_offset <= h.base_offset
+                    && h.base_offset < a.last_offset
+            })
+        {
+            aborted_sent += 1;
+            continue;
+        }
+        for r in b.records().unwrap().iter() {
+            let v = String::from_utf8(r.unwrap().value.unwrap().to_vec()).unwrap();
+            values.push(v.split('-').next().unwrap().to_string());
+        }
+    }
+    (values, aborted_sent, next)
+}
+
+/// A read_committed fetch of the local log leaves out aborted transactions' batches and
+/// keeps the markers, in any piece and limit sizes: a consumer reading the whole log
+/// through it gets exactly the committed and plain records, in order, and is sent an
+/// aborted batch only when a read found nothing else below the last stable offset
+/// (then the last one, so it moves on).
+#[test]
+fn read_committed_reads_leave_out_aborted_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 8192,
+        index_interval_bytes: 512,
+        ..LogConfig::default()
+    };
+    let (local, _) = Log::open(
+        &dir.path().join("p"),
+        config,
+        Arc::new(ManualClock::new(NOW)),
+    )
+    .unwrap();
+    let log = TieredLog::new(local, "ledger".into(), key().topic_id, 0, None);
+    let mut seq = [0i32; 4];
+    let mut next = |pid: usize| {
+        let s = seq[pid];
+        seq[pid] += 1;
+        s
+    };
+    let mut expected = Vec::new();
+    for round in 0..6 {
+        // Producer 2 aborts a long transaction (it spans segments), interleaved with
+        // producer 1's committed one and producer 3's plain records.
+        for i in 0..30 {
+            let v = format!("a{round}.{i}");
+            log.local()
+                .append(&mut record(2, next(2), &v, true), 1)
+                .unwrap();
+            if i % 10 == 0 {
+                let v = format!("c{round}.{i}");
+                log.local()
+                    .append(&mut record(1, next(1), &v, true), 1)
+                    .unwrap();
+                expected.push(v);
+                let v = format!("p{round}.{i}");
+                log.local()
+                    .append(&mut record(3, next(3), &v, false), 1)
+                    .unwrap();
+                expected.push(v);
+            }
+        }
+        end(log.local(), 2, MarkerKind::Abort);
+        end(log.local(), 1, MarkerKind::Commit);
+    }
+    // At the end, producer 2 aborts again, but producer 1 opens a transaction before
+    // the abort marker: the last stable offset stops in the middle of aborted data
+    // whose marker is above it.
+    let tail_first = log.local().log_end_offset();
+    for i in 0..5 {
+        let v = format!("z{i}");
+        log.local()
+            .append(&mut record(2, next(2), &v, true), 1)
+            .unwrap();
+    }
+    let open_first = log.local().log_end_offset();
+    log.local()
+        .append(&mut record(1, next(1), "open", true), 1)
+        .unwrap();
+    end(log.local(), 2, MarkerKind::Abort);
+    let hw = log.local().log_end_offset();
+    let lso = log.last_stable_offset(hw);
+    assert_eq!(lso, open_first);
+
+    for (max_bytes, piece) in [
+        (1, 1),
+        (700, 700),
+        (4096, 1024),
+        (64 << 10, 8 << 10),
+        (1 << 20, 1 << 20),
+    ] {
+        let mut got = Vec::new();
+        let mut at = 0;
+        let mut fallbacks = 0;
+        while at < lso {
+            let pieces = log.read_local_committed(at, max_bytes, lso, piece).unwrap();
+            assert!(
+                !pieces.is_empty(),
+                "no progress at {at} ({max_bytes}/{piece})"
+            );
+            let data: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+            let aborted = log.local().aborted_transactions(at, lso);
+            let (values, aborted_sent, next) = consume(&data, &aborted);
+            if aborted_sent > 0 {
+                // Only the last aborted batch, and only when nothing else was found.
+                assert_eq!((aborted_sent, values.len()), (1, 0), "at {at}");
+                fallbacks += 1;
+            }
+            assert!(next > at);
+            got.extend(values);
+            at = next;
+        }
+        assert_eq!(got, expected, "{max_bytes}/{piece}");
+        assert_eq!(at, lso);
+        // The tail's aborted batches sit below the LSO without their marker.
+        assert!(fallbacks >= 1 && tail_first < lso, "{max_bytes}/{piece}");
+    }
+}

@@ -148,7 +148,7 @@ async fn connection(
                 }
             };
             if let Some(frame) = frame {
-                wr.write_all(&frame).await?;
+                frame.write_to(&mut wr).await?;
             }
             // The request's bytes are free once its answer is on its way.
             drop(held);
@@ -315,7 +315,7 @@ impl strata_client::LocalBroker for LocalLink {
         // in flight to different partitions.
         let task = tokio::spawn(async move {
             match api::dispatch(&broker, id, peer, frame) {
-                Ok(pending) => pending.await,
+                Ok(pending) => pending.await.map(api::Frame::into_bytes),
                 Err(e) => {
                     tracing::warn!(error = %e, "in-process request refused");
                     None

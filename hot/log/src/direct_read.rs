@@ -159,7 +159,7 @@ pub(crate) fn read_range(
 ) -> io::Result<Bytes> {
     let base = floor_block(pos);
     let skip = (pos - base) as usize;
-    let mut buf = AlignedBuf::new(ceil_block(pos + len as u64 - base) as usize);
+    let mut buf = AlignedBuf::for_read(ceil_block(pos + len as u64 - base) as usize);
     let got = fill(file, direct, buf.bytes_mut(), base, skip + len)?;
     Ok(buf.into_bytes(skip, got.clamp(skip, skip + len)))
 }

@@ -37,7 +37,7 @@ pub use self::loader::{RecoveryReport, Truncation};
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index
 /// entry to the wanted batch (index.interval.bytes is 4 KiB by default).
-const READ_SLACK: u64 = 64 * 1024;
+pub(crate) const READ_SLACK: u64 = 64 * 1024;
 /// The bytes one read of [`Log::read_range`] asks for.
 const RANGE_CHUNK: usize = 8 << 20;
 const LOG_START_FILE: &str = "log-start-offset";

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId
 use strata_proto::{ErrorCode, Offset, TopicId};
 use tokio::sync::watch;
 
+use super::frame::MoreRecords;
 use super::{Pending, RequestContext, encode_response};
 use crate::broker::Broker;
 use crate::partition::Partition;
@@ -40,7 +41,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
             return encode_response(&ctx, &resp);
         }
         loop {
-            let (resp, total, has_error, mut watches) = fetch_once(&broker, &ctx, &req).await;
+            let (resp, more, total, has_error, mut watches) = fetch_once(&broker, &ctx, &req).await;
             let now = Instant::now();
             if total >= req.min_bytes.max(0) as usize
                 || has_error
@@ -48,7 +49,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 || watches.is_empty()
             {
                 metrics::counter!("strata_fetch_bytes_total").increment(total as u64);
-                return encode_response(&ctx, &resp);
+                return super::frame::encode_fetch_response(&ctx, resp, more);
             }
             // Wait for any requested partition's high-water mark to move, or the deadline.
             let changed =
@@ -58,7 +59,17 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
     })
 }
 
-type FetchOnce = (FetchResponse, usize, bool, Vec<watch::Receiver<i64>>);
+type FetchOnce = (
+    FetchResponse,
+    MoreRecords,
+    usize,
+    bool,
+    Vec<watch::Receiver<i64>>,
+);
+
+/// The most a consumer's local read asks the log for at once: a partition's records
+/// past it come in further pieces (pooled read buffers, spliced into the response).
+const READ_PIECE: usize = 1 << 20;
 
 /// Whether a partition is read in this round, and how.
 enum Plan {
@@ -87,7 +98,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         // Nothing of this fetch may move a high-water mark or an ISR (KIP-903).
         tracing::debug!(replica, %reason, "replica fetch refused");
         resp.error_code = ErrorCode::StaleBrokerEpoch.code();
-        return (resp, 0, true, Vec::new());
+        return (resp, MoreRecords::new(), 0, true, Vec::new());
     }
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
@@ -186,6 +197,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         });
         futures::future::join_all(reads).await
     };
+    let mut more = MoreRecords::new();
     let mut remote_results = remote
         .iter()
         .map(|(si, _)| *si)
@@ -196,32 +208,40 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
     for (si, (ti, pi, p, offset, max)) in slots.into_iter().enumerate() {
         let pd = &mut resp.responses[ti].partitions[pi];
         let result = match remote_results.remove(&si) {
-            Some(r) => r,
+            Some(r) => r.map(|data| vec![data]),
             None => {
-                let limit = max.min(if any_data { budget } else { usize::MAX });
+                // As Kafka: each partition up to its limit and what is left of the
+                // response's; the first with data gets at least one whole batch.
+                let limit = max.min(budget);
                 if limit == 0 && any_data {
                     continue;
                 }
-                // Consumers read below the high-water mark; followers to the log end.
-                let upper = if follower.is_some() {
-                    None
-                } else if read_committed {
-                    Some(pd.last_stable_offset)
+                // Consumers read below the high-water mark (read_committed: below the
+                // last stable offset, without aborted batches); followers to the log end.
+                let read = if read_committed {
+                    p.log().read_local_committed(
+                        offset,
+                        limit.max(1),
+                        pd.last_stable_offset,
+                        READ_PIECE,
+                    )
                 } else {
-                    Some(pd.high_watermark)
+                    let upper = follower.is_none().then_some(pd.high_watermark);
+                    p.log()
+                        .read_local_pieces(offset, limit.max(1), upper, READ_PIECE)
                 };
-                p.log()
-                    .read_local(offset, limit.max(1), upper)
-                    .map_err(|e| e.error_code())
+                read.map_err(|e| e.error_code())
             }
         };
         match result {
-            Ok(data) => {
-                if data.is_empty() || (any_data && data.len() > budget) {
+            Ok(pieces) => {
+                let len: usize = pieces.iter().map(bytes::Bytes::len).sum();
+                let Some(last) = pieces.last() else { continue };
+                if len == 0 || (any_data && len > budget) {
                     continue;
                 }
                 if read_committed {
-                    match aborted_in(&p, offset, &data).await {
+                    match aborted_in(&p, offset, last).await {
                         Ok(aborted) => pd.aborted_transactions = Some(aborted),
                         Err(code) => {
                             // Without its aborted transactions the data would read as
@@ -232,9 +252,14 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                         }
                     }
                 }
-                budget = budget.saturating_sub(data.len());
+                budget = budget.saturating_sub(len);
                 any_data = true;
-                pd.records = Some(data);
+                let mut pieces = pieces.into_iter();
+                pd.records = pieces.next();
+                let rest: Vec<bytes::Bytes> = pieces.collect();
+                if !rest.is_empty() {
+                    more.insert((ti, pi), rest);
+                }
             }
             Err(code) => {
                 has_error = true;
@@ -247,8 +272,13 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
         .iter()
         .flat_map(|t| &t.partitions)
         .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
-        .sum();
-    (resp, total, has_error, watches)
+        .sum::<usize>()
+        + more
+            .values()
+            .flatten()
+            .map(bytes::Bytes::len)
+            .sum::<usize>();
+    (resp, more, total, has_error, watches)
 }
 
 /// A replica fetch must come from a registered, unfenced broker in its current

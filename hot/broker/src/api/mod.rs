@@ -10,6 +10,7 @@ mod admin;
 mod cluster;
 mod epochs;
 mod fetch;
+mod frame;
 mod group;
 mod list_offsets;
 mod metadata;
@@ -24,11 +25,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::broker::Broker;
+pub use frame::Frame;
 pub(crate) use produce::wait_for_replicas;
 
 /// What a request produced: a future yielding the encoded response frame (length
 /// prefix included), or `None` when no response is due (acks=0 produce).
-pub type Pending = BoxFuture<'static, Option<Bytes>>;
+pub type Pending = BoxFuture<'static, Option<Frame>>;
 
 /// Why a connection must be closed instead of answered.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +72,7 @@ pub struct RequestContext {
 pub(crate) fn encode_response<R: Encodable + HeaderVersion>(
     ctx: &RequestContext,
     body: &R,
-) -> Option<Bytes> {
+) -> Option<Frame> {
     let header_version = R::header_version(ctx.version);
     let mut header = ResponseHeader::default();
     header.correlation_id = ctx.correlation_id;
@@ -91,10 +93,10 @@ pub(crate) fn encode_response<R: Encodable + HeaderVersion>(
     }
     let len = (buf.len() - 4) as i32;
     buf[0..4].copy_from_slice(&len.to_be_bytes());
-    Some(buf.freeze())
+    Some(Frame::One(buf.freeze()))
 }
 
-pub(crate) fn ready(frame: Option<Bytes>) -> Pending {
+pub(crate) fn ready(frame: Option<Frame>) -> Pending {
     Box::pin(futures::future::ready(frame))
 }
 

@@ -316,7 +316,7 @@ impl Log {
     ) -> Result<Bytes, LogError> {
         let end = pos + len as u64;
         let base = floor_block(pos);
-        let mut buf = AlignedBuf::new((ceil_block(end) - base) as usize);
+        let mut buf = AlignedBuf::for_read((ceil_block(end) - base) as usize);
         let mut direct = Some(direct);
         let mut at = pos;
         while at < end {
