@@ -323,35 +323,7 @@ impl TieredLog {
         upper_bound: Option<Offset>,
         piece: usize,
     ) -> Result<Vec<Bytes>, ReadError> {
-        let mut pieces: Vec<Bytes> = Vec::new();
-        let piece = piece.max(1);
-        let (mut at, mut left) = (offset, max_bytes.max(1));
-        // After the first, a piece is read only when a whole one is still wanted: a
-        // short last read would mostly fetch a batch that does not fit.
-        while (pieces.is_empty() || left >= piece) && upper_bound.is_none_or(|u| at < u) {
-            let r = match self.log.read(at, left.min(piece), upper_bound) {
-                Ok(r) => r,
-                Err(_) if !pieces.is_empty() => break,
-                Err(e) => {
-                    if e.error_code() != ErrorCode::OffsetOutOfRange {
-                        tracing::warn!(topic = %self.topic, partition = self.partition, offset, error = %e, "fetch read failed");
-                    }
-                    return Err(e.into());
-                }
-            };
-            // After the first piece, a batch larger than what is left stays for the next
-            // fetch.
-            if r.data.is_empty()
-                || (!pieces.is_empty() && r.data.len() > left)
-                || r.next_offset <= at
-            {
-                break;
-            }
-            left = left.saturating_sub(r.data.len());
-            at = r.next_offset;
-            pieces.push(r.data);
-        }
-        Ok(pieces)
+        self.read_pieces(offset, max_bytes, upper_bound, piece, false)
     }
 
     /// A read_committed consumer's read of the local log below `lso`, in pieces as
@@ -372,20 +344,32 @@ impl TieredLog {
         lso: Offset,
         piece: usize,
     ) -> Result<Vec<Bytes>, ReadError> {
+        self.read_pieces(offset, max_bytes, Some(lso), piece, true)
+    }
+
+    /// [`read_local_pieces`](Self::read_local_pieces), and with `leave_out_aborted`
+    /// [`read_local_committed`](Self::read_local_committed).
+    fn read_pieces(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper_bound: Option<Offset>,
+        piece: usize,
+        leave_out_aborted: bool,
+    ) -> Result<Vec<Bytes>, ReadError> {
         let piece = piece.max(1);
         let max_bytes = max_bytes.max(1);
         let mut out: Vec<Bytes> = Vec::new();
         let (mut at, mut sent, mut read) = (offset, 0usize, 0usize);
         let mut last_aborted: Option<Bytes> = None;
-        while at < lso && (out.is_empty() || max_bytes.saturating_sub(sent) >= piece) {
-            if read >= max_bytes.saturating_add(ABORTED_READ_AHEAD) {
-                break;
-            }
-            let r = match self.log.read(
-                at,
-                max_bytes.saturating_sub(sent).clamp(1, piece),
-                Some(lso),
-            ) {
+        // After the first, a piece is read only when a whole one is still wanted: a
+        // short last read would mostly fetch a batch that does not fit.
+        while upper_bound.is_none_or(|u| at < u)
+            && (out.is_empty() || max_bytes.saturating_sub(sent) >= piece)
+            && read < max_bytes.saturating_add(ABORTED_READ_AHEAD)
+        {
+            let ask = max_bytes.saturating_sub(sent).clamp(1, piece);
+            let r = match self.log.read(at, ask, upper_bound) {
                 Ok(r) => r,
                 Err(_) if !out.is_empty() || last_aborted.is_some() => break,
                 Err(e) => {
@@ -398,7 +382,14 @@ impl TieredLog {
             if r.data.is_empty() || r.next_offset <= at {
                 break;
             }
-            let kept = drop_aborted(&r.data, &self.log.aborted_transactions(at, r.next_offset));
+            let kept = if leave_out_aborted {
+                drop_aborted(&r.data, &self.log.aborted_transactions(at, r.next_offset))
+            } else {
+                Kept {
+                    runs: vec![r.data.clone()],
+                    last_aborted: None,
+                }
+            };
             let kept_len: usize = kept.runs.iter().map(Bytes::len).sum();
             // After the first, a read whose batches exceed what is left stays for the
             // next fetch (only a first batch may be larger than the limit, KIP-74).
@@ -412,8 +403,10 @@ impl TieredLog {
             if kept.last_aborted.is_some() {
                 last_aborted = kept.last_aborted;
             }
-            metrics::counter!("strata_fetch_aborted_bytes_skipped_total")
-                .increment((r.data.len() - kept_len) as u64);
+            if leave_out_aborted {
+                metrics::counter!("strata_fetch_aborted_bytes_skipped_total")
+                    .increment((r.data.len() - kept_len) as u64);
+            }
         }
         if out.is_empty() {
             out.extend(last_aborted);

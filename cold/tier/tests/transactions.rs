@@ -45,6 +45,23 @@ async fn cache(store: &Arc<dyn BlobStore>) -> Arc<ChunkCache> {
     )
 }
 
+/// A partition's log in `dir`, not tiered yet, with small segments.
+fn open_log(dir: &std::path::Path, segment_bytes: u64) -> TieredLog {
+    let config = LogConfig {
+        segment_bytes,
+        index_interval_bytes: 512,
+        ..LogConfig::default()
+    };
+    let (local, _) = Log::open(&dir.join("p"), config, Arc::new(ManualClock::new(NOW))).unwrap();
+    TieredLog::new(local, "ledger".into(), key().topic_id, 0, None)
+}
+
+/// Producer `pid`'s next sequence number.
+fn next_seq(seq: &mut [i32; 4], pid: usize) -> i32 {
+    seq[pid] += 1;
+    seq[pid] - 1
+}
+
 /// A batch of one record `value` from producer `pid`; transactional when `txn`.
 fn record(pid: i64, seq: i32, value: &str, txn: bool) -> Vec<u8> {
     let recs = [NewRecord {
@@ -99,30 +116,14 @@ async fn read_committed(
         } else {
             log.read(at, 8 * 1024, Some(to), 1).await.unwrap()
         };
-        let batches: Vec<_> = strata_proto::batch::batches(&data)
-            .map(|b| b.unwrap())
-            .collect();
-        let next = batches.last().unwrap().next_offset();
-        let aborted = log.aborted_transactions(at, next).await.unwrap();
-        for b in &batches {
-            let h = b.header();
-            if h.is_control() {
-                continue;
-            }
-            let in_abort = aborted.iter().any(|a| {
-                a.producer_id == h.producer_id
-                    && a.first_offset <= h.base_offset
-                    && h.base_offset < a.last_offset
-            });
-            if h.is_transactional() && in_abort {
-                continue;
-            }
-            for r in b.records().unwrap().iter() {
-                let r = r.unwrap();
-                let v = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
-                out.push(v.split('-').next().unwrap().to_string());
-            }
-        }
+        let end = strata_proto::batch::batches(&data)
+            .last()
+            .unwrap()
+            .unwrap()
+            .next_offset();
+        let aborted = log.aborted_transactions(at, end).await.unwrap();
+        let (values, _, next) = consume(&data, &aborted);
+        out.extend(values);
         at = next;
     }
     out
@@ -133,18 +134,7 @@ async fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
     let s3 = S3Server::start().expect("s3s-fs is installed by scripts/deps");
     let store: Arc<dyn BlobStore> = s3.store("txn").unwrap().into_dyn();
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 2048,
-        index_interval_bytes: 512,
-        ..LogConfig::default()
-    };
-    let (local, _) = Log::open(
-        &dir.path().join("p"),
-        config,
-        Arc::new(ManualClock::new(NOW)),
-    )
-    .unwrap();
-    let log = TieredLog::new(local, "ledger".into(), key().topic_id, 0, None);
+    let log = open_log(dir.path(), 2048);
     let remote = Arc::new(
         RemotePartition::open(key(), store.clone(), cache(&store).await)
             .await
@@ -156,11 +146,7 @@ async fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
     // (idempotent, no transaction). Producer 2's aborts span segments.
     let mut expected = Vec::new();
     let mut seq = [0i32; 4];
-    let mut next = |pid: usize| {
-        let s = seq[pid];
-        seq[pid] += 1;
-        s
-    };
+    let mut next = |pid: usize| next_seq(&mut seq, pid);
     for round in 0..12 {
         for i in 0..2 {
             let v = format!("c{round}.{i}");
@@ -321,24 +307,9 @@ fn consume(data: &[u8], aborted: &[AbortedTxn]) -> (Vec<String>, usize, i64) {
 #[test]
 fn read_committed_reads_leave_out_aborted_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 8192,
-        index_interval_bytes: 512,
-        ..LogConfig::default()
-    };
-    let (local, _) = Log::open(
-        &dir.path().join("p"),
-        config,
-        Arc::new(ManualClock::new(NOW)),
-    )
-    .unwrap();
-    let log = TieredLog::new(local, "ledger".into(), key().topic_id, 0, None);
+    let log = open_log(dir.path(), 8192);
     let mut seq = [0i32; 4];
-    let mut next = |pid: usize| {
-        let s = seq[pid];
-        seq[pid] += 1;
-        s
-    };
+    let mut next = |pid: usize| next_seq(&mut seq, pid);
     let mut expected = Vec::new();
     for round in 0..6 {
         // Producer 2 aborts a long transaction (it spans segments), interleaved with

@@ -93,6 +93,14 @@ impl Txns {
 }
 
 impl Broker {
+    /// The Kafka address of broker `id`, if it is registered and not fenced.
+    fn unfenced_addr(&self, id: i32) -> Option<String> {
+        self.cluster()
+            .broker(id)
+            .filter(|b| !b.fenced)
+            .map(|b| format!("{}:{}", b.host, b.port))
+    }
+
     /// The `__transaction_state` partition of `transactional_id`, creating the topic on
     /// first use; waits (bounded) for its load when it is led here.
     pub(crate) async fn txn_partition_for(
@@ -383,12 +391,7 @@ impl Broker {
         let fail = |code: ErrorCode, parts: &[(String, i32)]| {
             parts.iter().map(|(t, p)| (t.clone(), *p, code)).collect()
         };
-        let Some(addr) = self
-            .cluster()
-            .broker(leader)
-            .filter(|b| !b.fenced)
-            .map(|b| format!("{}:{}", b.host, b.port))
-        else {
+        let Some(addr) = self.unfenced_addr(leader) else {
             return fail(ErrorCode::NotLeaderOrFollower, &parts);
         };
         let client_id = format!("strata-txn-markers-{}", self.node_id());
@@ -512,12 +515,7 @@ impl Broker {
             AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
         };
         use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
-        let Some(addr) = self
-            .cluster()
-            .broker(leader)
-            .filter(|b| !b.fenced)
-            .map(|b| format!("{}:{}", b.host, b.port))
-        else {
+        let Some(addr) = self.unfenced_addr(leader) else {
             return Err(ErrorCode::CoordinatorNotAvailable);
         };
         let client_id = format!("strata-txn-verify-{}", self.node_id());

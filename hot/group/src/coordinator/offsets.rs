@@ -26,6 +26,30 @@ pub struct ExpiredOffsets {
 }
 
 impl GroupCoordinator {
+    /// The checks every offset commit, plain or transactional, starts with: an empty
+    /// group id is INVALID_GROUP_ID; an unknown group is created Empty for a standalone
+    /// commit (a negative generation) and is ILLEGAL_GENERATION otherwise. `Some`: the
+    /// answer; `None`: the group exists, and the caller checks its member.
+    pub(super) fn commit_group_checks(
+        &mut self,
+        now: i64,
+        group_id: &str,
+        generation_id: i32,
+    ) -> Option<ErrorCode> {
+        if group_id.is_empty() {
+            return Some(ErrorCode::InvalidGroupId);
+        }
+        if self.groups.contains_key(group_id) {
+            return None;
+        }
+        if generation_id < 0 {
+            self.groups
+                .insert(group_id.to_string(), Group::new(group_id, now));
+            return Some(ErrorCode::None);
+        }
+        Some(ErrorCode::IllegalGeneration)
+    }
+
     /// OffsetCommit validation (Kafka's `validateOffsetCommit` + `doCommitOffsets`).
     ///
     /// Generation `-1` with an empty member id and no instance id is a standalone
@@ -44,16 +68,8 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> ErrorCode {
-        if group_id.is_empty() {
-            return ErrorCode::InvalidGroupId;
-        }
-        if !self.groups.contains_key(group_id) {
-            if generation_id < 0 {
-                self.groups
-                    .insert(group_id.to_string(), Group::new(group_id, now));
-                return ErrorCode::None;
-            }
-            return ErrorCode::IllegalGeneration;
+        if let Some(code) = self.commit_group_checks(now, group_id, generation_id) {
+            return code;
         }
         self.with_group(now, group_id, |_, g| {
             if g.state == GroupState::Dead {

@@ -32,7 +32,7 @@
 use strata_proto::ErrorCode;
 
 use super::group::StoredOffset;
-use super::{Group, GroupCoordinator, GroupState};
+use super::{GroupCoordinator, GroupState};
 use crate::records::{self, CommittedOffset, ConsumerOffsetsRecord, DecodeError};
 
 /// What became of one pending transactional offset when its transaction ended.
@@ -86,16 +86,8 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> ErrorCode {
-        if group_id.is_empty() {
-            return ErrorCode::InvalidGroupId;
-        }
-        if !self.groups.contains_key(group_id) {
-            if generation_id < 0 {
-                self.groups
-                    .insert(group_id.to_string(), Group::new(group_id, now));
-                return ErrorCode::None;
-            }
-            return ErrorCode::IllegalGeneration;
+        if let Some(code) = self.commit_group_checks(now, group_id, generation_id) {
+            return code;
         }
         self.with_group(now, group_id, |_, g| {
             if g.state == GroupState::Dead {

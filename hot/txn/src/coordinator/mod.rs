@@ -231,6 +231,24 @@ fn route<'a>(
     }
 }
 
+/// The state of an existing transactional id for a request from its producer: an empty
+/// id is INVALID_REQUEST and an id this coordinator does not know is
+/// INVALID_PRODUCER_ID_MAPPING, besides [`route`]'s answers.
+fn route_existing<'a>(
+    partitions: &'a mut BTreeMap<i32, TxnPartition>,
+    count: i32,
+    txn_id: &str,
+) -> Result<(PartRef, &'a mut Txn), ErrorCode> {
+    if txn_id.is_empty() {
+        return Err(ErrorCode::InvalidRequest);
+    }
+    let (pr, txns) = route(partitions, count, txn_id)?;
+    let txn = txns
+        .get_mut(txn_id)
+        .ok_or(ErrorCode::InvalidProducerIdMapping)?;
+    Ok((pr, txn))
+}
+
 impl TransactionCoordinator {
     /// A coordinator that leads no partition yet.
     pub fn new(config: TxnConfig) -> Self {

@@ -12,6 +12,7 @@ use strata_proto::{ErrorCode, ProducerEpoch, ProducerId};
 use super::metadata::{TransactionMetadata, Txn, is_epoch_exhausted};
 use super::{
     InitProducerIdResult, Outcome, ProducerIdAndEpoch, TransactionCoordinator, WriteKind, route,
+    route_existing,
 };
 use crate::records::{self, TxnState};
 
@@ -205,16 +206,10 @@ impl TransactionCoordinator {
         now: i64,
         kind: WriteKind,
     ) -> Outcome<ErrorCode> {
-        if transactional_id.is_empty() {
-            return Outcome::Reply(ErrorCode::InvalidRequest);
-        }
         let count = self.config.txn_state_partitions;
-        let (pr, txns) = match route(&mut self.partitions, count, transactional_id) {
+        let (pr, txn) = match route_existing(&mut self.partitions, count, transactional_id) {
             Ok(r) => r,
             Err(e) => return Outcome::Reply(e),
-        };
-        let Some(txn) = txns.get_mut(transactional_id) else {
-            return Outcome::Reply(ErrorCode::InvalidProducerIdMapping);
         };
         let m = &txn.meta;
         let error = if m.producer_id != producer_id {
@@ -257,16 +252,10 @@ impl TransactionCoordinator {
         commit: bool,
         now: i64,
     ) -> Outcome<ErrorCode> {
-        if transactional_id.is_empty() {
-            return Outcome::Reply(ErrorCode::InvalidRequest);
-        }
         let count = self.config.txn_state_partitions;
-        let (pr, txns) = match route(&mut self.partitions, count, transactional_id) {
+        let (pr, txn) = match route_existing(&mut self.partitions, count, transactional_id) {
             Ok(r) => r,
             Err(e) => return Outcome::Reply(e),
-        };
-        let Some(txn) = txns.get_mut(transactional_id) else {
-            return Outcome::Reply(ErrorCode::InvalidProducerIdMapping);
         };
         let m = &txn.meta;
         let error = if m.producer_id != producer_id {
