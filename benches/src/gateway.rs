@@ -385,6 +385,7 @@ fn progress_bar(hidden: bool, len: u64, unit: &str) -> indicatif::ProgressBar {
             broker_pid: None,
             timeout: Duration::ZERO,
             no_progress: hidden,
+            client_properties: Vec::new(),
         },
         len,
         unit,

@@ -97,6 +97,16 @@ pub struct BrokerArgs {
     /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// A librdkafka setting, KEY=VALUE (repeatable): security.protocol, sasl.*, ssl.*.
+    #[arg(long = "client-property", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub client_properties: Vec<(String, String)>,
+}
+
+fn key_value(v: &str) -> Result<(String, String), String> {
+    let (k, val) = v
+        .split_once('=')
+        .ok_or_else(|| format!("'{v}' must be KEY=VALUE"))?;
+    Ok((k.to_string(), val.to_string()))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -488,6 +498,9 @@ fn base_config(b: &BrokerArgs) -> ClientConfig {
         .set("socket.timeout.ms", &ms)
         .set("socket.connection.setup.timeout.ms", &ms)
         .set_log_level(RDKafkaLogLevel::Error);
+    for (k, v) in &b.client_properties {
+        c.set(k, v);
+    }
     c
 }
 

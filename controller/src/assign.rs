@@ -97,6 +97,7 @@ mod tests {
                     host: "h".into(),
                     port: 1,
                     rack: None,
+                    listeners: vec![],
                 },
                 i as u64 + 1,
             )

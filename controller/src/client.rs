@@ -22,6 +22,7 @@ use crate::rpc::{
     BrokerRegistration, ClientReply, ClientRequest, HeartbeatReply, NewTopicRequest, RpcRequest,
     RpcResponse, WireError,
 };
+use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType,
     PartitionRecord, TopicRecord,
@@ -40,6 +41,8 @@ pub struct ClientConfig {
     /// The first retry delay; doubles up to `backoff_max`.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// TLS to the voters (their RPC port requires mutual TLS when configured).
+    pub tls: Option<crate::net::ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +53,7 @@ impl Default for ClientConfig {
             rpc_timeout: Duration::from_secs(12),
             backoff_initial: Duration::from_millis(20),
             backoff_max: Duration::from_secs(1),
+            tls: None,
         }
     }
 }
@@ -87,11 +91,12 @@ impl ControllerClient {
     }
 
     pub fn with_config(config: ClientConfig) -> ControllerClient {
+        let tls = config.tls.as_ref().map(|t| t.0.clone());
         ControllerClient {
             request_timeout: config.request_timeout,
             shared: Arc::new(Shared {
                 config,
-                peers: Peers::default(),
+                peers: Peers::new(tls),
                 leader: Mutex::new(None),
                 next: AtomicUsize::new(0),
             }),
@@ -247,6 +252,20 @@ impl ControllerClient {
             .await?
         {
             ClientReply::ProducerIds { first } => Ok(first),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Applies a change to credentials (KIP-554), ACLs or quotas.
+    pub async fn alter_security(
+        &self,
+        change: SecurityChange,
+    ) -> Result<SecurityOutcome, ControllerError> {
+        match self
+            .call(ClientRequest::AlterSecurity(change), Duration::ZERO)
+            .await?
+        {
+            ClientReply::Security(o) => Ok(o),
             other => Err(self.unexpected(other)),
         }
     }
@@ -447,6 +466,11 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<ElectionOutcome>, ControllerError>;
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError>;
+    /// Credentials, ACLs and quotas.
+    async fn alter_security(
+        &self,
+        change: SecurityChange,
+    ) -> Result<SecurityOutcome, ControllerError>;
     async fn metadata(
         &self,
         since_version: u64,
@@ -513,6 +537,12 @@ impl ControllerApi for ControllerClient {
     }
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
         ControllerClient::allocate_producer_ids(self, count).await
+    }
+    async fn alter_security(
+        &self,
+        change: SecurityChange,
+    ) -> Result<SecurityOutcome, ControllerError> {
+        ControllerClient::alter_security(self, change).await
     }
     async fn metadata(
         &self,

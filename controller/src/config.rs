@@ -83,6 +83,8 @@ pub struct ControllerConfig {
     /// stored objects under); a new random one when `None`. Ignored once bootstrapped.
     pub initial_cluster_id: Option<String>,
     pub raft: RaftTuning,
+    /// Mutual TLS on the RPC port and on this voter's calls to the others.
+    pub tls: Option<crate::net::RpcTls>,
 }
 
 impl Default for ControllerConfig {
@@ -100,6 +102,7 @@ impl Default for ControllerConfig {
             default_replication_factor: None,
             initial_cluster_id: None,
             raft: RaftTuning::default(),
+            tls: None,
         }
     }
 }

@@ -124,7 +124,7 @@ impl Controller {
 
         let network = NetworkFactory {
             node_id: config.node_id,
-            peers: Arc::new(Peers::default()),
+            peers: Arc::new(Peers::new(config.tls.as_ref().map(|t| t.client.clone()))),
         };
         let raft = Raft::new(config.node_id, raft_config, network, log_store, sm.clone())
             .await
@@ -154,6 +154,7 @@ impl Controller {
             node.clone(),
             node.stop.clone(),
             tasks.clone(),
+            node.config.tls.as_ref().map(|t| t.server.clone()),
         ));
         tasks.spawn(duty_loop(node.clone()));
 
@@ -577,8 +578,9 @@ impl Node {
                 host,
                 port,
                 rack,
+                listeners,
             }) => {
-                if host.is_empty() {
+                if host.is_empty() || listeners.iter().any(|e| e.host.is_empty()) {
                     return Err(Rejection::InvalidRequest {
                         reason: "the broker's host is empty".into(),
                     }
@@ -590,6 +592,7 @@ impl Node {
                         host,
                         port,
                         rack,
+                        listeners,
                     })
                     .await?;
                 match out {
@@ -652,6 +655,12 @@ impl Node {
                     CommandOutput::ProducerIds { first, .. } => {
                         Ok(ClientReply::ProducerIds { first })
                     }
+                    other => Err(unexpected(other)),
+                }
+            }
+            ClientRequest::AlterSecurity(change) => {
+                match self.propose(Command::AlterSecurity(change)).await? {
+                    CommandOutput::Security(o) => Ok(ClientReply::Security(o)),
                     other => Err(unexpected(other)),
                 }
             }

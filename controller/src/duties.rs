@@ -174,6 +174,7 @@ mod tests {
                     host: "h".into(),
                     port: 1,
                     rack: None,
+                    listeners: vec![],
                 },
                 b as u64,
             )

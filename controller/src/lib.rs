@@ -55,6 +55,7 @@ pub mod duties;
 pub mod error;
 pub mod net;
 pub mod rpc;
+pub mod security;
 pub mod state;
 pub mod store;
 pub mod types;
@@ -64,9 +65,14 @@ pub use clock::{Clock, ManualClock, TokioClock};
 pub use config::{ConfigError, ControllerConfig, RaftTuning};
 pub use controller::{Controller, StartOptions};
 pub use error::{ControllerError, Rejection};
+pub use net::{ClientTls, RpcTls};
 pub use rpc::{BrokerRegistration, HeartbeatReply, NewTopicRequest};
+pub use security::{
+    ScramCredentialRecord, ScramDeletion, ScramUpsertion, SecurityChange, SecurityMetadata,
+    SecurityOutcome, UserOutcome,
+};
 pub use state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, ElectionOutcome,
-    ElectionType, NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
+    ElectionType, Endpoint, NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
 };
 pub use types::{BrokerId, NodeId, TypeConfig};

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use strata_proto::TopicId;
 
 use crate::error::{ControllerError, Rejection};
+use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
-    AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType,
+    AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType, Endpoint,
     PartitionRecord, TopicRecord,
 };
 use crate::types::{BrokerId, NodeId, TypeConfig};
@@ -22,10 +23,13 @@ use crate::types::{BrokerId, NodeId, TypeConfig};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub broker_id: BrokerId,
-    /// The Kafka address clients are told to use.
+    /// The inter-broker listener's advertised address.
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Every listener's advertised address.
+    #[serde(default)]
+    pub listeners: Vec<Endpoint>,
 }
 
 /// The answer to a broker heartbeat.
@@ -86,6 +90,7 @@ pub(crate) enum ClientRequest {
     AllocateProducerIds {
         count: i64,
     },
+    AlterSecurity(SecurityChange),
     /// Long poll: answer once the version exceeds `since_version`, or `None` after
     /// `wait_ms`.
     Metadata {
@@ -102,6 +107,7 @@ pub(crate) enum ClientReply {
     Partition(PartitionRecord),
     ProducerIds { first: i64 },
     Elections(Vec<ElectionOutcome>),
+    Security(SecurityOutcome),
     Metadata(Option<Box<ClusterMetadata>>),
 }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use strata_proto::{TopicConfig, TopicId};
 
 use crate::error::Rejection;
+use crate::security::{SecurityChange, SecurityMetadata, SecurityOutcome};
 use crate::types::{BrokerId, NodeId};
 
 /// The leader of a partition that has none (offline).
@@ -50,16 +51,44 @@ const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRecord {
     pub id: BrokerId,
-    /// The Kafka listener address clients connect to.
+    /// The inter-broker listener's address: where other brokers fetch from it.
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Every listener's advertised address. A client is told the addresses of the
+    /// listener it connected to (Kafka's advertised.listeners). Empty in records
+    /// written before listeners existed: then `host:port` serves every client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<Endpoint>,
     /// Changes on every registration (the raft log index of the registration, as KRaft's
     /// broker epoch is the offset of the registration record). Heartbeats and
     /// AlterPartition carry it, so a restarted broker's old incarnation is recognised.
     pub epoch: i64,
     /// A fenced broker leads nothing and is in no ISR (but the last member of one).
     pub fenced: bool,
+}
+
+/// One advertised listener of a broker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The listener's name (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl BrokerRecord {
+    /// Where a client of listener `name` reaches this broker: `None` if the broker has
+    /// no such listener (Kafka leaves it out of that listener's metadata).
+    pub fn endpoint(&self, name: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 /// A partition's replicas, leader and ISR.
@@ -139,6 +168,9 @@ pub struct ClusterMetadata {
     pub topics: BTreeMap<String, TopicRecord>,
     /// The next producer id AllocateProducerIds hands out. Ids are never reused.
     pub next_producer_id: i64,
+    /// SCRAM credentials (and, as they are built, ACLs and quotas).
+    #[serde(default, skip_serializing_if = "SecurityMetadata::is_empty")]
+    pub security: SecurityMetadata,
 }
 
 impl Default for ClusterMetadata {
@@ -150,6 +182,7 @@ impl Default for ClusterMetadata {
             brokers: BTreeMap::new(),
             topics: BTreeMap::new(),
             next_producer_id: FIRST_PRODUCER_ID,
+            security: SecurityMetadata::default(),
         }
     }
 }
@@ -238,6 +271,8 @@ pub enum Command {
         host: String,
         port: u16,
         rack: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        listeners: Vec<Endpoint>,
     },
     FenceBroker {
         broker: BrokerId,
@@ -272,6 +307,8 @@ pub enum Command {
     AllocateProducerIds {
         count: i64,
     },
+    /// Credentials (KIP-554), and as they are built ACLs and quotas.
+    AlterSecurity(SecurityChange),
 }
 
 /// What an applied command returns.
@@ -287,6 +324,7 @@ pub enum CommandOutput {
         count: i64,
     },
     Elections(Vec<ElectionOutcome>),
+    Security(SecurityOutcome),
 }
 
 /// The state machine's answer to one log entry.
@@ -394,7 +432,8 @@ impl ClusterMetadata {
                 host,
                 port,
                 rack,
-            } => self.register_broker(*broker, host, *port, rack.clone(), index),
+                listeners,
+            } => self.register_broker(*broker, host, *port, rack.clone(), listeners, index),
             Command::FenceBroker { broker, epoch } => self.fence_broker(*broker, *epoch),
             Command::UnfenceBroker { broker, epoch } => self.unfence_broker(*broker, *epoch),
             Command::CreateTopic(t) | Command::RestoreTopic(t) => self.create_topic(t),
@@ -429,6 +468,9 @@ impl ClusterMetadata {
                     count: *count,
                 })
             }
+            Command::AlterSecurity(change) => {
+                Ok(CommandOutput::Security(self.security.apply(change)))
+            }
         };
         if out.is_ok() {
             self.version += 1;
@@ -442,6 +484,7 @@ impl ClusterMetadata {
         host: &str,
         port: u16,
         rack: Option<String>,
+        listeners: &[Endpoint],
         index: u64,
     ) -> CommandResult {
         if id < 0 {
@@ -455,6 +498,7 @@ impl ClusterMetadata {
             host: host.to_string(),
             port,
             rack,
+            listeners: listeners.to_vec(),
             epoch: i64::try_from(index).unwrap_or(i64::MAX),
             fenced: false,
         };
@@ -911,6 +955,7 @@ mod tests {
                     host: "127.0.0.1".into(),
                     port: 9092,
                     rack: None,
+                    listeners: vec![],
                 },
                 index,
             )

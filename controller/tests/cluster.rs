@@ -170,6 +170,7 @@ async fn register(client: &ControllerClient, id: i32) -> i64 {
             host: "127.0.0.1".into(),
             port: 9000 + id as u16,
             rack: None,
+            listeners: vec![],
         })
         .await
         .unwrap()

@@ -51,6 +51,10 @@ pub struct KafkaConfig {
     /// The broker in this process: produce reaches the partitions it leads without a
     /// socket.
     pub local: Option<LocalLeader>,
+    /// librdkafka settings for a secured listener (security.protocol, ssl.*, sasl.*).
+    pub client_properties: Vec<(String, String)>,
+    /// The same security for the native producer's connections.
+    pub security: strata_client::ClientSecurity,
 }
 
 impl KafkaConfig {
@@ -63,6 +67,8 @@ impl KafkaConfig {
             delivery_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(5),
             local: None,
+            client_properties: Vec::new(),
+            security: strata_client::ClientSecurity::default(),
         }
     }
 }
@@ -101,13 +107,16 @@ fn blocking_err(e: tokio::task::JoinError) -> ServiceError {
     ServiceError::new(-1, format!("gateway worker failed: {e}"))
 }
 
-fn base_config(bootstrap: &str) -> ClientConfig {
+fn base_config(config: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap)
+    c.set("bootstrap.servers", &config.bootstrap)
         .set("client.id", "strata-gateway")
         // Describing or producing to a topic must never create it behind the user's back.
         .set("allow.auto.create.topics", "false")
         .set("log_level", "3");
+    for (k, v) in &config.client_properties {
+        c.set(k, v);
+    }
     c
 }
 
@@ -119,10 +128,11 @@ impl KafkaService {
             request_timeout: config.request_timeout,
             delivery_timeout: config.delivery_timeout,
             local: config.local.clone(),
+            security: config.security.clone(),
             ..ProducerConfig::new(config.bootstrap.clone())
         });
         let admin: AdminClient<DefaultClientContext> =
-            base_config(&config.bootstrap).create().map_err(err)?;
+            base_config(&config).create().map_err(err)?;
         Ok(KafkaService {
             queue: ProduceQueue::new(QueueLimits {
                 records: config.produce_queue_records,
@@ -186,7 +196,7 @@ impl KafkaService {
         if let Some(c) = self.readers.lock().ok().and_then(|mut r| r.pop()) {
             return Ok(c);
         }
-        base_config(&self.config.bootstrap)
+        base_config(&self.config)
             .set("group.id", "strata-gateway-stateless")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
@@ -339,7 +349,7 @@ impl Service for KafkaService {
             OffsetReset::Latest => "latest",
             OffsetReset::None => "error",
         };
-        let c: BaseConsumer = base_config(&self.config.bootstrap)
+        let c: BaseConsumer = base_config(&self.config)
             .set("group.id", group)
             .set("enable.auto.commit", settings.auto_commit.to_string())
             .set("auto.offset.reset", reset)

@@ -41,6 +41,57 @@ pub struct ClientArgs {
         value_parser = parse_timeout
     )]
     pub timeout: Duration,
+    /// A file of client properties, KEY=VALUE per line, as Kafka's tools take with
+    /// --command-config: security.protocol, sasl.mechanism, sasl.username,
+    /// sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location (any
+    /// other librdkafka setting is passed through too)
+    #[arg(
+        long,
+        global = true,
+        env = "STRATA_COMMAND_CONFIG",
+        value_name = "FILE",
+        value_parser = read_properties
+    )]
+    pub command_config: Option<Properties>,
+}
+
+/// Client properties from --command-config.
+#[derive(Debug, Clone, Default)]
+pub struct Properties(pub Vec<(String, String)>);
+
+impl Properties {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads a Java-style properties file: KEY=VALUE lines, `#` and `!` comments.
+fn read_properties(path: &str) -> Result<Properties, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .or_else(|| line.split_once(':'))
+            .ok_or_else(|| format!("{path} line {}: '{line}' is not KEY=VALUE", n + 1))?;
+        let k = k.trim();
+        // Kafka's tools name it sasl.mechanism, librdkafka sasl.mechanisms: take both.
+        let k = if k == "sasl.mechanism" {
+            "sasl.mechanisms"
+        } else {
+            k
+        };
+        out.push((k.to_string(), v.trim().to_string()));
+    }
+    Ok(Properties(out))
 }
 
 fn parse_bootstrap(v: &str) -> Result<String, String> {
@@ -98,7 +149,17 @@ impl ClientArgs {
             // Errors reach the user through our own messages; librdkafka's chatter goes to
             // the debug log (STRATA_LOG=debug).
             .set_log_level(RDKafkaLogLevel::Warning);
+        if let Some(p) = &self.command_config {
+            for (k, v) in &p.0 {
+                c.set(k, v);
+            }
+        }
         c
+    }
+
+    /// The --command-config properties (none when not given).
+    pub fn properties(&self) -> Properties {
+        self.command_config.clone().unwrap_or_default()
     }
 
     /// What to say when the broker does not answer.

@@ -529,7 +529,7 @@ fn committed_all(
     let mut errors = Vec::new();
     let mut boot = None;
     for addr in c.bootstrap.split(',') {
-        match Conn::connect(addr, c.timeout) {
+        match Conn::open(addr, c) {
             Ok(conn) => {
                 boot = Some(conn);
                 break;
@@ -608,8 +608,8 @@ fn committed_all_once(
     } else {
         format!("{host}:{port}")
     };
-    let mut co = Conn::connect(&addr, c.timeout)
-        .with_context(|| format!("the coordinator of group '{group}'"))?;
+    let mut co =
+        Conn::open(&addr, c).with_context(|| format!("the coordinator of group '{group}'"))?;
 
     // topics = null: all of them (v2+; v8+ per group, the request's own group and topics
     // fields then left at their defaults, as v8 has none).

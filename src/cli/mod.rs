@@ -1,14 +1,17 @@
 //! Command-line interface.
 
+mod acl;
 mod client;
 mod consume;
 mod group;
 mod log;
 mod produce;
+pub mod security;
 pub mod serve;
 mod tier;
 mod topic;
 mod txn;
+mod user;
 mod wire;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +44,10 @@ pub enum Command {
     /// List and describe transactions, describe a partition's producers, or abort a
     /// hanging transaction (Kafka's transaction admin APIs).
     Txn(txn::TxnArgs),
+    /// Create, list or delete SCRAM users (KIP-554's APIs; any Kafka broker).
+    User(user::UserArgs),
+    /// Add, list or remove ACLs (Kafka's ACL APIs, as kafka-acls.sh).
+    Acl(acl::AclArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -53,5 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tier(args) => tier::run(args),
         Command::Group(args) => group::run(args),
         Command::Txn(args) => txn::run(args),
+        Command::User(args) => user::run(args),
+        Command::Acl(args) => acl::run(args),
     }
 }

@@ -28,11 +28,13 @@ pub struct ServeArgs {
     /// This broker's id [default: 1]
     #[arg(long, env = "STRATA_NODE_ID")]
     pub node_id: Option<i32>,
-    /// The Kafka listener [default: 127.0.0.1:9092]; port 0 picks a free port.
+    /// The PLAINTEXT Kafka listener (the same as --listeners PLAINTEXT://ADDR, and may
+    /// be given next to --listeners' others) [default: 127.0.0.1:9092]; port 0 picks a
+    /// free port.
     #[arg(long, env = "STRATA_KAFKA_ADDR")]
     pub kafka_addr: Option<SocketAddr>,
-    /// HOST:PORT clients are told to connect to [default: the Kafka listener's address].
-    /// Required when --kafka-addr binds 0.0.0.0.
+    /// HOST:PORT clients of the PLAINTEXT listener are told to connect to [default: the
+    /// listener's address]. Required when --kafka-addr binds 0.0.0.0.
     #[arg(long, env = "STRATA_ADVERTISED_KAFKA_ADDR")]
     pub advertised_kafka_addr: Option<String>,
     /// HTTP address for /metrics, /healthz and the REST gateway [default: 127.0.0.1:8080]
@@ -192,6 +194,8 @@ pub struct ServeArgs {
     /// log.cleaner.backoff.ms), e.g. 15s [default: 15s]
     #[arg(long, env = "STRATA_LOG_CLEANER_BACKOFF")]
     pub log_cleaner_backoff: Option<String>,
+    #[command(flatten)]
+    pub security: super::security::SecurityArgs,
 }
 
 /// The same settings in a TOML file.
@@ -265,8 +269,8 @@ pub struct Voter {
 pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub node_id: i32,
-    pub kafka_addr: SocketAddr,
-    pub advertised_kafka_addr: Option<(String, u16)>,
+    /// The Kafka listeners, TLS, principals.
+    pub security: super::security::Security,
     pub http_addr: SocketAddr,
     pub controller_addr: SocketAddr,
     pub controller_voters: Vec<Voter>,
@@ -396,16 +400,26 @@ pub fn parse_object_store(v: &str) -> anyhow::Result<ObjectStoreUrl> {
 
 impl ServeConfig {
     pub fn resolve(args: ServeArgs) -> anyhow::Result<ServeConfig> {
-        let file: FileSettings = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| {
-                    format!("--config {}: cannot read the file", path.display())
-                })?;
-                toml::from_str(&text)
-                    .with_context(|| format!("--config {}: invalid settings", path.display()))?
-            }
-            None => FileSettings::default(),
-        };
+        let (file, security_file): (FileSettings, super::security::SecurityFile) =
+            match &args.config {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).with_context(|| {
+                        format!("--config {}: cannot read the file", path.display())
+                    })?;
+                    let invalid = || format!("--config {}: invalid settings", path.display());
+                    let mut table: toml::Table = toml::from_str(&text).with_context(invalid)?;
+                    // The listener and security keys are read by their own module.
+                    let security: toml::Table = super::security::SecurityFile::KEYS
+                        .iter()
+                        .filter_map(|k| table.remove(*k).map(|v| (k.to_string(), v)))
+                        .collect();
+                    (
+                        table.try_into().with_context(invalid)?,
+                        security.try_into().with_context(invalid)?,
+                    )
+                }
+                None => Default::default(),
+            };
         let data_dir = args
             .data_dir
             .or(file.data_dir)
@@ -418,15 +432,12 @@ impl ServeConfig {
             Some(v) => Some(parse_host_port("--advertised-kafka-addr", &v)?),
             None => None,
         };
-        let kafka_addr = args
-            .kafka_addr
-            .or(file.kafka_addr)
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
-        if kafka_addr.ip().is_unspecified() && advertised.is_none() {
-            bail!(
-                "--kafka-addr {kafka_addr} binds every interface: also give --advertised-kafka-addr HOST:PORT, the address clients should connect to"
-            );
-        }
+        let security = super::security::Security::resolve(
+            args.security,
+            security_file,
+            args.kafka_addr.or(file.kafka_addr),
+            advertised,
+        )?;
         let controller_addr = args
             .controller_addr
             .or(file.controller_addr)
@@ -793,8 +804,7 @@ impl ServeConfig {
             http_produce_timeout,
             data_dir,
             node_id,
-            kafka_addr,
-            advertised_kafka_addr: advertised,
+            security,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)
@@ -831,8 +841,14 @@ impl ServeConfig {
         BrokerConfig {
             node_id: self.node_id,
             data_dir: self.data_dir.clone(),
-            kafka_addr: self.kafka_addr,
-            advertised_addr: self.advertised_kafka_addr.clone(),
+            listeners: self.security.listeners.clone(),
+            inter_broker_listener: self.security.inter_broker_listener,
+            inter_broker_client: self.security.inter_broker_client.clone(),
+            security: strata_broker::security::SecurityConfig {
+                principal_mapping: self.security.principal_mapping.clone(),
+                sasl: self.security.sasl.clone(),
+                authorizer: self.security.authorizer.clone(),
+            },
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
             offsets_retention: self.offsets_retention,
@@ -923,6 +939,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .collect(),
             data_dir: config.data_dir.join("controller"),
             session_timeout: config.broker_session_timeout,
+            tls: config.security.controller_tls.clone(),
             ..ControllerConfig::default()
         };
         let options = StartOptions {
@@ -941,26 +958,61 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     } else {
         None
     };
-    let client = ControllerClient::new(voters.iter().map(|v| v.addr.clone()));
+    let client = ControllerClient::with_config(strata_controller::ClientConfig {
+        voters: voters.iter().map(|v| v.addr.clone()).collect(),
+        tls: config
+            .security
+            .controller_tls
+            .as_ref()
+            .map(|t| strata_controller::ClientTls(t.client.clone())),
+        ..strata_controller::ClientConfig::default()
+    });
     let tier = open_tier(&config).await?;
-    // Bound before registering, so the advertised port is known (port 0 picks one).
-    let kafka = listen(config.kafka_addr).with_context(|| {
-        format!(
-            "--kafka-addr {}: cannot listen (is another broker running?)",
-            config.kafka_addr
-        )
-    })?;
-    let bound = kafka.local_addr()?;
-    let advertised = config
-        .advertised_kafka_addr
-        .clone()
-        .unwrap_or_else(|| (bound.ip().to_string(), bound.port()));
+    // Bound before registering, so the advertised ports are known (port 0 picks one).
+    let mut bound = Vec::new();
+    for l in &config.security.listeners {
+        let listener = listen(l.bind).with_context(|| {
+            format!(
+                "--listeners {}://{}: cannot listen (is another broker running?)",
+                l.protocol, l.bind
+            )
+        })?;
+        let tls = match (&config.security.tls, l.protocol.uses_tls()) {
+            (Some(files), true) => Some(
+                strata_broker::tls::TlsServer::load(
+                    files.clone(),
+                    l.protocol == strata_broker::listener::SecurityProtocol::Ssl,
+                )
+                .with_context(|| format!("the {} listener's TLS settings", l.protocol))?,
+            ),
+            _ => None,
+        };
+        bound.push(strata_broker::BoundListener {
+            config: l.clone(),
+            listener,
+            tls,
+        });
+    }
+    let mut endpoints = Vec::new();
+    for b in &bound {
+        let (host, port) = b.config.advertised(b.listener.local_addr()?);
+        endpoints.push(strata_controller::Endpoint {
+            name: b.config.name().to_string(),
+            host,
+            port,
+        });
+    }
+    let advertised = endpoints
+        .iter()
+        .find(|e| e.name == config.security.inter_broker_listener.name())
+        .map(|e| (e.host.clone(), e.port))
+        .context("the inter-broker listener is not among the listeners")?;
     let broker = Broker::open(
         config.broker_config(),
         Arc::new(client),
         Arc::new(SystemClock),
         Some(tier),
-        advertised.clone(),
+        endpoints,
     )
     .await
     .with_context(|| {
@@ -974,11 +1026,16 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             config.data_dir.display()
         )
     })?;
+    if let Some((user, password)) = &config.security.bootstrap_user {
+        strata_broker::sasl::bootstrap_user(&broker, user, password)
+            .await
+            .map_err(|e| anyhow::anyhow!("--bootstrap-user {user}: {e}"))?;
+    }
     let http = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
     let http_addr = http.local_addr()?;
-    let server = Server::start_on(broker.clone(), kafka);
+    let server = Server::start_on(broker.clone(), bound);
     // The gateway is a Kafka client of this broker: of its own listener (by the address
     // it advertises, which is what metadata tells clients anyway), and in-process for
     // producing to the partitions it leads.
@@ -992,13 +1049,19 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     ));
     // Tests and scripts read this line to learn the bound ports.
     println!(
-        "strata listening kafka={} http={} controller={} data={}",
+        "strata listening kafka={} http={} controller={} data={} listeners={}",
         server.local_addr,
         http_addr,
         controller
             .as_ref()
             .map_or_else(|| "-".to_string(), |c| c.local_addr().to_string()),
-        display(&config.data_dir)
+        display(&config.data_dir),
+        server
+            .local_addrs
+            .iter()
+            .map(|(p, a)| format!("{p}://{a}"))
+            .collect::<Vec<_>>()
+            .join(","),
     );
     tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
     tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, voter = controller.is_some(), object_store = ?config.object_store, "controller and object store settings");
@@ -1043,6 +1106,8 @@ fn gateway_router(
             node_id: broker.node_id(),
             broker: Arc::new(strata_broker::LocalLink::new(broker.clone())),
         }),
+        client_properties: config.security.inter_broker_properties.clone(),
+        security: config.security.inter_broker_client.clone(),
         ..strata_gateway::kafka::KafkaConfig::new(format!("{host}:{}", advertised.1))
     };
     let service = strata_gateway::kafka::KafkaService::new(kafka)
@@ -1120,7 +1185,7 @@ mod tests {
     #[test]
     fn defaults_make_a_single_node_broker() {
         let c = ServeConfig::resolve(ServeArgs::default()).unwrap();
-        assert_eq!(c.kafka_addr.to_string(), "127.0.0.1:9092");
+        assert_eq!(c.security.listeners[0].bind.to_string(), "127.0.0.1:9092");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.data_dir, PathBuf::from("strata-data"));
         // A development single node creates topics on first use, as Kafka does by default.

@@ -84,7 +84,7 @@ fn brokers(c: &ClientArgs, boot: &mut Conn) -> anyhow::Result<Vec<(i32, String)>
 fn connect(c: &ClientArgs) -> anyhow::Result<Conn> {
     let mut errors = Vec::new();
     for addr in c.bootstrap.split(',') {
-        match Conn::connect(addr, c.timeout) {
+        match Conn::open(addr, c) {
             Ok(conn) => return Ok(conn),
             Err(e) => errors.push(format!("{e:#}")),
         }
@@ -138,7 +138,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
                 "TRANSACTIONAL ID", "PRODUCER ID", "STATE"
             );
             for (id, addr) in brokers(c, &mut boot)? {
-                let mut conn = Conn::connect(&addr, c.timeout)?;
+                let mut conn = Conn::open(&addr, c)?;
                 let v = conn
                     .version(ApiKey::ListTransactions, 0..=1)
                     .with_context(|| {
@@ -174,7 +174,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
                     code(r.error_code)
                 );
             }
-            let mut conn = Conn::connect(&format!("{}:{}", r.host, r.port), c.timeout)?;
+            let mut conn = Conn::open(&format!("{}:{}", r.host, r.port), c)?;
             let mut req = DescribeTransactionsRequest::default();
             req.transactional_ids = vec![TransactionalId(StrBytes::from_string(
                 transactional_id.clone(),
@@ -233,7 +233,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
                 bail!("producer {producer_id} has no open transaction in {topic}-{partition}");
             }
             let addr = leader(c, &mut boot, &topic, partition)?;
-            let mut conn = Conn::connect(&addr, c.timeout)?;
+            let mut conn = Conn::open(&addr, c)?;
             let mut t = WritableTxnMarkerTopic::default();
             t.name = TopicName(StrBytes::from_string(topic.clone()));
             t.partition_indexes = vec![partition];
@@ -271,7 +271,7 @@ fn producers(
     partition: i32,
 ) -> anyhow::Result<Vec<kafka_protocol::messages::describe_producers_response::ProducerState>> {
     let addr = leader(c, boot, topic, partition)?;
-    let mut conn = Conn::connect(&addr, c.timeout)?;
+    let mut conn = Conn::open(&addr, c)?;
     let mut t = TopicRequest::default();
     t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partition_indexes = vec![partition];

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod kafka;
+pub mod pki;
 pub mod wire;
 
 use std::io::{BufRead, BufReader};
@@ -16,6 +17,8 @@ pub struct Broker {
     pub kafka: String,
     pub http: String,
     pub data_dir: PathBuf,
+    /// Every listener, PROTOCOL://HOST:PORT, as the broker printed them.
+    pub listeners: Vec<String>,
     extra: Vec<String>,
     env: Vec<(String, String)>,
 }
@@ -93,10 +96,20 @@ impl Broker {
             child,
             kafka: field("kafka"),
             http: field("http"),
+            listeners: field("listeners").split(',').map(str::to_string).collect(),
             data_dir: data_dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env.to_vec(),
         }
+    }
+
+    /// The HOST:PORT of the listener of `protocol` (SSL, SASL_SSL, ...).
+    pub fn listener(&self, protocol: &str) -> String {
+        self.listeners
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{protocol}://")))
+            .unwrap_or_else(|| panic!("no {protocol} listener in {:?}", self.listeners))
+            .to_string()
     }
 
     /// SIGKILL, no clean shutdown.

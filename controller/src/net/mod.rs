@@ -10,3 +10,50 @@ pub(crate) mod frame;
 pub(crate) mod peer;
 pub(crate) mod raft_net;
 pub(crate) mod server;
+
+/// A connection's byte stream: TCP, or TLS over TCP.
+pub(crate) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// Mutual TLS on the voters' RPC port: only a process holding a certificate the
+/// cluster's CA signed may vote, append, or call the controller (register a broker,
+/// create topics, read the metadata).
+#[derive(Clone)]
+pub struct RpcTls {
+    /// What the port accepts: client certificates required, verified against the CA.
+    pub server: std::sync::Arc<rustls::ServerConfig>,
+    /// What this process presents when it calls a voter.
+    pub client: std::sync::Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for RpcTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RpcTls")
+    }
+}
+
+/// Configurations compare as the same when they are the same object.
+impl PartialEq for RpcTls {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.server, &other.server)
+            && std::sync::Arc::ptr_eq(&self.client, &other.client)
+    }
+}
+impl Eq for RpcTls {}
+
+/// The client half of [`RpcTls`] (brokers and tools that call the controller).
+#[derive(Clone)]
+pub struct ClientTls(pub std::sync::Arc<rustls::ClientConfig>);
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientTls")
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for ClientTls {}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::Io;
 use super::frame::{encode, read_frame, write_frame};
 use crate::rpc::{RpcRequest, RpcResponse};
 
@@ -39,12 +40,29 @@ impl CallError {
 }
 
 /// Connections to every address this process talks to.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Peers {
     map: Mutex<HashMap<String, Arc<Peer>>>,
+    /// TLS for every connection (the voters' RPC port requires it when configured).
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers")
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Peers {
+    pub(crate) fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Peers {
+        Peers {
+            map: Mutex::default(),
+            tls,
+        }
+    }
+
     pub(crate) fn get(&self, addr: &str) -> Arc<Peer> {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(addr.to_string())
@@ -52,6 +70,7 @@ impl Peers {
                 Arc::new(Peer {
                     addr: addr.to_string(),
                     idle: Mutex::new(Vec::new()),
+                    tls: self.tls.clone(),
                 })
             })
             .clone()
@@ -59,10 +78,18 @@ impl Peers {
 }
 
 /// One address and its idle connections.
-#[derive(Debug)]
 pub(crate) struct Peer {
     addr: String,
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<Box<dyn Io>>>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Peer {
@@ -70,11 +97,11 @@ impl Peer {
         &self.addr
     }
 
-    fn take_idle(&self) -> Option<TcpStream> {
+    fn take_idle(&self) -> Option<Box<dyn Io>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    fn put_idle(&self, conn: TcpStream) {
+    fn put_idle(&self, conn: Box<dyn Io>) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(conn);
@@ -114,13 +141,32 @@ impl Peer {
             .map_err(CallError::Connect)?;
         // Small request/response frames: do not let Nagle hold them back.
         conn.set_nodelay(true).map_err(CallError::Connect)?;
+        let conn: Box<dyn Io> = match &self.tls {
+            None => Box::new(conn),
+            Some(config) => {
+                let host = self
+                    .addr
+                    .rsplit_once(':')
+                    .map_or(self.addr.as_str(), |(h, _)| h)
+                    .trim_matches(['[', ']'])
+                    .to_string();
+                let name = rustls::pki_types::ServerName::try_from(host).map_err(|e| {
+                    CallError::Connect(io::Error::new(io::ErrorKind::InvalidInput, e))
+                })?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, conn)
+                    .await
+                    .map_err(CallError::Connect)?;
+                Box::new(tls)
+            }
+        };
         let (conn, resp) = exchange(conn, frame).await.map_err(CallError::Io)?;
         self.put_idle(conn);
         Ok(resp)
     }
 }
 
-async fn exchange(mut conn: TcpStream, frame: &[u8]) -> io::Result<(TcpStream, RpcResponse)> {
+async fn exchange(mut conn: Box<dyn Io>, frame: &[u8]) -> io::Result<(Box<dyn Io>, RpcResponse)> {
     write_frame(&mut conn, frame).await?;
     match read_frame::<_, RpcResponse>(&mut conn).await? {
         Some(resp) => Ok((conn, resp)),

@@ -7,6 +7,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::Io;
 use super::frame::{encode, read_frame, write_frame};
 use crate::rpc::{RpcRequest, RpcResponse};
 
@@ -22,6 +23,7 @@ pub(crate) async fn serve<H: RpcHandler>(
     handler: Arc<H>,
     stop: CancellationToken,
     tasks: TaskTracker,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -32,10 +34,11 @@ pub(crate) async fn serve<H: RpcHandler>(
             Ok((conn, peer)) => {
                 let handler = handler.clone();
                 let stop = stop.clone();
+                let tls = tls.clone();
                 tasks.spawn(async move {
                     tokio::select! {
                         _ = stop.cancelled() => {}
-                        r = connection(conn, handler) => {
+                        r = secured(conn, tls, handler) => {
                             if let Err(e) = r {
                                 tracing::debug!(%peer, error = %e, "controller connection closed");
                             }
@@ -52,8 +55,32 @@ pub(crate) async fn serve<H: RpcHandler>(
     }
 }
 
-async fn connection<H: RpcHandler>(mut conn: TcpStream, handler: Arc<H>) -> std::io::Result<()> {
+/// A connection after its TLS handshake (if the port has TLS): a peer without a
+/// certificate the cluster's CA signed fails here, before any request is read.
+async fn secured<H: RpcHandler>(
+    conn: TcpStream,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    handler: Arc<H>,
+) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
+    match tls {
+        None => connection(Box::new(conn), handler).await,
+        Some(config) => {
+            let accept = tokio_rustls::TlsAcceptor::from(config).accept(conn);
+            match tokio::time::timeout(std::time::Duration::from_secs(10), accept).await {
+                Ok(Ok(s)) => connection(Box::new(s), handler).await,
+                Ok(Err(e)) => {
+                    metrics::counter!("strata_controller_rpc_refused_total").increment(1);
+                    tracing::warn!(target: "strata::audit", event = "authentication_failed", listener = "controller", error = %e, "controller RPC: TLS handshake refused");
+                    Ok(())
+                }
+                Err(_) => Ok(()),
+            }
+        }
+    }
+}
+
+async fn connection<H: RpcHandler>(mut conn: Box<dyn Io>, handler: Arc<H>) -> std::io::Result<()> {
     while let Some(req) = read_frame::<_, RpcRequest>(&mut conn).await? {
         let resp = handler.handle(req).await;
         write_frame(&mut conn, &encode(&resp)?).await?;

@@ -82,7 +82,9 @@ impl Engine {
         );
         let mut last = None;
         for addr in addrs {
-            match KafkaConnection::connect(&addr, CLIENT_ID, timeout).await {
+            match KafkaConnection::connect_with(&addr, CLIENT_ID, timeout, &self.config.security)
+                .await
+            {
                 Ok(mut conn) => match conn.call(api, version, req, timeout).await {
                     Ok(r) => {
                         self.meta_conn = Some(conn);

@@ -97,6 +97,8 @@ pub struct ProducerConfig {
     /// partition still has at most one batch in flight, so its order and sequences
     /// hold); the broker appends to different partitions in parallel.
     pub max_in_flight_per_leader: usize,
+    /// How connections to brokers authenticate (TLS, SASL).
+    pub security: strata_client::ClientSecurity,
 }
 
 impl ProducerConfig {
@@ -107,6 +109,7 @@ impl ProducerConfig {
             request_timeout: Duration::from_secs(5),
             delivery_timeout: Duration::from_secs(30),
             retries: 3,
+            security: strata_client::ClientSecurity::default(),
             max_batch_bytes: 1_000_000,
             max_request_bytes: 16 * 1024 * 1024,
             max_in_flight_per_leader: 4,

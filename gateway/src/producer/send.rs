@@ -302,7 +302,14 @@ async fn send(
         .map(|l| KafkaConnection::local(&addr, l.broker.clone(), CLIENT_ID));
     let mut conn = match conn.or(local) {
         Some(c) => c,
-        None => match KafkaConnection::connect(&addr, CLIENT_ID, config.request_timeout).await {
+        None => match KafkaConnection::connect_with(
+            &addr,
+            CLIENT_ID,
+            config.request_timeout,
+            &config.security,
+        )
+        .await
+        {
             Ok(c) => c,
             Err(e) => {
                 return Sent {

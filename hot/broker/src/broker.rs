@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use strata_controller::{BrokerRegistration, ClusterMetadata, ControllerApi};
+use strata_controller::{BrokerRegistration, ClusterMetadata, ControllerApi, Endpoint};
 use strata_log::Clock;
 use strata_proto::{TopicConfig, TopicId};
 use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr, PartitionState};
@@ -72,8 +72,8 @@ pub struct Broker {
     /// Serialises the application of metadata to local state.
     reconcile_lock: tokio::sync::Mutex<()>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
-    /// The Kafka address clients are told about (registered with the controller).
-    advertised: (String, u16),
+    /// Every listener's advertised address (registered with the controller).
+    advertised: Vec<Endpoint>,
     /// This broker's registration epoch with the controller.
     broker_epoch: AtomicI64,
     /// Tiered storage, when an object store is configured.
@@ -87,6 +87,8 @@ pub struct Broker {
     /// Partitions send their AlterPartition requests here ([`Broker::open`] starts the
     /// task that forwards them to the controller).
     alter_partitions: AlterPartitionSender,
+    /// The authorizer over the current metadata's ACLs.
+    pub(crate) authz: crate::api::AuthzCache,
 }
 
 impl Broker {
@@ -99,8 +101,20 @@ impl Broker {
         controller: Arc<dyn ControllerApi>,
         clock: Arc<dyn Clock>,
         tier: Option<Arc<Tier>>,
-        advertised: (String, u16),
+        advertised: Vec<Endpoint>,
     ) -> Result<Arc<Broker>, ApiError> {
+        if !advertised
+            .iter()
+            .any(|e| e.name == config.inter_broker_listener.name())
+        {
+            return Err(ApiError::new(
+                strata_proto::ErrorCode::InvalidRequest,
+                format!(
+                    "the inter-broker listener {} is not among the listeners",
+                    config.inter_broker_listener
+                ),
+            ));
+        }
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             ApiError::new(
                 strata_proto::ErrorCode::KafkaStorageError,
@@ -137,6 +151,7 @@ impl Broker {
             groups: crate::groups::Groups::default(),
             txns: crate::txns::Txns::new(txn_config),
             alter_partitions,
+            authz: Default::default(),
         });
         // Ends when the broker is dropped (the partitions' senders go with it).
         let weak = Arc::downgrade(&broker);
@@ -155,7 +170,7 @@ impl Broker {
     /// Registers with the controller (again after a fencing or a controller restart
     /// that forgot us); the new broker epoch fences requests made under the old one.
     pub(crate) async fn register(&self) -> Result<(), ApiError> {
-        let (host, port) = self.advertised.clone();
+        let (host, port) = self.advertised();
         let rec = self
             .controller()
             .register_broker(BrokerRegistration {
@@ -163,6 +178,7 @@ impl Broker {
                 host,
                 port,
                 rack: None,
+                listeners: self.advertised.clone(),
             })
             .await?;
         self.broker_epoch.store(rec.epoch, Ordering::Release);
@@ -208,7 +224,12 @@ impl Broker {
     }
 
     pub fn advertised(&self) -> (String, u16) {
-        self.advertised.clone()
+        let name = self.config.inter_broker_listener.name();
+        self.advertised
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (e.host.clone(), e.port))
+            .unwrap_or_default()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicState>> {

@@ -18,11 +18,16 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// Where partition directories and the metadata file live.
     pub data_dir: PathBuf,
-    /// The Kafka listener's bind address.
-    pub kafka_addr: SocketAddr,
-    /// The host and port clients are told to connect to (Metadata). When the listener
-    /// binds a wildcard address this must be set: advertising 0.0.0.0 breaks every client.
-    pub advertised_addr: Option<(String, u16)>,
+    /// The Kafka listeners (Kafka's listeners and advertised.listeners).
+    pub listeners: Vec<crate::listener::ListenerConfig>,
+    /// The listener other brokers (replica fetches, transaction markers) and this
+    /// broker's own clients use (Kafka's inter.broker.listener.name).
+    pub inter_broker_listener: crate::listener::SecurityProtocol,
+    /// TLS client certificates' principals, SASL, authorization.
+    pub security: crate::security::SecurityConfig,
+    /// How this broker's own connections to other brokers (replica fetches,
+    /// transaction markers) authenticate on the inter-broker listener.
+    pub inter_broker_client: strata_client::ClientSecurity,
     /// Create a topic when a client asks for metadata of an unknown one (Kafka's
     /// auto.create.topics.enable). On by default, as Kafka's, so a development single node
     /// works with any client as it comes; production setups turn it off (a typo in a
@@ -95,8 +100,12 @@ impl Default for BrokerConfig {
         BrokerConfig {
             node_id: 1,
             data_dir: PathBuf::from("strata-data"),
-            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 9092)),
-            advertised_addr: None,
+            listeners: vec![crate::listener::ListenerConfig::plaintext(
+                SocketAddr::from(([127, 0, 0, 1], 9092)),
+            )],
+            inter_broker_listener: crate::listener::SecurityProtocol::Plaintext,
+            security: crate::security::SecurityConfig::default(),
+            inter_broker_client: strata_client::ClientSecurity::default(),
             auto_create_topics: true,
             default_partitions: 1,
             max_request_bytes: 100 * 1024 * 1024,
@@ -133,13 +142,5 @@ impl BrokerConfig {
             tail_cache_bytes: self.log_tail_cache_bytes,
             ..strata_log::LogConfig::from(topic)
         }
-    }
-
-    /// The address advertised to clients.
-    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
-        if let Some((h, p)) = &self.advertised_addr {
-            return (h.clone(), *p);
-        }
-        (bound.ip().to_string(), bound.port())
     }
 }

@@ -9,23 +9,28 @@
 //!   the local-file store the single-node broker uses.
 
 pub mod api;
+pub mod audit;
 pub mod broker;
 pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod groups;
 pub mod limits;
+pub mod listener;
 pub use strata_client as kafka_client;
 pub mod metadata;
 pub mod partition;
 pub mod replication;
 pub mod resources;
+pub mod sasl;
+pub mod security;
 pub mod server;
 pub mod tiering;
+pub mod tls;
 pub mod txns;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;
 pub use error::ApiError;
 pub use metadata::MetadataCache;
-pub use server::{LocalLink, Server};
+pub use server::{BoundListener, LocalLink, Server};

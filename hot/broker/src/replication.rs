@@ -174,7 +174,14 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             continue;
         };
         if conn.as_ref().is_none_or(|c| c.addr() != addr) {
-            match KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3)).await {
+            match KafkaConnection::connect_with(
+                &addr,
+                &client_id,
+                Duration::from_secs(3),
+                &broker.config.inter_broker_client,
+            )
+            .await
+            {
                 // A leader's answer is bounded like a request to this broker: the fetch
                 // asks for 16 MiB, and KIP-74 lets one batch (max.message.bytes) exceed it.
                 Ok(c) => conn = Some(c.with_max_response_bytes(broker.config.max_request_bytes)),

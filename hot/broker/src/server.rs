@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, Pending};
 use crate::broker::Broker;
 use crate::limits::{self, ConnectionCounter, HeldBytes, Refused, RequestMemory};
+use crate::listener::{ListenerConfig, SecurityProtocol};
+use crate::sasl::{SaslSession, Verdict};
+use crate::tls::TlsServer;
 
 /// Kafka's connections.max.idle.ms: a connection that sends nothing this long is closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -21,46 +26,117 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// per MiB): the bytes it will need are held meanwhile.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A running Kafka listener.
+/// A listener bound before the broker registered (so its advertised port was known).
+#[derive(Debug)]
+pub struct BoundListener {
+    pub config: ListenerConfig,
+    pub listener: TcpListener,
+    /// The TLS configuration of an SSL or SASL_SSL listener.
+    pub tls: Option<Arc<TlsServer>>,
+}
+
+/// The running Kafka listeners.
 #[derive(Debug)]
 pub struct Server {
+    /// The first listener's bound address.
     pub local_addr: SocketAddr,
+    /// Every listener's bound address.
+    pub local_addrs: Vec<(SecurityProtocol, SocketAddr)>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
-    /// Serves on an already bound listener (bound before the broker registered, so its
-    /// advertised address was known).
-    pub fn start_on(broker: Arc<Broker>, listener: TcpListener) -> Server {
-        let local_addr = listener.local_addr().unwrap_or(broker.config.kafka_addr);
+    /// Serves on already bound listeners, with the broker's background duties.
+    pub fn start_on(broker: Arc<Broker>, listeners: Vec<BoundListener>) -> Server {
+        let local_addrs: Vec<_> = listeners
+            .iter()
+            .map(|l| {
+                (
+                    l.config.protocol,
+                    l.listener.local_addr().unwrap_or(l.config.bind),
+                )
+            })
+            .collect();
+        let local_addr = local_addrs
+            .first()
+            .map_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)), |(_, a)| *a);
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(run(broker, listener, shutdown.clone()));
+        let task = tokio::spawn(run(broker, listeners, shutdown.clone()));
         Server {
             local_addr,
+            local_addrs,
             shutdown,
             task,
         }
     }
 
-    /// Stops accepting, closes connections, and waits for the listener to finish.
+    /// Stops accepting, closes connections, and waits for the listeners to finish.
     pub async fn stop(self) {
         self.shutdown.cancel();
         let _ = self.task.await;
     }
 }
 
-async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationToken) {
+async fn run(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: CancellationToken) {
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
     crate::replication::start(&broker, &shutdown);
     crate::cleaner::start(&broker, &shutdown);
     let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
     let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
     let txns = tokio::spawn(crate::txns::run(broker.clone(), shutdown.clone()));
-    let mut connections = tokio::task::JoinSet::new();
-    let mut next_connection: u64 = 0;
+    crate::tls::spawn_reloader(
+        listeners.iter().filter_map(|l| l.tls.clone()).collect(),
+        TLS_RELOAD_POLL,
+        shutdown.clone(),
+    );
     let counter = ConnectionCounter::new(&broker.config.limits);
     let memory = RequestMemory::new(&broker.config.limits);
+    let ids = Arc::new(AtomicU64::new(0));
+    let mut accepting = tokio::task::JoinSet::new();
+    for l in listeners {
+        accepting.spawn(accept(
+            broker.clone(),
+            l,
+            counter.clone(),
+            memory.clone(),
+            ids.clone(),
+            shutdown.clone(),
+        ));
+    }
+    while accepting.join_next().await.is_some() {}
+    let _ = housekeeping.await;
+    let _ = offloader.await;
+    let _ = groups.await;
+    let _ = txns.await;
+}
+
+/// How often TLS files are looked at for a change (SIGHUP reloads at once).
+const TLS_RELOAD_POLL: Duration = Duration::from_secs(5);
+
+/// How long a connection whose authentication failed stays open after the answer
+/// (Kafka's connection.failed.authentication.delay.ms default).
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
+/// How long a TLS handshake may take before the connection is closed.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One listener's accept loop; its connections end with it.
+async fn accept(
+    broker: Arc<Broker>,
+    bound: BoundListener,
+    counter: Arc<ConnectionCounter>,
+    memory: RequestMemory,
+    ids: Arc<AtomicU64>,
+    shutdown: CancellationToken,
+) {
+    let BoundListener {
+        config,
+        listener,
+        tls,
+    } = bound;
+    let protocol = config.protocol;
+    let mut connections = tokio::task::JoinSet::new();
     let mut last_refusal_log: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
@@ -86,14 +162,32 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
                             continue;
                         }
                     };
-                    next_connection += 1;
-                    let id = next_connection;
+                    let id = ids.fetch_add(1, Ordering::Relaxed) + 1;
                     let b = broker.clone();
                     let s = shutdown.clone();
                     let m = memory.clone();
+                    let tls = tls.as_ref().map(|t| t.acceptor());
                     connections.spawn(async move {
                         metrics::gauge!("strata_connections").increment(1.0);
-                        if let Err(e) = connection(b, id, stream, peer, m, s).await {
+                        let r = match stream.set_nodelay(true) {
+                            Err(e) => Err(e),
+                            Ok(()) => match tls {
+                                None => {
+                                    let conn = Connection::new(id, peer, protocol, ANONYMOUS);
+                                    let (rd, wr) = stream.into_split();
+                                    connection(b, conn, rd, wr, m, s).await
+                                }
+                                Some(acceptor) => match handshake(&b, acceptor, stream, peer, protocol).await {
+                                    Some((principal, tls)) => {
+                                        let conn = Connection::new(id, peer, protocol, &principal);
+                                        let (rd, wr) = tokio::io::split(tls);
+                                        connection(b, conn, rd, wr, m, s).await
+                                    }
+                                    None => Ok(()),
+                                },
+                            },
+                        };
+                        if let Err(e) = r {
                             tracing::debug!(%peer, error = %e, "connection closed");
                         }
                         metrics::gauge!("strata_connections").decrement(1.0);
@@ -115,22 +209,89 @@ async fn run(broker: Arc<Broker>, listener: TcpListener, shutdown: CancellationT
         }
     }
     connections.shutdown().await;
-    let _ = housekeeping.await;
-    let _ = offloader.await;
-    let _ = groups.await;
-    let _ = txns.await;
 }
 
-async fn connection(
-    broker: Arc<Broker>,
-    id: u64,
+/// The principal of a connection no one authenticated.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// A TLS handshake, bounded in time. The principal is the client certificate's subject
+/// mapped by ssl.principal.mapping.rules on an SSL listener, else `User:ANONYMOUS` (a
+/// SASL_SSL connection's principal comes from SASL). A failed handshake (an untrusted
+/// certificate, not TLS at all) is an authentication failure: counted and logged.
+async fn handshake(
+    broker: &Broker,
+    acceptor: tokio_rustls::TlsAcceptor,
     stream: TcpStream,
     peer: SocketAddr,
+    protocol: SecurityProtocol,
+) -> Option<(String, tokio_rustls::server::TlsStream<TcpStream>)> {
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            crate::audit::authentication_failed(peer, protocol, "TLS", None, &e.to_string());
+            return None;
+        }
+        Err(_) => {
+            crate::audit::authentication_failed(peer, protocol, "TLS", None, "handshake timed out");
+            return None;
+        }
+    };
+    let principal = match (protocol, tls.get_ref().1.peer_certificates()) {
+        (SecurityProtocol::Ssl, Some([leaf, ..])) => {
+            match broker.config.security.certificate_principal(leaf.as_ref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    crate::audit::authentication_failed(peer, protocol, "TLS", None, &e);
+                    return None;
+                }
+            }
+        }
+        _ => ANONYMOUS.to_string(),
+    };
+    Some((principal, tls))
+}
+
+/// Who is on the other end of a connection.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub listener: SecurityProtocol,
+    /// `User:NAME`: from the client certificate, SASL, or `User:ANONYMOUS`.
+    pub principal: Arc<str>,
+}
+
+impl Connection {
+    pub fn new(
+        id: u64,
+        peer: SocketAddr,
+        listener: SecurityProtocol,
+        principal: &str,
+    ) -> Connection {
+        Connection {
+            id,
+            peer,
+            listener,
+            principal: Arc::from(principal),
+        }
+    }
+}
+
+async fn connection<R, W>(
+    broker: Arc<Broker>,
+    conn: Connection,
+    rd: R,
+    wr: W,
     memory: RequestMemory,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (rd, wr) = stream.into_split();
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut conn = conn;
+    let peer = conn.peer;
+    let mut sasl = conn.listener.uses_sasl().then(SaslSession::new);
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let (tx, mut rx) =
         mpsc::channel::<(Pending, HeldBytes)>(broker.config.max_in_flight_per_connection.max(1));
@@ -201,7 +362,38 @@ async fn connection(
                     return Ok(());
                 }
             };
-            match api::dispatch(&broker, id, peer, frame.freeze()) {
+            let frame = frame.freeze();
+            if let Some(session) = sasl.as_mut() {
+                let verdict = session.on_request(&broker, &conn, &frame);
+                // Authenticated (or re-authenticated): later requests carry the principal.
+                if let Some(p) = session.principal()
+                    && *conn.principal != *p
+                {
+                    conn.principal = Arc::from(p);
+                }
+                match verdict {
+                    Verdict::Pass => {}
+                    Verdict::Answer(frame) => {
+                        if tx.send((api::ready(frame), held)).await.is_err() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Verdict::AnswerAndClose(frame) => {
+                        let _ = tx.send((api::ready(frame), held)).await;
+                        // The client reads why before the connection goes (Kafka's
+                        // connection.failed.authentication.delay.ms, KIP-306): closed at
+                        // once, some clients see only the reset.
+                        tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                        return Ok(());
+                    }
+                    Verdict::Close(why) => {
+                        refused("sasl", peer, &format!("closing connection: {why}"));
+                        return Ok(());
+                    }
+                }
+            }
+            match api::dispatch(&broker, &conn, frame) {
                 Ok(pending) => {
                     if tx.send((pending, held)).await.is_err() {
                         return Ok(());
@@ -275,6 +467,9 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
     }
 }
 
+/// The principal of in-process requests (the gateway's producer): the broker itself.
+pub const INTERNAL: &str = "User:strata-internal";
+
 /// This broker as a [`strata_client::LocalBroker`]: request frames go to the same
 /// dispatch as the listener's, without a socket. What the listener would answer by
 /// closing the connection (a malformed frame) is None.
@@ -308,13 +503,18 @@ impl strata_client::LocalBroker for LocalLink {
         &self,
         frame: bytes::Bytes,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<bytes::Bytes>> + Send>> {
-        let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let (broker, id) = (self.broker.clone(), self.connection_id);
+        let conn = Connection::new(
+            self.connection_id,
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            SecurityProtocol::Plaintext,
+            INTERNAL,
+        );
+        let broker = self.broker.clone();
         // On a task of its own, as the listener handles each connection on its own task:
         // dispatch appends before it returns, and the caller may have several requests
         // in flight to different partitions.
         let task = tokio::spawn(async move {
-            match api::dispatch(&broker, id, peer, frame) {
+            match api::dispatch(&broker, &conn, frame) {
                 Ok(pending) => pending.await.map(api::Frame::into_bytes),
                 Err(e) => {
                     tracing::warn!(error = %e, "in-process request refused");

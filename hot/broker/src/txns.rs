@@ -395,11 +395,17 @@ impl Broker {
             return fail(ErrorCode::NotLeaderOrFollower, &parts);
         };
         let client_id = format!("strata-txn-markers-{}", self.node_id());
-        let mut conn =
-            match KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3)).await {
-                Ok(c) => c,
-                Err(_) => return fail(ErrorCode::NotLeaderOrFollower, &parts),
-            };
+        let mut conn = match KafkaConnection::connect_with(
+            &addr,
+            &client_id,
+            Duration::from_secs(3),
+            &self.config.inter_broker_client,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(_) => return fail(ErrorCode::NotLeaderOrFollower, &parts),
+        };
         let mut by_topic: HashMap<String, Vec<i32>> = HashMap::new();
         for (t, p) in &parts {
             by_topic.entry(t.clone()).or_default().push(*p);
@@ -519,9 +525,14 @@ impl Broker {
             return Err(ErrorCode::CoordinatorNotAvailable);
         };
         let client_id = format!("strata-txn-verify-{}", self.node_id());
-        let mut conn = KafkaConnection::connect(&addr, &client_id, Duration::from_secs(3))
-            .await
-            .map_err(|_| ErrorCode::CoordinatorNotAvailable)?;
+        let mut conn = KafkaConnection::connect_with(
+            &addr,
+            &client_id,
+            Duration::from_secs(3),
+            &self.config.inter_broker_client,
+        )
+        .await
+        .map_err(|_| ErrorCode::CoordinatorNotAvailable)?;
         let mut by_topic: HashMap<&str, Vec<i32>> = HashMap::new();
         for (t, p, _, _) in parts {
             by_topic.entry(t.as_str()).or_default().push(*p);

@@ -73,6 +73,11 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
         DescribeTransactions => DescribeTransactionsRequest,
         ListTransactions => ListTransactionsRequest,
         DescribeProducers => DescribeProducersRequest,
+        SaslHandshake => SaslHandshakeRequest, SaslAuthenticate => SaslAuthenticateRequest,
+        DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+        AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+        DescribeAcls => DescribeAclsRequest, CreateAcls => CreateAclsRequest,
+        DeleteAcls => DeleteAclsRequest,
     }
     .into_iter()
     .collect();

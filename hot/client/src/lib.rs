@@ -41,6 +41,8 @@ pub enum ClientError {
     },
     #[error("bad response from {addr}: {reason}")]
     Protocol { addr: String, reason: String },
+    #[error("authentication to {addr} failed: {reason}")]
+    Authentication { addr: String, reason: String },
 }
 
 /// A broker in this process: takes a request frame (header and body, without the size
@@ -50,9 +52,49 @@ pub trait LocalBroker: Send + Sync + 'static {
     fn call(&self, frame: Bytes) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>;
 }
 
+/// A byte stream to a broker: TCP, or TLS over TCP.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
 enum Link {
-    Tcp(TcpStream),
+    Tcp(Box<dyn Io>),
     Local(Arc<dyn LocalBroker>),
+}
+
+/// How connections authenticate to brokers: TLS (with this process's certificate for
+/// mutual TLS) and/or SASL. `Default` is plain TCP, nobody.
+#[derive(Clone, Default)]
+pub struct ClientSecurity {
+    /// TLS: the roots that sign brokers' certificates, and this client's certificate.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// SASL PLAIN or SCRAM, after TLS if any.
+    pub sasl: Option<SaslLogin>,
+}
+
+impl std::fmt::Debug for ClientSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSecurity")
+            .field("tls", &self.tls.is_some())
+            .field("sasl", &self.sasl)
+            .finish()
+    }
+}
+
+/// A SASL identity.
+#[derive(Clone)]
+pub struct SaslLogin {
+    pub mechanism: strata_auth::Mechanism,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The largest response frame a connection reads unless told otherwise (the size of
@@ -126,29 +168,140 @@ impl KafkaConnection {
         client_id: &str,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::Connect {
-                addr: addr.to_string(),
-                source: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
-            })?
-            .map_err(|source| ClientError::Connect {
-                addr: addr.to_string(),
-                source,
-            })?;
-        stream
-            .set_nodelay(true)
-            .map_err(|source| ClientError::Connect {
-                addr: addr.to_string(),
-                source,
-            })?;
-        Ok(KafkaConnection {
+        Self::connect_with(addr, client_id, timeout, &ClientSecurity::default()).await
+    }
+
+    /// Connects with TLS and/or SASL as `security` says, all within `timeout`.
+    pub async fn connect_with(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+        security: &ClientSecurity,
+    ) -> Result<Self, ClientError> {
+        let connect_error = |source| ClientError::Connect {
             addr: addr.to_string(),
-            link: Link::Tcp(stream),
+            source,
+        };
+        let timed_out = || {
+            connect_error(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connect timed out",
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let stream = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(connect_error)?;
+        stream.set_nodelay(true).map_err(connect_error)?;
+        let link: Box<dyn Io> = match &security.tls {
+            None => Box::new(stream),
+            Some(config) => {
+                let host = addr
+                    .rsplit_once(':')
+                    .map_or(addr, |(h, _)| h)
+                    .trim_matches(['[', ']'])
+                    .to_string();
+                let name = rustls::pki_types::ServerName::try_from(host).map_err(|e| {
+                    connect_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+                })?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone());
+                let s = tokio::time::timeout_at(deadline, tls.connect(name, stream))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| ClientError::Authentication {
+                        addr: addr.to_string(),
+                        reason: format!("TLS: {e}"),
+                    })?;
+                Box::new(s)
+            }
+        };
+        let mut conn = KafkaConnection {
+            addr: addr.to_string(),
+            link: Link::Tcp(link),
             next_correlation: 1,
             client_id: StrBytes::from_string(client_id.to_string()),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-        })
+        };
+        if let Some(login) = &security.sasl {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            conn.authenticate(login, left).await?;
+        }
+        Ok(conn)
+    }
+
+    /// One SaslAuthenticate round: the server's bytes, or why it failed.
+    async fn sasl_step(
+        &mut self,
+        bytes: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+        let mut a = SaslAuthenticateRequest::default();
+        a.auth_bytes = bytes.into();
+        let r: SaslAuthenticateResponse =
+            self.call(ApiKey::SaslAuthenticate, 1, &a, timeout).await?;
+        if r.error_code != 0 {
+            return Err(ClientError::Authentication {
+                addr: self.addr.clone(),
+                reason: r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+            });
+        }
+        Ok(r.auth_bytes.to_vec())
+    }
+
+    /// SaslHandshake v1 and SaslAuthenticate (KIP-152) with PLAIN or SCRAM.
+    async fn authenticate(
+        &mut self,
+        login: &SaslLogin,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+        use strata_auth::Mechanism;
+        let failed = |addr: &str, reason: String| ClientError::Authentication {
+            addr: addr.to_string(),
+            reason,
+        };
+        let mut hs = SaslHandshakeRequest::default();
+        hs.mechanism = StrBytes::from_static_str(login.mechanism.name());
+        let r: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, 1, &hs, timeout).await?;
+        if r.error_code != 0 {
+            return Err(failed(
+                &self.addr,
+                format!("the broker does not offer {}", login.mechanism),
+            ));
+        }
+        match login.mechanism {
+            Mechanism::Plain => {
+                let first = strata_auth::PlainCredentials::encode(&login.username, &login.password);
+                self.sasl_step(first, timeout).await?;
+            }
+            Mechanism::OAuthBearer => {
+                return Err(failed(
+                    &self.addr,
+                    "inter-broker OAUTHBEARER is not offered; use SCRAM or PLAIN".into(),
+                ));
+            }
+            scram => {
+                let rng = aws_lc_rs::rand::SystemRandom::new();
+                let mut client = strata_auth::ScramClient::with_random_nonce(
+                    scram,
+                    &login.username,
+                    &login.password,
+                    &rng,
+                )
+                .map_err(|e| failed(&self.addr, e.to_string()))?;
+                let server_first = self.sasl_step(client.client_first(), timeout).await?;
+                let client_final = client
+                    .handle_server_first(&server_first)
+                    .map_err(|e| failed(&self.addr, e.to_string()))?;
+                let server_final = self.sasl_step(client_final, timeout).await?;
+                client
+                    .handle_server_final(&server_final)
+                    .map_err(|e| failed(&self.addr, format!("the broker's signature: {e}")))?;
+            }
+        }
+        Ok(())
     }
 
     /// Refuse response frames larger than `max` (a replica fetcher sets its fetch size

@@ -39,6 +39,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    // v0 of SaslHandshake is followed by raw (unframed) SASL tokens, which Strata does
+    // not speak; every client since Kafka 1.0 uses v1 and SaslAuthenticate.
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The versions of `api` the broker serves, if any.

@@ -138,6 +138,9 @@ error_codes! {
     UnstableOffsetCommit = 88, true, "There are unstable offsets that need to be cleared.";
     ThrottlingQuotaExceeded = 89, true, "The throttling quota has been exceeded.";
     ProducerFenced = 90, false, "There is a newer producer with the same transactionalId which fences the current one.";
+    ResourceNotFound = 91, false, "A request illegally referred to a resource that does not exist.";
+    DuplicateResource = 92, false, "A request illegally referred to the same resource twice.";
+    UnacceptableCredential = 93, false, "Requested credential would not meet criteria for acceptability.";
     InvalidUpdateVersion = 95, false, "The given update version was invalid.";
     FeatureUpdateFailed = 96, false, "Unable to update finalized features due to an unexpected server error.";
     UnknownTopicId = 100, true, "This server does not host this topic ID.";

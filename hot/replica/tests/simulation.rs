@@ -1775,6 +1775,7 @@ impl Controller {
                     host: format!("broker-{b}"),
                     port: 9092,
                     rack: None,
+                    listeners: vec![],
                 };
                 let Ok(CommandOutput::Broker(rec)) = self.apply(&cmd) else {
                     fail(format!("the controller refused to register b{b}"));
@@ -2214,6 +2215,7 @@ impl Sim {
                 host: format!("broker-{b}"),
                 port: 9092,
                 rack: None,
+                listeners: vec![],
             };
             controller.apply(&cmd).unwrap();
         }

@@ -19,10 +19,11 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use strata_authz::{Operation, ResourceType};
 use strata_proto::config::{DEFAULTS, key_info};
 use strata_proto::{ErrorCode, TopicConfig, TopicId};
 
-use super::{Pending, RequestContext, encode_response, msg, ready};
+use super::{Pending, RequestContext, authz, encode_response, msg, ready};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::limits::check_new_partitions;
@@ -30,6 +31,7 @@ use crate::metadata::{INTERNAL_TOPIC_MUTABLE_CONFIGS, is_internal_topic, validat
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
@@ -102,6 +104,16 @@ pub(super) fn create_topics(
         // Partitions the request has added so far (--max-partitions-per-request counts
         // the whole request).
         let mut added = 0i64;
+        // Kafka (ControllerApis.createTopics): Create on the cluster (checked without an
+        // audit line) or on each topic.
+        let create_any = authz::allowed_with(
+            &broker,
+            &ctx,
+            Operation::Create,
+            ResourceType::Cluster,
+            strata_authz::CLUSTER_NAME,
+            false,
+        );
         for t in req.topics {
             let name = t.name.0.to_string();
             let mut r = CreatableTopicResult::default();
@@ -111,6 +123,9 @@ pub(super) fn create_topics(
             let result: Result<(TopicId, i32, BTreeMap<String, String>, i16), ApiError> = async {
                 if dups.contains(&name) {
                     return Err(ApiError::new(ErrorCode::InvalidRequest, format!("topic '{name}' appears more than once in the request")));
+                }
+                if !create_any && !authz::topic(&broker, &ctx, Operation::Create, &name) {
+                    return Err(ApiError::new(ErrorCode::TopicAuthorizationFailed, "Authorization failed."));
                 }
                 validate_topic_name(&name)?;
                 if is_internal_topic(&name) {
@@ -163,10 +178,24 @@ pub(super) fn create_topics(
             match result {
                 Ok((id, partitions, configs, rf)) => {
                     r.topic_id = id.0;
-                    r.num_partitions = partitions;
-                    r.replication_factor = rf;
-                    if ctx.version >= 5 {
-                        r.configs = Some(config_entries(&configs));
+                    // Kafka returns the new topic's partitions, replication factor and
+                    // configs only to a principal with DescribeConfigs on it (checked
+                    // without an audit line); v5+ says why they are missing.
+                    if authz::allowed_with(
+                        &broker,
+                        &ctx,
+                        Operation::DescribeConfigs,
+                        ResourceType::Topic,
+                        &name,
+                        false,
+                    ) {
+                        r.num_partitions = partitions;
+                        r.replication_factor = rf;
+                        if ctx.version >= 5 {
+                            r.configs = Some(config_entries(&configs));
+                        }
+                    } else if ctx.version >= 5 {
+                        r.topic_config_error_code = ErrorCode::TopicAuthorizationFailed.code();
                     }
                 }
                 Err(e) => {
@@ -271,13 +300,44 @@ pub(super) fn delete_topics(
                 .iter()
                 .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
         );
+        // Kafka (ControllerApis.deleteTopics): Delete on the cluster (checked without an
+        // audit line) allows every topic; otherwise a topic named needs Describe (before
+        // its existence is told) and Delete; a topic given by id that exists needs
+        // Delete, and its name is told only with Describe.
+        let delete_any = authz::allowed_with(
+            &broker,
+            &ctx,
+            Operation::Delete,
+            ResourceType::Cluster,
+            strata_authz::CLUSTER_NAME,
+            false,
+        );
+        let allowed =
+            |op: Operation, topic: &str| delete_any || authz::topic(&broker, &ctx, op, topic);
         for (name, id) in targets {
             let mut r = DeletableTopicResult::default();
             r.topic_id = id;
+            if let Some(n) = &name
+                && !allowed(Operation::Describe, n)
+            {
+                r.name = Some(TopicName(s(n.clone())));
+                r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                resp.responses.push(r);
+                continue;
+            }
             let found = match &name {
                 Some(n) => broker.topic(n),
                 None => broker.topic_by_id(TopicId(id)),
             };
+            if let Some(t) = &found
+                && !allowed(Operation::Delete, &t.name)
+            {
+                let describable = name.is_some() || allowed(Operation::Describe, &t.name);
+                r.name = describable.then(|| TopicName(s(t.name.to_string())));
+                r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                resp.responses.push(r);
+                continue;
+            }
             match found {
                 None => {
                     r.name = name.map(|n| TopicName(s(n)));
@@ -336,6 +396,13 @@ pub(super) fn create_partitions(
             let mut r = CreatePartitionsTopicResult::default();
             r.name = t.name.clone();
             let result: Result<(), ApiError> = async {
+                // Alter on the topic, checked before its existence (no leak).
+                if !authz::topic(&broker, &ctx, Operation::Alter, &name) {
+                    return Err(ApiError::new(
+                        ErrorCode::TopicAuthorizationFailed,
+                        format!("not authorized to alter topic '{name}'"),
+                    ));
+                }
                 let current = broker.topic(&name).ok_or_else(|| {
                     ApiError::new(
                         ErrorCode::UnknownTopicOrPartition,
@@ -414,6 +481,21 @@ pub(super) fn describe_configs(
                 .as_ref()
                 .is_none_or(|ks| ks.iter().any(|x| x.as_str() == k))
         };
+        if let Some(code) = deny_configs(
+            broker,
+            &ctx,
+            Operation::DescribeConfigs,
+            res.resource_type,
+            res.resource_name.as_str(),
+        ) {
+            out.error_code = code.code();
+            out.error_message = msg(format!(
+                "not authorized to describe the configs of {}",
+                res.resource_name.as_str()
+            ));
+            resp.results.push(out);
+            continue;
+        }
         match res.resource_type {
             RESOURCE_TOPIC => match broker.topic(res.resource_name.as_str()) {
                 None => {
@@ -497,14 +579,40 @@ pub(super) fn describe_configs(
     ready(encode_response(&ctx, &resp))
 }
 
+/// The error for a config resource the principal may not `operation` (DescribeConfigs or
+/// AlterConfigs), checked before the resource's existence, as Kafka's ConfigHelper and
+/// ControllerApis: a topic needs it on the topic (TOPIC_AUTHORIZATION_FAILED), a broker
+/// or broker logger on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+fn deny_configs(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ErrorCode> {
+    match resource_type {
+        RESOURCE_TOPIC => (!authz::topic(broker, ctx, operation, name))
+            .then_some(ErrorCode::TopicAuthorizationFailed),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => authz::deny_cluster(broker, ctx, operation),
+        _ => None,
+    }
+}
+
 /// Validates and stores a topic's new override set.
 async fn set_topic_configs(
     broker: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     validate_only: bool,
     change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
+    if let Some(code) = deny_configs(broker, ctx, Operation::AlterConfigs, resource_type, name) {
+        return Err(ApiError::new(
+            code,
+            format!("not authorized to alter the configs of {name}"),
+        ));
+    }
     if resource_type == RESOURCE_BROKER {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
@@ -579,6 +687,7 @@ pub(super) fn alter_configs(
             // The legacy API replaces the whole override set.
             let result = set_topic_configs(
                 &broker,
+                &ctx,
                 res.resource_type,
                 res.resource_name.as_str(),
                 req.validate_only,
@@ -622,6 +731,7 @@ pub(super) fn incremental_alter_configs(
             r.resource_name = res.resource_name.clone();
             let result = set_topic_configs(
                 &broker,
+                &ctx,
                 res.resource_type,
                 res.resource_name.as_str(),
                 req.validate_only,

@@ -10,9 +10,10 @@ use kafka_protocol::messages::{
     DescribeClusterResponse, InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
+use strata_authz::{Operation, ResourceType};
 use strata_proto::ErrorCode;
 
-use super::{Pending, RequestContext, SUPPORTED, encode_response, ready};
+use super::{Pending, RequestContext, SUPPORTED, authz, encode_response, ready};
 use crate::broker::Broker;
 
 /// ApiVersions. A version we do not know is answered in v0, with UNSUPPORTED_VERSION and
@@ -44,10 +45,13 @@ pub(super) fn api_versions(ctx: &RequestContext, body: &mut Bytes) -> Pending {
     ready(encode_response(ctx, &resp))
 }
 
+/// DescribeCluster. As on Kafka's brokers, anyone may ask (only a controller asks for
+/// Alter on the cluster); the cluster's authorized operations (KIP-430), when asked
+/// for, need Describe on the cluster (0 without it).
 pub(super) fn describe_cluster(
     broker: &Arc<Broker>,
     ctx: RequestContext,
-    _req: DescribeClusterRequest,
+    req: DescribeClusterRequest,
 ) -> Pending {
     let md = broker.cluster();
     let mut resp = DescribeClusterResponse::default();
@@ -58,16 +62,21 @@ pub(super) fn describe_cluster(
         .brokers
         .values()
         .filter(|r| !r.fenced)
-        .map(|r| {
+        .filter_map(|r| {
+            let (host, port) = r.endpoint(ctx.listener.name())?;
             let mut b = DescribeClusterBroker::default();
             b.broker_id = BrokerId(r.id);
-            b.host = StrBytes::from_string(r.host.clone());
-            b.port = r.port as i32;
+            b.host = StrBytes::from_string(host.to_string());
+            b.port = i32::from(port);
             b.rack = r.rack.clone().map(StrBytes::from_string);
-            b
+            Some(b)
         })
         .collect();
-    resp.cluster_authorized_operations = i32::MIN;
+    resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
+        super::metadata::cluster_authorized_operations(broker, &ctx)
+    } else {
+        i32::MIN
+    };
     ready(encode_response(&ctx, &resp))
 }
 
@@ -84,6 +93,39 @@ pub(super) fn init_producer_id(
         let mut resp = InitProducerIdResponse::default();
         resp.producer_id = ProducerId(-1);
         resp.producer_epoch = -1;
+        // As Kafka's KafkaApis.handleInitProducerIdRequest: a transactional producer
+        // needs Write on its transactional id; an idempotent one IdempotentWrite on the
+        // cluster (checked without an audit line) or, KIP-679, Write on some topic.
+        let denied = match req.transactional_id.as_deref() {
+            Some(id) => (!authz::transactional_id(&broker, &ctx, Operation::Write, id))
+                .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
+            None => {
+                let idempotent = authz::allowed_with(
+                    &broker,
+                    &ctx,
+                    Operation::IdempotentWrite,
+                    ResourceType::Cluster,
+                    strata_authz::CLUSTER_NAME,
+                    false,
+                ) || authz::allowed_on_some(
+                    &broker,
+                    &ctx,
+                    Operation::Write,
+                    ResourceType::Topic,
+                );
+                // Refused: the cluster check once more, audited, for the denial's line.
+                if idempotent {
+                    None
+                } else {
+                    authz::deny_cluster(&broker, &ctx, Operation::IdempotentWrite)
+                        .or(Some(ErrorCode::ClusterAuthorizationFailed))
+                }
+            }
+        };
+        if let Some(code) = denied {
+            resp.error_code = code.code();
+            return encode_response(&ctx, &resp);
+        }
         if let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) {
             let (code, pid) = init_transactional(&broker, &ctx, &req, &id).await;
             resp.error_code = code.code();

@@ -9,9 +9,10 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use strata_authz::{Operation, ResourceType};
 use strata_proto::ErrorCode;
 
-use super::{Pending, RequestContext, encode_response, ready};
+use super::{Pending, RequestContext, authz, encode_response, ready};
 use crate::broker::Broker;
 
 pub(super) fn handle(
@@ -20,9 +21,23 @@ pub(super) fn handle(
     req: OffsetForLeaderEpochRequest,
 ) -> Pending {
     let mut resp = OffsetForLeaderEpochResponse::default();
+    // As Kafka's KafkaApis.handleOffsetForLeaderEpochRequest: ClusterAction on the
+    // cluster (a follower's right, checked without an audit line) covers every topic;
+    // otherwise (KIP-320, consumers) each topic needs Describe, checked before its
+    // existence, and a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
+    let cluster_action = authz::allowed_with(
+        broker,
+        &ctx,
+        Operation::ClusterAction,
+        ResourceType::Cluster,
+        strata_authz::CLUSTER_NAME,
+        false,
+    );
     for t in req.topics {
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = t.topic.clone();
+        let allowed =
+            cluster_action || authz::topic(broker, &ctx, Operation::Describe, t.topic.0.as_str());
         let state = broker.topic(t.topic.0.as_str());
         for rp in t.partitions {
             let mut e = EpochEndOffset::default();
@@ -33,6 +48,7 @@ pub(super) fn handle(
                 .as_ref()
                 .is_some_and(|s| rp.partition >= 0 && rp.partition < s.partition_count);
             let code = match state.as_ref().and_then(|s| s.partition(rp.partition)) {
+                _ if !allowed => ErrorCode::TopicAuthorizationFailed,
                 None if known => state.as_ref().map_or(ErrorCode::NotLeaderOrFollower, |s| {
                     s.missing_partition_code(rp.partition)
                 }),

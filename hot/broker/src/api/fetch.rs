@@ -15,11 +15,12 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use strata_authz::Operation;
 use strata_proto::{ErrorCode, Offset, TopicId};
 use tokio::sync::watch;
 
 use super::frame::MoreRecords;
-use super::{Pending, RequestContext, encode_response};
+use super::{Pending, RequestContext, authz, encode_response};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -40,8 +41,29 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
             resp.error_code = ErrorCode::InvalidFetchSessionEpoch.code();
             return encode_response(&ctx, &resp);
         }
+        // Authorization, once per request (as Kafka's KafkaApis.handleFetchRequest): a
+        // follower needs ClusterAction on the cluster, else every partition answers
+        // TOPIC_AUTHORIZATION_FAILED; a consumer needs Read on each topic, checked
+        // before the topic's existence (no leak of which topics exist).
+        let denied: Vec<bool> = if replica_id(&ctx, &req) >= 0 {
+            if authz::deny_cluster(&broker, &ctx, Operation::ClusterAction).is_some() {
+                return encode_response(&ctx, &refuse_all(&req));
+            }
+            Vec::new()
+        } else if authz::authorizer(&broker).is_none() {
+            Vec::new()
+        } else {
+            req.topics
+                .iter()
+                .map(|t| {
+                    topic_name(&broker, &ctx, t)
+                        .is_some_and(|name| !authz::topic(&broker, &ctx, Operation::Read, &name))
+                })
+                .collect()
+        };
         loop {
-            let (resp, more, total, has_error, mut watches) = fetch_once(&broker, &ctx, &req).await;
+            let (resp, more, total, has_error, mut watches) =
+                fetch_once(&broker, &ctx, &req, &denied).await;
             let now = Instant::now();
             if total >= req.min_bytes.max(0) as usize
                 || has_error
@@ -80,13 +102,65 @@ enum Plan {
     Remote,
 }
 
-async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -> FetchOnce {
-    // A follower's fetch names its broker id (in ReplicaState from v15).
-    let replica = if ctx.version >= 15 {
+/// The broker id a follower's fetch names (in ReplicaState from v15); negative for a
+/// consumer.
+fn replica_id(ctx: &RequestContext, req: &FetchRequest) -> i32 {
+    if ctx.version >= 15 {
         req.replica_state.replica_id.0
     } else {
         req.replica_id.0
-    };
+    }
+}
+
+/// The name of a fetched topic: as sent, or from v13 resolved from its id (`None` for an
+/// id no topic has: that answers UNKNOWN_TOPIC_ID, not an authorization failure).
+fn topic_name(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topic: &kafka_protocol::messages::fetch_request::FetchTopic,
+) -> Option<String> {
+    if ctx.version >= 13 {
+        broker
+            .cluster()
+            .topic_by_id(TopicId(topic.topic_id))
+            .map(|t| t.name.clone())
+    } else {
+        Some(topic.topic.0.to_string())
+    }
+}
+
+/// The answer to a follower fetch without ClusterAction: every partition
+/// TOPIC_AUTHORIZATION_FAILED, as Kafka answers (its top-level error stays NONE).
+fn refuse_all(req: &FetchRequest) -> FetchResponse {
+    let mut resp = FetchResponse::default();
+    for topic in &req.topics {
+        let mut out = FetchableTopicResponse::default();
+        out.topic = topic.topic.clone();
+        out.topic_id = topic.topic_id;
+        for fp in &topic.partitions {
+            let mut pd = PartitionData::default();
+            pd.partition_index = fp.partition;
+            pd.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            pd.high_watermark = -1;
+            pd.last_stable_offset = -1;
+            pd.log_start_offset = -1;
+            pd.preferred_read_replica = BrokerId(-1);
+            out.partitions.push(pd);
+        }
+        resp.responses.push(out);
+    }
+    resp
+}
+
+/// One pass over the requested partitions. `denied` marks the topics (by request index)
+/// the consumer may not read.
+async fn fetch_once(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    denied: &[bool],
+) -> FetchOnce {
+    let replica = replica_id(ctx, req);
     let follower = (replica >= 0).then_some(replica);
     // KIP-98: a read_committed consumer (isolation_level 1, v4+) reads below the last
     // stable offset and gets the aborted transactions of what it read.
@@ -122,6 +196,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
                 ErrorCode::UnknownTopicOrPartition,
             )
         };
+        let topic_denied = denied.get(ti).copied().unwrap_or(false);
         for (pi, fp) in topic.partitions.iter().enumerate() {
             let mut pd = PartitionData::default();
             pd.partition_index = fp.partition;
@@ -131,6 +206,7 @@ async fn fetch_once(broker: &Broker, ctx: &RequestContext, req: &FetchRequest) -
             pd.preferred_read_replica = BrokerId(-1);
             let p = state.as_ref().and_then(|t| t.partition(fp.partition));
             let (code, plan) = match (p, follower) {
+                _ if topic_denied => (ErrorCode::TopicAuthorizationFailed, Plan::Done),
                 (None, _) => {
                     let code = match state
                         .as_ref()
@@ -434,4 +510,41 @@ fn check_partition(
         return (ErrorCode::None, Plan::Remote);
     }
     (ErrorCode::None, Plan::Local)
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+
+    #[test]
+    fn an_unauthorized_follower_fetch_fails_every_partition() {
+        let mut req = FetchRequest::default();
+        for name in ["a", "b"] {
+            let mut t = FetchTopic::default();
+            t.topic = TopicName(StrBytes::from_static_str(name));
+            for partition in 0..3 {
+                let mut p = FetchPartition::default();
+                p.partition = partition;
+                t.partitions.push(p);
+            }
+            req.topics.push(t);
+        }
+        let resp = refuse_all(&req);
+        // Kafka leaves the top-level error NONE and fails each partition.
+        assert_eq!(resp.error_code, 0);
+        assert_eq!(resp.responses.len(), 2);
+        for t in &resp.responses {
+            let indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            assert_eq!(indexes, vec![0, 1, 2]);
+            for p in &t.partitions {
+                assert_eq!(p.error_code, ErrorCode::TopicAuthorizationFailed.code());
+                assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+                assert_eq!(p.high_watermark, -1);
+            }
+        }
+    }
 }

@@ -229,6 +229,8 @@ mod tests {
             client_id: None,
             connection_id: 1,
             peer: std::net::SocketAddr::from(([127, 0, 0, 1], 1)),
+            listener: crate::listener::SecurityProtocol::Plaintext,
+            principal: std::sync::Arc::from("User:ANONYMOUS"),
         }
     }
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
+use strata_authz::{Operation, ResourceType};
 use strata_proto::ErrorCode;
 
-use super::{Pending, RequestContext, encode_response, msg};
+use super::{Pending, RequestContext, authz, encode_response, msg};
 use crate::broker::Broker;
 use crate::error::ApiError;
 
@@ -22,6 +23,7 @@ async fn locate(
     broker: &Arc<Broker>,
     key: &str,
     transaction: bool,
+    listener: crate::listener::SecurityProtocol,
 ) -> Result<(i32, String, i32), ApiError> {
     let (topic, partition) = if transaction {
         (crate::txns::TXN_TOPIC, broker.txn_partition_for(key).await?)
@@ -42,7 +44,56 @@ async fn locate(
             format!("partition {partition} of {topic} has no leader yet; retry"),
         ));
     };
-    Ok((leader, b.host.clone(), i32::from(b.port)))
+    // The coordinator's address on the listener the client uses (Kafka answers
+    // COORDINATOR_NOT_AVAILABLE while a broker lacks it).
+    let Some((host, port)) = b.endpoint(listener.name()) else {
+        return Err(ApiError::new(
+            ErrorCode::CoordinatorNotAvailable,
+            format!(
+                "the coordinator, broker {leader}, has no {} listener",
+                listener.name()
+            ),
+        ));
+    };
+    Ok((leader, host.to_string(), i32::from(port)))
+}
+
+/// Kafka's FindCoordinator authorization (KafkaApis.getCoordinator): Describe on the
+/// group (key type 0) or on the transactional id (key type 1), per key.
+fn deny_coordinator_key(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Option<ApiError> {
+    if key_type == 1 {
+        (!authz::transactional_id(broker, ctx, Operation::Describe, key)).then(|| {
+            ApiError::new(
+                ErrorCode::TransactionalIdAuthorizationFailed,
+                format!("not authorized to describe transactional id '{key}'"),
+            )
+        })
+    } else {
+        (!authz::group(broker, ctx, Operation::Describe, key)).then(|| group_denied(key))
+    }
+}
+
+/// GROUP_AUTHORIZATION_FAILED for `group`.
+fn group_denied(group: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::GroupAuthorizationFailed,
+        format!("not authorized to access group '{group}'"),
+    )
+}
+
+/// Read on the group (what JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit
+/// ask, as Kafka).
+fn check_read_group(broker: &Broker, ctx: &RequestContext, group: &str) -> Result<(), ApiError> {
+    if authz::group(broker, ctx, Operation::Read, group) {
+        Ok(())
+    } else {
+        Err(group_denied(group))
+    }
 }
 
 pub(super) fn find_coordinator(
@@ -73,13 +124,15 @@ pub(super) fn find_coordinator(
                         req.key_type
                     ),
                 ))
+            } else if let Some(e) = deny_coordinator_key(&broker, &ctx, req.key_type, &key) {
+                Err(e)
             } else if key.is_empty() {
                 Err(ApiError::new(
                     ErrorCode::InvalidRequest,
                     "empty coordinator key",
                 ))
             } else {
-                locate(&broker, &key, req.key_type == 1).await
+                locate(&broker, &key, req.key_type == 1, ctx.listener).await
             };
             match result {
                 Ok((node, host, port)) => {
@@ -181,6 +234,7 @@ pub(super) fn join_group(
         let limit =
             std::time::Duration::from_millis(join.rebalance_timeout_ms.max(0) as u64 + 5_000);
         let result = async {
+            check_read_group(&broker, &ctx, &group)?;
             let p = broker.offsets_partition_for(&group).await?;
             let ticket = broker.groups.ticket();
             let now = broker.clock.now_ms();
@@ -257,6 +311,7 @@ pub(super) fn sync_group(
                 .collect(),
         };
         let result = async {
+            check_read_group(&broker, &ctx, &group)?;
             let p = broker.offsets_partition_for(&group).await?;
             let ticket = broker.groups.ticket();
             let now = broker.clock.now_ms();
@@ -301,6 +356,7 @@ pub(super) fn heartbeat(
     Box::pin(async move {
         let group = req.group_id.0.to_string();
         let code = async {
+            check_read_group(&broker, &ctx, &group)?;
             let p = broker.offsets_partition_for(&group).await?;
             let now = broker.clock.now_ms();
             broker.groups.with_shard(&broker, p, |s| {
@@ -338,6 +394,8 @@ pub(super) fn leave_group(
             vec![(req.member_id.to_string(), None)]
         };
         let result = async {
+            // Kafka answers a denied LeaveGroup with the top-level error only.
+            check_read_group(&broker, &ctx, &group)?;
             let p = broker.offsets_partition_for(&group).await?;
             let now = broker.clock.now_ms();
             broker.groups.with_shard(&broker, p, |s| {
@@ -383,7 +441,27 @@ pub(super) fn offset_commit(
     Box::pin(async move {
         let group = req.group_id.0.to_string();
         let now = broker.clock.now_ms();
+        // As Kafka's KafkaApis.handleOffsetCommitRequest: Read on the group (else every
+        // partition answers GROUP_AUTHORIZATION_FAILED), then Read on each topic (a
+        // denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED, the rest are
+        // committed).
+        let group_ok = authz::group(&broker, &ctx, Operation::Read, &group);
+        let topic_ok: Vec<bool> = if group_ok {
+            req.topics
+                .iter()
+                .map(|t| authz::topic(&broker, &ctx, Operation::Read, t.name.0.as_str()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let result: Result<(), ApiError> = async {
+            if !group_ok {
+                return Err(group_denied(&group));
+            }
+            if !topic_ok.is_empty() && !topic_ok.contains(&true) {
+                // Nothing left to commit: Kafka answers without the coordinator.
+                return Ok(());
+            }
             let p = broker.offsets_partition_for(&group).await?;
             let code = broker.groups.with_shard(&broker, p, |s| {
                 s.coordinator.validate_commit(
@@ -399,7 +477,7 @@ pub(super) fn offset_commit(
             }
             let mut records = Vec::new();
             let mut commits = Vec::new();
-            for t in &req.topics {
+            for (t, _) in req.topics.iter().zip(&topic_ok).filter(|(_, ok)| **ok) {
                 for pr in &t.partitions {
                     let c = CommittedOffset {
                         offset: pr.committed_offset,
@@ -442,7 +520,13 @@ pub(super) fn offset_commit(
         resp.topics = req
             .topics
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
+                let code = if topic_ok.get(i).is_some_and(|ok| !ok) {
+                    ErrorCode::TopicAuthorizationFailed
+                } else {
+                    code
+                };
                 let mut rt = OffsetCommitResponseTopic::default();
                 rt.name = t.name.clone();
                 rt.topic_id = t.topic_id;
@@ -464,10 +548,48 @@ pub(super) fn offset_commit(
 }
 
 /// One group's committed offsets for OffsetFetch: `(topic, [(partition, offset,
-/// pending)])`, all the group has when `topics` is `None`; `pending` when the caller
-/// asked for stable offsets only and a transaction's offset commit for the partition
-/// awaits its marker (KIP-447: UNSTABLE_OFFSET_COMMIT, the consumer retries).
-type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>, bool)>)>;
+/// error)])`, all the group has when `topics` is `None`; the error is
+/// UNSTABLE_OFFSET_COMMIT when the caller asked for stable offsets only and a
+/// transaction's offset commit for the partition awaits its marker (KIP-447: the
+/// consumer retries), TOPIC_AUTHORIZATION_FAILED for a topic it may not describe.
+type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>, ErrorCode)>)>;
+
+/// [`fetch_offsets`] as Kafka authorizes it (KafkaApis.handleOffsetFetchRequest):
+/// Describe on the group, else GROUP_AUTHORIZATION_FAILED; then Describe on each topic:
+/// a listed topic without it answers TOPIC_AUTHORIZATION_FAILED for its partitions
+/// (after the others, as Kafka), and when all are asked for, such topics are left out.
+async fn fetch_authorized(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Result<Fetched, ApiError> {
+    if !authz::group(broker, ctx, Operation::Describe, group) {
+        return Err(group_denied(group));
+    }
+    let described = |t: &str| authz::topic(broker, ctx, Operation::Describe, t);
+    match topics {
+        None => {
+            let mut fetched = fetch_offsets(broker, group, None, require_stable).await?;
+            fetched.retain(|(t, _)| described(t));
+            Ok(fetched)
+        }
+        Some(topics) => {
+            let (allowed, denied): (Vec<_>, Vec<_>) =
+                topics.into_iter().partition(|(t, _)| described(t));
+            let mut fetched = fetch_offsets(broker, group, Some(allowed), require_stable).await?;
+            fetched.extend(denied.into_iter().map(|(t, parts)| {
+                let parts = parts
+                    .into_iter()
+                    .map(|i| (i, None, ErrorCode::TopicAuthorizationFailed))
+                    .collect();
+                (t, parts)
+            }));
+            Ok(fetched)
+        }
+    }
+}
 
 async fn fetch_offsets(
     broker: &Arc<Broker>,
@@ -477,8 +599,13 @@ async fn fetch_offsets(
 ) -> Result<Fetched, ApiError> {
     let p = broker.offsets_partition_for(group).await?;
     broker.groups.with_shard(broker, p, |s| {
-        let pending =
-            |t: &str, i: i32| require_stable && s.coordinator.has_pending_txn_offsets(group, t, i);
+        let pending = |t: &str, i: i32| {
+            if require_stable && s.coordinator.has_pending_txn_offsets(group, t, i) {
+                ErrorCode::UnstableOffsetCommit
+            } else {
+                ErrorCode::None
+            }
+        };
         match topics {
             Some(topics) => topics
                 .into_iter()
@@ -493,7 +620,7 @@ async fn fetch_offsets(
             None => {
                 let mut by_topic: std::collections::BTreeMap<
                     String,
-                    Vec<(i32, Option<CommittedOffset>, bool)>,
+                    Vec<(i32, Option<CommittedOffset>, ErrorCode)>,
                 > = std::collections::BTreeMap::new();
                 for (t, i, c) in s.coordinator.offsets(group) {
                     let unstable = pending(&t, i);
@@ -534,7 +661,7 @@ pub(super) fn offset_fetch(
                 });
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
-                match fetch_offsets(&broker, &group, topics, req.require_stable).await {
+                match fetch_authorized(&broker, &ctx, &group, topics, req.require_stable).await {
                     Ok(fetched) => {
                         rg.topics = fetched
                             .into_iter()
@@ -544,7 +671,7 @@ pub(super) fn offset_fetch(
                                     kafka_protocol::messages::TopicName(StrBytes::from_string(t));
                                 rt.partitions = parts
                                     .into_iter()
-                                    .map(|(i, c, pending)| {
+                                    .map(|(i, c, code)| {
                                         let mut rp = OffsetFetchResponsePartitions::default();
                                         rp.partition_index = i;
                                         (
@@ -552,9 +679,9 @@ pub(super) fn offset_fetch(
                                             rp.committed_leader_epoch,
                                             rp.metadata,
                                         ) = committed_fields(c);
-                                        if pending {
+                                        if code != ErrorCode::None {
                                             rp.committed_offset = -1;
-                                            rp.error_code = ErrorCode::UnstableOffsetCommit.code();
+                                            rp.error_code = code.code();
                                         }
                                         rp
                                     })
@@ -577,7 +704,7 @@ pub(super) fn offset_fetch(
         });
         // require_stable exists from v7.
         let stable = ctx.version >= 7 && req.require_stable;
-        match fetch_offsets(&broker, &group, topics, stable).await {
+        match fetch_authorized(&broker, &ctx, &group, topics, stable).await {
             Ok(fetched) => {
                 resp.topics = fetched
                     .into_iter()
@@ -586,14 +713,14 @@ pub(super) fn offset_fetch(
                         rt.name = kafka_protocol::messages::TopicName(StrBytes::from_string(t));
                         rt.partitions = parts
                             .into_iter()
-                            .map(|(i, c, pending)| {
+                            .map(|(i, c, code)| {
                                 let mut rp = OffsetFetchResponsePartition::default();
                                 rp.partition_index = i;
                                 (rp.committed_offset, rp.committed_leader_epoch, rp.metadata) =
                                     committed_fields(c);
-                                if pending {
+                                if code != ErrorCode::None {
                                     rp.committed_offset = -1;
-                                    rp.error_code = ErrorCode::UnstableOffsetCommit.code();
+                                    rp.error_code = code.code();
                                 }
                                 rp
                             })
@@ -652,8 +779,31 @@ pub(super) fn list_groups(
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();
+    // As Kafka's KafkaApis.handleListGroupsRequest: Describe on the cluster lists every
+    // group; otherwise only the groups the principal may describe (filtered, not
+    // audited).
+    let every = authz::allowed_with(
+        &broker,
+        &ctx,
+        Operation::Describe,
+        ResourceType::Cluster,
+        strata_authz::CLUSTER_NAME,
+        false,
+    );
     for (group, protocol_type, state) in broker.groups.list() {
         if !states.is_empty() && !states.contains(&state.to_lowercase()) {
+            continue;
+        }
+        if !every
+            && !authz::allowed_with(
+                &broker,
+                &ctx,
+                Operation::Describe,
+                ResourceType::Group,
+                &group,
+                false,
+            )
+        {
             continue;
         }
         if !types.is_empty() && !types.contains(&"classic".to_string()) {
@@ -682,6 +832,10 @@ pub(super) fn describe_groups(
             d.group_id = id.clone();
             d.authorized_operations = i32::MIN;
             let result = async {
+                // Describe on the group, else GROUP_AUTHORIZATION_FAILED for it.
+                if !authz::group(&broker, &ctx, Operation::Describe, &group) {
+                    return Err(group_denied(&group));
+                }
                 let p = broker.offsets_partition_for(&group).await?;
                 broker
                     .groups
@@ -715,6 +869,16 @@ pub(super) fn describe_groups(
                     d.error_message = msg(e.message);
                 }
             }
+            // KIP-430 (v3+): the operations the principal may do on the group, when
+            // asked for and described.
+            if ctx.version >= 3 && req.include_authorized_operations && d.error_code == 0 {
+                d.authorized_operations = super::metadata::authorized_operations(
+                    &broker,
+                    &ctx,
+                    ResourceType::Group,
+                    &group,
+                );
+            }
             resp.groups.push(d);
         }
         encode_response(&ctx, &resp)
@@ -731,6 +895,10 @@ pub(super) fn delete_groups(
         for id in &req.groups_names {
             let group = id.0.to_string();
             let result: Result<(), ApiError> = async {
+                // Delete on the group, else GROUP_AUTHORIZATION_FAILED for it.
+                if !authz::group(&broker, &ctx, Operation::Delete, &group) {
+                    return Err(group_denied(&group));
+                }
                 let p = broker.offsets_partition_for(&group).await?;
                 // What the tombstones must cover, if the group can be deleted.
                 let (code, offsets) = broker.groups.with_shard(&broker, p, |s| {
@@ -773,9 +941,24 @@ pub(super) fn offset_delete(
 ) -> Pending {
     Box::pin(async move {
         let group = req.group_id.0.to_string();
+        // As Kafka's KafkaApis.handleOffsetDeleteRequest: Delete on the group (else the
+        // whole request answers GROUP_AUTHORIZATION_FAILED), then Read on each topic (a
+        // denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED and are kept).
+        let group_ok = authz::group(&broker, &ctx, Operation::Delete, &group);
+        let topic_ok: Vec<bool> = if group_ok {
+            req.topics
+                .iter()
+                .map(|t| authz::topic(&broker, &ctx, Operation::Read, t.name.0.as_str()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let wanted: Vec<(String, i32)> = req
             .topics
             .iter()
+            .zip(&topic_ok)
+            .filter(|(_, ok)| **ok)
+            .map(|(t, _)| t)
             .flat_map(|t| {
                 t.partitions
                     .iter()
@@ -783,6 +966,9 @@ pub(super) fn offset_delete(
             })
             .collect();
         let result = async {
+            if !group_ok {
+                return Err(group_denied(&group));
+            }
             let p = broker.offsets_partition_for(&group).await?;
             let (code, per) = broker.groups.with_shard(&broker, p, |s| {
                 s.coordinator.delete_offsets(&group, &wanted)
@@ -802,7 +988,7 @@ pub(super) fn offset_delete(
         match result {
             Ok((code, per)) => {
                 resp.error_code = code.code();
-                for t in &req.topics {
+                for (t, ok) in req.topics.iter().zip(&topic_ok) {
                     let mut rt = OffsetDeleteResponseTopic::default();
                     rt.name = t.name.clone();
                     rt.partitions = t
@@ -811,12 +997,15 @@ pub(super) fn offset_delete(
                         .map(|p| {
                             let mut rp = OffsetDeleteResponsePartition::default();
                             rp.partition_index = p.partition_index;
-                            rp.error_code = per
-                                .iter()
-                                .find(|(n, i, _)| {
-                                    n.as_str() == t.name.0.as_str() && *i == p.partition_index
-                                })
-                                .map_or(0, |(_, _, c)| c.code());
+                            rp.error_code = if *ok {
+                                per.iter()
+                                    .find(|(n, i, _)| {
+                                        n.as_str() == t.name.0.as_str() && *i == p.partition_index
+                                    })
+                                    .map_or(0, |(_, _, c)| c.code())
+                            } else {
+                                ErrorCode::TopicAuthorizationFailed.code()
+                            };
                             rp
                         })
                         .collect();

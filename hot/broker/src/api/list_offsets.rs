@@ -7,9 +7,10 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use strata_authz::Operation;
 use strata_proto::ErrorCode;
 
-use super::{Pending, RequestContext, encode_response};
+use super::{Pending, RequestContext, authz, encode_response};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -28,6 +29,9 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
         for topic in req.topics {
             let mut out = ListOffsetsTopicResponse::default();
             out.name = topic.name.clone();
+            // Describe on the topic, checked before its existence (no leak of which
+            // topics exist), as Kafka's KafkaApis.handleListOffsetRequest.
+            let allowed = authz::topic(&broker, &ctx, Operation::Describe, topic.name.0.as_str());
             let state = broker.topic(topic.name.0.as_str());
             for lp in topic.partitions {
                 let mut r = ListOffsetsPartitionResponse::default();
@@ -37,6 +41,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                 r.leader_epoch = -1;
                 let p = state.as_ref().and_then(|t| t.partition(lp.partition_index));
                 let result = match p {
+                    _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
                     None => Err(state
                         .as_ref()
                         .map_or(ErrorCode::UnknownTopicOrPartition, |t| {

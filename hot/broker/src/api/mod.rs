@@ -6,7 +6,9 @@
 //! produce waiting for the high-water mark, metadata changes) is the returned future;
 //! the connection writes responses in request order as those futures finish.
 
+mod acls;
 mod admin;
+pub(crate) mod authz;
 mod cluster;
 mod epochs;
 mod fetch;
@@ -16,6 +18,7 @@ mod list_offsets;
 mod metadata;
 mod produce;
 mod txn;
+mod users;
 
 use std::sync::Arc;
 
@@ -25,8 +28,10 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::broker::Broker;
+pub(crate) use authz::AuthzCache;
 pub use frame::Frame;
 pub(crate) use produce::wait_for_replicas;
+pub(crate) use users::record as scram_record;
 
 /// What a request produced: a future yielding the encoded response frame (length
 /// prefix included), or `None` when no response is due (acks=0 produce).
@@ -66,6 +71,25 @@ pub struct RequestContext {
     pub connection_id: u64,
     /// The client's address (group members' client_host).
     pub peer: std::net::SocketAddr,
+    /// The listener the request came in on: Metadata answers with its addresses.
+    pub listener: crate::listener::SecurityProtocol,
+    /// Who sent it (`User:NAME`).
+    pub principal: Arc<str>,
+}
+
+impl RequestContext {
+    pub(crate) fn new(head: RequestHead, conn: &crate::server::Connection) -> RequestContext {
+        RequestContext {
+            api: head.api,
+            version: head.version,
+            correlation_id: head.correlation_id,
+            client_id: head.client_id,
+            connection_id: conn.id,
+            peer: conn.peer,
+            listener: conn.listener,
+            principal: conn.principal.clone(),
+        }
+    }
 }
 
 /// Encodes a response frame: size, header, body.
@@ -163,6 +187,13 @@ requests! {
     DescribeTransactions => DescribeTransactionsRequest,
     ListTransactions => ListTransactionsRequest,
     DescribeProducers => DescribeProducersRequest,
+    SaslHandshake => SaslHandshakeRequest,
+    SaslAuthenticate => SaslAuthenticateRequest,
+    DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+    AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+    CreateAcls => CreateAclsRequest,
+    DescribeAcls => DescribeAclsRequest,
+    DeleteAcls => DeleteAclsRequest,
 }
 
 fn decode<T: Decodable>(body: &mut Bytes, head: &RequestHead) -> Result<T, ProtocolError> {
@@ -225,19 +256,11 @@ pub fn parse_request(mut frame: Bytes) -> Result<(RequestHead, Request), Protoco
 /// Parses a request frame (without its length prefix) and starts handling it.
 pub fn dispatch(
     broker: &Arc<Broker>,
-    connection_id: u64,
-    peer: std::net::SocketAddr,
+    conn: &crate::server::Connection,
     frame: Bytes,
 ) -> Result<Pending, ProtocolError> {
     let (head, req) = parse_request(frame)?;
-    let ctx = RequestContext {
-        api: head.api,
-        version: head.version,
-        correlation_id: head.correlation_id,
-        client_id: head.client_id,
-        connection_id,
-        peer,
-    };
+    let ctx = RequestContext::new(head, conn);
     metrics::counter!("strata_requests_total", "api" => api_name(ctx.api)).increment(1);
     tracing::trace!(api = ?ctx.api, version = ctx.version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     let b = broker.clone();
@@ -276,6 +299,15 @@ pub fn dispatch(
         Request::DescribeTransactions(r) => txn::describe_transactions(b, c, r),
         Request::ListTransactions(r) => txn::list_transactions(&b, c, r),
         Request::DescribeProducers(r) => txn::describe_producers(&b, c, r),
+        Request::DescribeUserScramCredentials(r) => users::describe(&b, c, r),
+        Request::AlterUserScramCredentials(r) => users::alter(b, c, r),
+        Request::CreateAcls(r) => acls::create(b, c, r),
+        Request::DescribeAcls(r) => acls::describe(&b, c, r),
+        Request::DeleteAcls(r) => acls::delete(b, c, r),
+        // A SASL listener's connection answers these before dispatch.
+        Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
+            ready(crate::sasl::not_a_sasl_listener(&ctx, ctx.listener))
+        }
     })
 }
 
@@ -314,6 +346,13 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeTransactions => "describe_transactions",
         ApiKey::ListTransactions => "list_transactions",
         ApiKey::DescribeProducers => "describe_producers",
+        ApiKey::SaslHandshake => "sasl_handshake",
+        ApiKey::SaslAuthenticate => "sasl_authenticate",
+        ApiKey::DescribeUserScramCredentials => "describe_user_scram_credentials",
+        ApiKey::AlterUserScramCredentials => "alter_user_scram_credentials",
+        ApiKey::CreateAcls => "create_acls",
+        ApiKey::DescribeAcls => "describe_acls",
+        ApiKey::DeleteAcls => "delete_acls",
         _ => "other",
     }
 }

@@ -11,10 +11,11 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use strata_authz::Operation;
 use strata_proto::ErrorCode;
 use strata_proto::batch::{self, RecordBatch};
 
-use super::{Pending, RequestContext, encode_response, msg, ready};
+use super::{Pending, RequestContext, authz, encode_response, msg, ready};
 use crate::broker::Broker;
 use crate::partition::Partition;
 use strata_replica::AckStatus;
@@ -36,36 +37,65 @@ pub(super) fn handle(
     req: ProduceRequest,
     frame: Bytes,
 ) -> Pending {
-    let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) else {
-        return handle_verified(broker, ctx, req, frame);
+    // Kafka's KafkaApis.handleProduceRequest: a request carrying transactional records
+    // needs Write on its transactional id, or the whole request is refused.
+    if let Some(id) = req.transactional_id.as_deref()
+        && has_transactional_records(&req)
+        && !authz::transactional_id(broker, &ctx, Operation::Write, id)
+    {
+        let resp = refused(
+            &req,
+            &[],
+            ErrorCode::TransactionalIdAuthorizationFailed,
+            &format!("not authorized to write transactional id '{id}'"),
+        );
+        if req.acks == 0 {
+            return ready(None);
+        }
+        return ready(encode_response(&ctx, &resp));
+    }
+    // Write on each topic, checked before the topic's existence so an unauthorized
+    // client cannot learn which topics exist; its partitions are not appended.
+    let authorized: Vec<bool> = if authz::authorizer(broker).is_none() {
+        Vec::new()
+    } else {
+        req.topic_data
+            .iter()
+            .map(|t| {
+                topic_name(broker, ctx.version, t)
+                    .is_none_or(|name| authz::topic(broker, &ctx, Operation::Write, &name))
+            })
+            .collect()
     };
-    let unverified = crate::txns::unverified_partitions(broker, &req);
+    let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) else {
+        return handle_verified(broker, ctx, req, frame, authorized);
+    };
+    let mut unverified = crate::txns::unverified_partitions(broker, &req);
+    // Only the authorized partitions go on to their coordinator (Kafka verifies what it
+    // would append).
+    unverified.retain(|(topic, ..)| {
+        req.topic_data
+            .iter()
+            .zip(&authorized)
+            .all(|(t, ok)| *ok || t.name.0.as_str() != topic.as_str())
+    });
     if unverified.is_empty() {
-        return handle_verified(broker, ctx, req, frame);
+        return handle_verified(broker, ctx, req, frame, authorized);
     }
     let broker = broker.clone();
     Box::pin(async move {
         match broker.verify_txn_partitions(&id, &unverified).await {
-            Ok(()) => handle_verified(&broker, ctx, req, frame).await,
+            Ok(()) => handle_verified(&broker, ctx, req, frame, authorized).await,
             Err(code) => {
                 tracing::debug!(transactional_id = %id, ?code, "transactional produce refused by its coordinator");
-                let mut resp = ProduceResponse::default();
-                for t in &req.topic_data {
-                    let mut out = TopicProduceResponse::default();
-                    out.name = TopicName(StrBytes::from_string(t.name.0.to_string()));
-                    out.topic_id = t.topic_id;
-                    for p in &t.partition_data {
-                        let mut r = PartitionProduceResponse::default();
-                        r.index = p.index;
-                        r.base_offset = -1;
-                        r.error_code = code.code();
-                        r.error_message = msg(format!(
-                            "the transaction is not ongoing with this partition added ({code:?}): abort it"
-                        ));
-                        out.partition_responses.push(r);
-                    }
-                    resp.responses.push(out);
-                }
+                let resp = refused(
+                    &req,
+                    &authorized,
+                    code,
+                    &format!(
+                        "the transaction is not ongoing with this partition added ({code:?}): abort it"
+                    ),
+                );
                 if req.acks == 0 {
                     return None;
                 }
@@ -75,29 +105,85 @@ pub(super) fn handle(
     })
 }
 
+/// The topic a produce request's entry names: by name, or from v13 by id (`None` for an
+/// id no topic has).
+fn topic_name(
+    broker: &Broker,
+    version: i16,
+    topic: &kafka_protocol::messages::produce_request::TopicProduceData,
+) -> Option<String> {
+    if version >= 13 {
+        broker
+            .topic_by_id(strata_proto::TopicId(topic.topic_id))
+            .map(|t| t.name.to_string())
+    } else {
+        Some(topic.name.0.to_string())
+    }
+}
+
+/// Whether any partition's batch is transactional (Kafka's
+/// `RequestUtils.hasTransactionalRecords`; v3+ carries one batch per partition).
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .any(|r| batch::parse_header(r).is_ok_and(|h| h.is_transactional()))
+}
+
+/// An answer refusing every partition with `code`, except that the partitions of the
+/// topics `authorized` marks false (when given) answer TOPIC_AUTHORIZATION_FAILED.
+fn refused(
+    req: &ProduceRequest,
+    authorized: &[bool],
+    code: ErrorCode,
+    message: &str,
+) -> ProduceResponse {
+    let mut resp = ProduceResponse::default();
+    for (i, t) in req.topic_data.iter().enumerate() {
+        let mut out = TopicProduceResponse::default();
+        out.name = TopicName(StrBytes::from_string(t.name.0.to_string()));
+        out.topic_id = t.topic_id;
+        let denied = authorized.get(i).is_some_and(|ok| !ok);
+        for p in &t.partition_data {
+            let mut r = PartitionProduceResponse::default();
+            r.index = p.index;
+            r.base_offset = -1;
+            if denied {
+                r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                r.error_message = msg(format!("not authorized to write to topic '{}'", t.name.0));
+            } else {
+                r.error_code = code.code();
+                r.error_message = msg(message);
+            }
+            out.partition_responses.push(r);
+        }
+        resp.responses.push(out);
+    }
+    resp
+}
+
 fn handle_verified(
     broker: &Arc<Broker>,
     ctx: RequestContext,
     req: ProduceRequest,
     frame: Bytes,
+    // Per topic of the request: may the principal write it (empty: all may).
+    authorized: Vec<bool>,
 ) -> Pending {
     let started = Instant::now();
     let acks = req.acks;
     let timeout_ms = req.timeout_ms;
     let transactional = req.transactional_id.is_some();
     let base = frame.as_ptr() as usize;
-    // (topic name as sent, topic id, resolved name, partition, records range in `frame`)
+    // (partition, records range in `frame`)
     type Part = (i32, Option<Range<usize>>);
-    let mut plan: Vec<(TopicName, uuid::Uuid, Option<String>, Vec<Part>)> =
-        Vec::with_capacity(req.topic_data.len());
-    for topic in req.topic_data {
-        let name = if ctx.version >= 13 {
-            broker
-                .topic_by_id(strata_proto::TopicId(topic.topic_id))
-                .map(|t| t.name.to_string())
-        } else {
-            Some(topic.name.0.to_string())
-        };
+    // (topic name as sent, topic id, resolved name, authorized, its partitions)
+    type Planned = (TopicName, uuid::Uuid, Option<String>, bool, Vec<Part>);
+    let mut plan: Vec<Planned> = Vec::with_capacity(req.topic_data.len());
+    for (i, topic) in req.topic_data.into_iter().enumerate() {
+        let name = topic_name(broker, ctx.version, &topic);
+        let allowed = authorized.get(i).copied().unwrap_or(true);
         let parts = topic
             .partition_data
             .into_iter()
@@ -111,7 +197,7 @@ fn handle_verified(
             .collect();
         // Owned copy of the name: `topic.name` is a slice of the frame.
         let topic_name = TopicName(StrBytes::from_string(topic.name.0.to_string()));
-        plan.push((topic_name, topic.topic_id, name, parts));
+        plan.push((topic_name, topic.topic_id, name, allowed, parts));
     }
     // Every slice of `frame` is gone now (the request was consumed above).
     let mut buf: BytesMut = frame.try_into_mut().unwrap_or_else(|shared| {
@@ -123,14 +209,19 @@ fn handle_verified(
     // acks=all partitions to wait for: (topic index, partition index, partition, offset
     // after the batch).
     let mut waits: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
-    for (topic_name, topic_id, name, parts) in plan {
+    for (topic_name, topic_id, name, allowed, parts) in plan {
         let mut out = TopicProduceResponse::default();
         out.name = topic_name;
         out.topic_id = topic_id;
         for (index, range) in parts {
             let mut r = PartitionProduceResponse::default();
             r.index = index;
-            let result = if !matches!(acks, -1..=1) {
+            let result = if !allowed {
+                Err((
+                    ErrorCode::TopicAuthorizationFailed,
+                    format!("not authorized to write to topic '{}'", out.name.0),
+                ))
+            } else if !matches!(acks, -1..=1) {
                 Err((
                     ErrorCode::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, not {acks}"),
@@ -374,4 +465,77 @@ fn produce_partition(
         log_start: p.log_start_offset(),
         wait,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use strata_proto::Compression;
+    use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
+
+    use super::*;
+
+    fn request(transactional: bool) -> ProduceRequest {
+        let mut b = batch(
+            &[NewRecord::value(Bytes::from_static(b"v"), 0)],
+            Compression::None,
+            Some(ProducerFields {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }),
+        )
+        .to_vec();
+        if transactional {
+            batch::set_transactional(&mut b);
+        }
+        let mut req = ProduceRequest::default();
+        for name in ["allowed", "denied"] {
+            let mut t = TopicProduceData::default();
+            t.name = TopicName(StrBytes::from_static_str(name));
+            for index in 0..2 {
+                let mut p = PartitionProduceData::default();
+                p.index = index;
+                p.records = Some(Bytes::from(b.clone()));
+                t.partition_data.push(p);
+            }
+            req.topic_data.push(t);
+        }
+        req
+    }
+
+    #[test]
+    fn transactional_records_are_spotted() {
+        assert!(has_transactional_records(&request(true)));
+        assert!(!has_transactional_records(&request(false)));
+        assert!(!has_transactional_records(&ProduceRequest::default()));
+    }
+
+    #[test]
+    fn a_refusal_keeps_the_authorization_failures() {
+        let req = request(true);
+        let codes = |resp: &ProduceResponse| -> Vec<Vec<i16>> {
+            resp.responses
+                .iter()
+                .map(|t| t.partition_responses.iter().map(|p| p.error_code).collect())
+                .collect()
+        };
+        let fenced = ErrorCode::InvalidTxnState.code();
+        let denied = ErrorCode::TopicAuthorizationFailed.code();
+        let resp = refused(&req, &[true, false], ErrorCode::InvalidTxnState, "x");
+        assert_eq!(
+            codes(&resp),
+            vec![vec![fenced, fenced], vec![denied, denied]]
+        );
+        // Without authorization results, every partition gets the code.
+        let txn = ErrorCode::TransactionalIdAuthorizationFailed;
+        let resp = refused(&req, &[], txn, "x");
+        assert_eq!(codes(&resp), vec![vec![txn.code(); 2]; 2]);
+        assert!(
+            resp.responses
+                .iter()
+                .flat_map(|t| &t.partition_responses)
+                .all(|p| p.base_offset == -1)
+        );
+    }
 }

@@ -24,13 +24,14 @@ use kafka_protocol::messages::{
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use strata_authz::{Operation, ResourceType};
 use strata_group::CommittedOffset;
 use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
 use strata_proto::control::{Marker, MarkerKind};
 use strata_proto::{Compression, ErrorCode};
 use strata_txn::{Reply, TxnApi, fenced_error_for_version};
 
-use super::{Pending, RequestContext, encode_response};
+use super::{Pending, RequestContext, authz, encode_response};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::groups::OFFSETS_TOPIC;
@@ -51,6 +52,13 @@ pub(super) fn add_partitions_to_txn(
     req: AddPartitionsToTxnRequest,
 ) -> Pending {
     if ctx.version >= 4 {
+        // v4+ comes from brokers (KIP-890 verification): ClusterAction on the cluster,
+        // else the whole request answers CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+        if let Some(code) = authz::deny_cluster(&broker, &ctx, Operation::ClusterAction) {
+            let mut resp = AddPartitionsToTxnResponse::default();
+            resp.error_code = code.code();
+            return super::ready(encode_response(&ctx, &resp));
+        }
         return verify_partitions(broker, ctx, req);
     }
     Box::pin(async move {
@@ -61,15 +69,32 @@ pub(super) fn add_partitions_to_txn(
                 parts.push((t.name.0.to_string(), p));
             }
         }
-        // Partitions that do not exist are refused one by one (and the rest get
-        // OPERATION_NOT_ATTEMPTED), as Kafka answers.
+        // As Kafka's KafkaApis.handleAddPartitionsToTxnRequest: Write on the
+        // transactional id (else every partition answers
+        // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Write on each topic, checked
+        // before existence.
+        let id_ok = authz::transactional_id(&broker, &ctx, Operation::Write, &id);
+        let mut denied: Vec<&str> = Vec::new();
+        if id_ok {
+            for t in &req.v3_and_below_topics {
+                let name = t.name.0.as_str();
+                if !denied.contains(&name) && !authz::topic(&broker, &ctx, Operation::Write, name) {
+                    denied.push(name);
+                }
+            }
+        }
+        // Partitions that do not exist, or of a topic the producer may not write, are
+        // refused one by one (and the rest get OPERATION_NOT_ATTEMPTED: nothing is
+        // added), as Kafka answers.
         let md = broker.cluster();
         let unknown: Vec<(String, i32)> = parts
             .iter()
             .filter(|(t, p)| md.topic(t).and_then(|t| t.partition(*p)).is_none())
             .cloned()
             .collect();
-        let code = if !unknown.is_empty() {
+        let code = if !id_ok {
+            Some(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else if !denied.is_empty() || !unknown.is_empty() {
             None
         } else if let Err(code) = coordinated(&broker, &id).await {
             Some(code)
@@ -115,6 +140,9 @@ pub(super) fn add_partitions_to_txn(
                         r.partition_index = p;
                         r.partition_error_code = match code {
                             Some(c) => c.code(),
+                            None if denied.contains(&t.name.0.as_str()) => {
+                                ErrorCode::TopicAuthorizationFailed.code()
+                            }
                             None if unknown.contains(&(t.name.0.to_string(), p)) => {
                                 ErrorCode::UnknownTopicOrPartition.code()
                             }
@@ -207,6 +235,17 @@ pub(super) fn add_offsets_to_txn(
     Box::pin(async move {
         let id = req.transactional_id.0.to_string();
         let group = req.group_id.0.to_string();
+        // As Kafka: Write on the transactional id, then Read on the group.
+        if !authz::transactional_id(&broker, &ctx, Operation::Write, &id) {
+            let mut resp = AddOffsetsToTxnResponse::default();
+            resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
+            return encode_response(&ctx, &resp);
+        }
+        if !authz::group(&broker, &ctx, Operation::Read, &group) {
+            let mut resp = AddOffsetsToTxnResponse::default();
+            resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+            return encode_response(&ctx, &resp);
+        }
         let code = async {
             // The offsets topic exists (it is created on first use), so the group's
             // partition is known.
@@ -255,7 +294,14 @@ pub(super) fn add_offsets_to_txn(
 pub(super) fn end_txn(broker: Arc<Broker>, ctx: RequestContext, req: EndTxnRequest) -> Pending {
     Box::pin(async move {
         let id = req.transactional_id.0.to_string();
-        let code = match coordinated(&broker, &id).await {
+        // As Kafka: Write on the transactional id.
+        let allowed = authz::transactional_id(&broker, &ctx, Operation::Write, &id);
+        let coordinator = if allowed {
+            coordinated(&broker, &id).await
+        } else {
+            Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        };
+        let code = match coordinator {
             Err(code) => code,
             Ok(()) => {
                 let now = broker.clock.now_ms();
@@ -300,7 +346,38 @@ pub(super) fn txn_offset_commit(
     Box::pin(async move {
         let group = req.group_id.0.to_string();
         let now = broker.clock.now_ms();
+        // As Kafka's KafkaApis.handleTxnOffsetCommitRequest: Write on the transactional
+        // id, then Read on the group (either denied: every partition answers it), then
+        // Read on each topic (a denied topic's partitions answer
+        // TOPIC_AUTHORIZATION_FAILED, the rest are committed).
+        let denied = if !authz::transactional_id(
+            &broker,
+            &ctx,
+            Operation::Write,
+            req.transactional_id.0.as_str(),
+        ) {
+            Some(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else if !authz::group(&broker, &ctx, Operation::Read, &group) {
+            Some(ErrorCode::GroupAuthorizationFailed)
+        } else {
+            None
+        };
+        let topic_ok: Vec<bool> = if denied.is_none() {
+            req.topics
+                .iter()
+                .map(|t| authz::topic(&broker, &ctx, Operation::Read, t.name.0.as_str()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let result: Result<(), ApiError> = async {
+            if let Some(code) = denied {
+                return Err(ApiError::new(code, "not authorized"));
+            }
+            if !topic_ok.is_empty() && !topic_ok.contains(&true) {
+                // Nothing left to commit: Kafka answers without the coordinator.
+                return Ok(());
+            }
             let p = broker.offsets_partition_for(&group).await?;
             let code = broker.groups.with_shard(&broker, p, |s| {
                 s.coordinator.validate_txn_commit(
@@ -316,7 +393,7 @@ pub(super) fn txn_offset_commit(
             }
             let mut records = Vec::new();
             let mut commits = Vec::new();
-            for t in &req.topics {
+            for (t, _) in req.topics.iter().zip(&topic_ok).filter(|(_, ok)| **ok) {
                 for pr in &t.partitions {
                     let c = CommittedOffset {
                         offset: pr.committed_offset,
@@ -394,7 +471,13 @@ pub(super) fn txn_offset_commit(
         resp.topics = req
             .topics
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
+                let code = if topic_ok.get(i).is_some_and(|ok| !ok) {
+                    ErrorCode::TopicAuthorizationFailed
+                } else {
+                    code
+                };
                 let mut rt = TxnOffsetCommitResponseTopic::default();
                 rt.name = t.name.clone();
                 rt.partitions = t
@@ -421,6 +504,21 @@ pub(super) fn write_txn_markers(
     ctx: RequestContext,
     req: WriteTxnMarkersRequest,
 ) -> Pending {
+    // As Kafka's KafkaApis.handleWriteTxnMarkersRequest: Alter on the cluster (checked
+    // without an audit line) or ClusterAction, else every partition answers
+    // CLUSTER_AUTHORIZATION_FAILED.
+    let denied = if authz::allowed_with(
+        &broker,
+        &ctx,
+        Operation::Alter,
+        ResourceType::Cluster,
+        strata_authz::CLUSTER_NAME,
+        false,
+    ) {
+        None
+    } else {
+        authz::deny_cluster(&broker, &ctx, Operation::ClusterAction)
+    };
     Box::pin(async move {
         let mut resp = WriteTxnMarkersResponse::default();
         for m in &req.markers {
@@ -441,9 +539,14 @@ pub(super) fn write_txn_markers(
                 let mut rt = WritableTxnMarkerTopicResult::default();
                 rt.name = t.name.clone();
                 for &index in &t.partition_indexes {
-                    let code = broker
-                        .write_marker_here(t.name.0.as_str(), index, &marker)
-                        .await;
+                    let code = match denied {
+                        Some(code) => code,
+                        None => {
+                            broker
+                                .write_marker_here(t.name.0.as_str(), index, &marker)
+                                .await
+                        }
+                    };
                     let mut rp = WritableTxnMarkerPartitionResult::default();
                     rp.partition_index = index;
                     rp.error_code = code.code();
@@ -472,6 +575,13 @@ pub(super) fn describe_transactions(
             st.producer_id = kafka_protocol::messages::ProducerId(-1);
             st.producer_epoch = -1;
             st.transaction_start_time_ms = -1;
+            // As Kafka: Describe on each transactional id, else
+            // TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it.
+            if !authz::transactional_id(&broker, &ctx, Operation::Describe, id.0.as_str()) {
+                st.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
+                resp.transaction_states.push(st);
+                continue;
+            }
             let found = match coordinated(&broker, id.0.as_str()).await {
                 Err(code) => Err(code),
                 Ok(()) => broker.txns.with(|c| c.describe(id.0.as_str())),
@@ -483,9 +593,11 @@ pub(super) fn describe_transactions(
                     st.transaction_start_time_ms = d.transaction_start_time_ms;
                     st.producer_id = kafka_protocol::messages::ProducerId(d.producer_id);
                     st.producer_epoch = d.producer_epoch;
+                    // Only the topics the principal may describe, as Kafka.
                     st.topics = d
                         .topics
                         .into_iter()
+                        .filter(|(t, _)| authz::topic(&broker, &ctx, Operation::Describe, t))
                         .map(|(t, ps)| {
                             let mut td = TopicData::default();
                             td.topic =
@@ -530,9 +642,21 @@ pub(super) fn list_transactions(
                 .into_iter()
                 .map(StrBytes::from_string)
                 .collect();
+            // Only the transactional ids the principal may describe (filtered, not
+            // audited).
             resp.transaction_states = listing
                 .transactions
                 .into_iter()
+                .filter(|t| {
+                    authz::allowed_with(
+                        broker,
+                        &ctx,
+                        Operation::Describe,
+                        ResourceType::TransactionalId,
+                        &t.transactional_id,
+                        false,
+                    )
+                })
                 .map(|t| {
                     let mut st = TransactionState::default();
                     st.transactional_id = kafka_protocol::messages::TransactionalId(
@@ -563,9 +687,16 @@ pub(super) fn describe_producers(
     for t in &req.topics {
         let mut rt = TopicResponse::default();
         rt.name = t.name.clone();
+        // As Kafka: Read on the topic, checked before its existence (no leak).
+        let allowed = authz::topic(broker, &ctx, Operation::Read, t.name.0.as_str());
         for &index in &t.partition_indexes {
             let mut rp = PartitionResponse::default();
             rp.partition_index = index;
+            if !allowed {
+                rp.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                rt.partitions.push(rp);
+                continue;
+            }
             match broker
                 .partition(t.name.0.as_str(), index)
                 .filter(|p| p.is_leader())

@@ -1,0 +1,151 @@
+//! Authorization of requests: what each API asks of the authorizer, and the audit line
+//! of every denial. With the authorizer off (the default), everything is allowed, as
+//! Kafka without an authorizer.
+//!
+//! The ACLs live in the cluster metadata; the authorizer built over them is cached per
+//! metadata version (rebuilt only when the metadata changes), so a check is an atomic
+//! load and the strata-authz lookup (about 150-250 ns with 10,000 ACLs).
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use strata_authz::{Authorizer, AuthorizerConfig, Operation, ResourceType};
+use strata_proto::ErrorCode;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+/// The authorizer of the current metadata version.
+#[derive(Debug, Default)]
+pub(crate) struct AuthzCache {
+    current: ArcSwapOption<(u64, Arc<Authorizer>)>,
+}
+
+impl AuthzCache {
+    fn get(&self, broker: &Broker, config: &AuthorizerConfig) -> Arc<Authorizer> {
+        let md = broker.cluster();
+        if let Some(c) = &*self.current.load()
+            && c.0 == md.version
+        {
+            return c.1.clone();
+        }
+        let a = Arc::new(Authorizer::new(config.clone(), md.security.acls.clone()));
+        self.current.store(Some(Arc::new((md.version, a.clone()))));
+        a
+    }
+}
+
+/// The authorizer, or `None` when authorization is off.
+pub(crate) fn authorizer(broker: &Broker) -> Option<Arc<Authorizer>> {
+    let config = broker.config.security.authorizer.as_ref()?;
+    Some(broker.authz.get(broker, config))
+}
+
+/// Whether the request's principal may do `operation` on the resource; a denial is
+/// audited (`audit` false for what is only filtered out, as Kafka's logIfDenied).
+pub(crate) fn allowed_with(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: &str,
+    audit: bool,
+) -> bool {
+    if *ctx.principal == *crate::server::INTERNAL {
+        return true;
+    }
+    let Some(a) = authorizer(broker) else {
+        return true;
+    };
+    let decision = a.authorize(
+        &ctx.principal,
+        ctx.peer.ip(),
+        operation,
+        resource_type,
+        name,
+    );
+    let ok = decision.is_allowed();
+    if !ok && audit {
+        crate::audit::authorization_denied(
+            ctx.peer,
+            &ctx.principal,
+            operation.name(),
+            resource_type.name(),
+            name,
+            super::api_name(ctx.api),
+            &decision.to_string(),
+        );
+    }
+    ok
+}
+
+/// [`allowed_with`], audited.
+pub(crate) fn allowed(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: &str,
+) -> bool {
+    allowed_with(broker, ctx, operation, resource_type, name, true)
+}
+
+/// `Some(CLUSTER_AUTHORIZATION_FAILED)` when `operation` on the cluster is denied.
+pub(crate) fn deny_cluster(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+) -> Option<ErrorCode> {
+    (!allowed(
+        broker,
+        ctx,
+        operation,
+        ResourceType::Cluster,
+        strata_authz::CLUSTER_NAME,
+    ))
+    .then_some(ErrorCode::ClusterAuthorizationFailed)
+}
+
+/// KIP-679's check: may the principal do `operation` on some resource of the type?
+pub(crate) fn allowed_on_some(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    resource_type: ResourceType,
+) -> bool {
+    if *ctx.principal == *crate::server::INTERNAL {
+        return true;
+    }
+    let Some(a) = authorizer(broker) else {
+        return true;
+    };
+    a.authorize_by_resource_type(&ctx.principal, ctx.peer.ip(), operation, resource_type)
+}
+
+/// Topic helpers: the checks most APIs make.
+pub(crate) fn topic(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    name: &str,
+) -> bool {
+    allowed(broker, ctx, operation, ResourceType::Topic, name)
+}
+
+pub(crate) fn group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    name: &str,
+) -> bool {
+    allowed(broker, ctx, operation, ResourceType::Group, name)
+}
+
+pub(crate) fn transactional_id(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: Operation,
+    name: &str,
+) -> bool {
+    allowed(broker, ctx, operation, ResourceType::TransactionalId, name)
+}

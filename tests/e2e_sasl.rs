@@ -1,0 +1,404 @@
+//! SASL end to end (issue 18): SCRAM-SHA-512/256 and PLAIN over SASL_SSL, OAUTHBEARER over
+//! SASL_PLAINTEXT (unsigned tokens, and tokens signed by a key in a JWKS file), with
+//! librdkafka and kafka-python against the real `strata` binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::Broker;
+use common::kafka::{client_config, flush};
+use common::pki::Pki;
+use rdkafka::Message;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use std::sync::{Arc, Mutex};
+
+use rdkafka::ClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+/// What librdkafka reported through its error callback (authentication failures arrive
+/// there; the admin call itself only times out).
+#[derive(Clone, Default)]
+struct Errors(Arc<Mutex<Vec<String>>>);
+
+impl ClientContext for Errors {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.0.lock().unwrap().push(format!("{error}: {reason}"));
+    }
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        self.0.lock().unwrap().push(format!("{fac}: {message}"));
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Errors {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, _: ()) {}
+}
+
+/// What librdkafka reports while it tries to connect with these settings (its error
+/// callback and log), polled for up to 10 s until an authentication error shows.
+fn client_errors(bootstrap: &str, settings: &[(&str, &str)]) -> Vec<String> {
+    let errors = Errors::default();
+    let p: BaseProducer<Errors> = client_config(bootstrap, settings)
+        .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning)
+        .create_with_context(errors.clone())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let _ = p.client().fetch_metadata(None, Duration::from_millis(500));
+        p.poll(Duration::from_millis(100));
+        if errors
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("uthenticat"))
+        {
+            break;
+        }
+    }
+    errors.0.lock().unwrap().clone()
+}
+
+/// Creates a topic; on failure, the admin error and what the error callback saw.
+fn try_create_topic(bootstrap: &str, settings: &[(&str, &str)], name: &str) -> Result<(), String> {
+    let errors = Errors::default();
+    let admin: AdminClient<Errors> = client_config(bootstrap, settings)
+        .create_with_context(errors.clone())
+        .map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(8)));
+    match rt
+        .block_on(admin.create_topics(&[NewTopic::new(name, 2, TopicReplication::Fixed(1))], &opts))
+    {
+        Ok(results) => results
+            .into_iter()
+            .try_for_each(|r| r.map(|_| ()).map_err(|(t, e)| format!("{t}: {e}"))),
+        Err(e) => Err(e.to_string()),
+    }
+    .map_err(|e| format!("{e}; client errors: {:?}", errors.0.lock().unwrap()))
+}
+
+/// Produces `n` records and reads them back as a member of `group`.
+fn round_trip(bootstrap: &str, settings: &[(&str, &str)], topic: &str, group: &str, n: usize) {
+    try_create_topic(bootstrap, settings, topic).unwrap();
+    let producer: BaseProducer = client_config(bootstrap, settings)
+        .set("acks", "all")
+        .create()
+        .unwrap();
+    for i in 0..n {
+        let v = format!("v{i}");
+        producer
+            .send(BaseRecord::to(topic).key(&v).payload(&v))
+            .unwrap();
+    }
+    flush(&producer);
+    let c: BaseConsumer = client_config(bootstrap, settings)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let mut got = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while got.len() < n && std::time::Instant::now() < deadline {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                got.insert(m.payload().unwrap().to_vec());
+            }
+            Some(Err(e)) => panic!("consume error: {e}"),
+            None => {}
+        }
+    }
+    assert_eq!(got.len(), n, "every record once");
+    c.commit_consumer_state(CommitMode::Sync).unwrap();
+}
+
+fn metric_sum(b: &Broker, name: &str) -> f64 {
+    b.http_get("/metrics")
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn python(bootstrap: &str, topic: &str, security: &serde_json::Value, expect_failure: bool) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/secure_client.py");
+    let mut cmd = Command::new("python3");
+    cmd.args([script, bootstrap, topic, &security.to_string()]);
+    if expect_failure {
+        cmd.arg("expect-failure");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "kafka-python ({security}):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A broker with a SASL_SSL listener offering SCRAM and PLAIN, and a first user.
+fn scram_broker(dir: &std::path::Path) -> (Broker, Pki) {
+    let pki = Pki::new(dir, "cluster");
+    let server = pki.server("server");
+    let broker = Broker::start(
+        &dir.join("data"),
+        &[
+            "--listeners",
+            "SASL_SSL://127.0.0.1:0",
+            "--tls-cert",
+            server.cert.to_str().unwrap(),
+            "--tls-key",
+            server.key.to_str().unwrap(),
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+            "--bootstrap-user",
+            "admin:admin-secret",
+        ],
+    );
+    (broker, pki)
+}
+
+#[test]
+fn scram_over_sasl_ssl_with_librdkafka_and_a_wrong_password_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, pki) = scram_broker(dir.path());
+    let addr = broker.listener("SASL_SSL");
+    let ca = pki.ca().display().to_string();
+    for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] {
+        let good = [
+            ("security.protocol", "sasl_ssl"),
+            ("ssl.ca.location", ca.as_str()),
+            ("sasl.mechanisms", mechanism),
+            ("sasl.username", "admin"),
+            ("sasl.password", "admin-secret"),
+        ];
+        let topic = format!("scram-{}", mechanism.to_lowercase());
+        round_trip(&addr, &good, &topic, &format!("{topic}-g"), 50);
+
+        let bad = [
+            ("security.protocol", "sasl_ssl"),
+            ("ssl.ca.location", ca.as_str()),
+            ("sasl.mechanisms", mechanism),
+            ("sasl.username", "admin"),
+            ("sasl.password", "wrong"),
+        ];
+        assert!(try_create_topic(&addr, &bad, "never").is_err());
+        let seen = client_errors(&addr, &bad);
+        assert!(
+            seen.iter().any(|e| e.contains(&format!(
+                "Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+            ))),
+            "{mechanism}: {seen:?}"
+        );
+    }
+    // Nobody who failed got anywhere, and the failures are counted.
+    assert!(metric_sum(&broker, "strata_authentication_failures_total") >= 3.0);
+    // The bootstrap user survives a restart unchanged (not recreated).
+    let ok = [
+        ("security.protocol", "sasl_ssl"),
+        ("ssl.ca.location", ca.as_str()),
+        ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ("sasl.username", "admin"),
+        ("sasl.password", "admin-secret"),
+    ];
+    try_create_topic(&addr, &ok, "after-failures").unwrap();
+}
+
+#[test]
+fn an_unauthenticated_request_on_a_sasl_listener_closes_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, pki) = scram_broker(dir.path());
+    let addr = broker.listener("SASL_SSL");
+    // A client that speaks TLS but skips SASL: librdkafka with security.protocol=ssl.
+    let ca = pki.ca().display().to_string();
+    let s = [
+        ("security.protocol", "ssl"),
+        ("ssl.ca.location", ca.as_str()),
+    ];
+    assert!(try_create_topic(&addr, &s, "never").is_err());
+    // The broker is fine.
+    let ok = [
+        ("security.protocol", "sasl_ssl"),
+        ("ssl.ca.location", ca.as_str()),
+        ("sasl.mechanisms", "SCRAM-SHA-256"),
+        ("sasl.username", "admin"),
+        ("sasl.password", "admin-secret"),
+    ];
+    try_create_topic(&addr, &ok, "fine").unwrap();
+}
+
+#[test]
+fn kafka_python_over_sasl_ssl_with_scram() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, pki) = scram_broker(dir.path());
+    let addr = broker.listener("SASL_SSL");
+    let security = |password: &str| {
+        serde_json::json!({
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": pki.ca(),
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": "admin",
+            "sasl_plain_password": password,
+        })
+    };
+    python(&addr, "py-scram", &security("admin-secret"), false);
+    python(&addr, "py-never", &security("wrong"), true);
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// An unsigned (alg none) JWT.
+fn unsigned_token(sub: &str, exp: u64) -> String {
+    let header = b64url(br#"{"alg":"none"}"#);
+    let claims = b64url(
+        serde_json::json!({"sub": sub, "exp": exp, "iat": now_secs()})
+            .to_string()
+            .as_bytes(),
+    );
+    format!("{header}.{claims}.")
+}
+
+#[test]
+fn oauthbearer_unsecured_tokens_with_librdkafka_and_kafka_python_and_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--sasl-mechanisms",
+            "OAUTHBEARER",
+            "--oauthbearer-unsecured",
+            "true",
+        ],
+    );
+    let addr = broker.listener("SASL_PLAINTEXT");
+    // librdkafka's own unsecured JWT builder.
+    let s = [
+        ("security.protocol", "sasl_plaintext"),
+        ("sasl.mechanisms", "OAUTHBEARER"),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+        ("sasl.oauthbearer.config", "principal=alice"),
+    ];
+    round_trip(&addr, &s, "oauth-rd", "oauth-rd-g", 40);
+
+    let fresh = unsigned_token("bob", now_secs() + 600);
+    python(
+        &addr,
+        "py-oauth",
+        &serde_json::json!({
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth_token": fresh,
+        }),
+        false,
+    );
+    // An expired token is refused with the client's authentication error.
+    let expired = unsigned_token("bob", now_secs() - 3600);
+    python(
+        &addr,
+        "py-never",
+        &serde_json::json!({
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth_token": expired,
+        }),
+        true,
+    );
+    assert!(metric_sum(&broker, "strata_authentication_failures_total") >= 1.0);
+}
+
+#[test]
+fn oauthbearer_tokens_are_checked_against_the_jwks_signing_key() {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let rng = SystemRandom::new();
+    let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+    let point = key.public_key().as_ref().to_vec();
+    assert_eq!(point.len(), 65, "an uncompressed P-256 point");
+    let jwks = serde_json::json!({"keys": [{
+        "kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+        "x": b64url(&point[1..33]), "y": b64url(&point[33..]),
+    }]});
+    let jwks_path = dir.path().join("jwks.json");
+    std::fs::write(&jwks_path, jwks.to_string()).unwrap();
+    let sign = |key: &EcdsaKeyPair, sub: &str, iss: &str| {
+        let header = b64url(br#"{"alg":"ES256","typ":"JWT","kid":"k1"}"#);
+        let claims = b64url(
+            serde_json::json!({"sub": sub, "iss": iss, "exp": now_secs() + 600})
+                .to_string()
+                .as_bytes(),
+        );
+        let input = format!("{header}.{claims}");
+        let sig = key.sign(&rng, input.as_bytes()).unwrap();
+        format!("{input}.{}", b64url(sig.as_ref()))
+    };
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--sasl-mechanisms",
+            "OAUTHBEARER",
+            "--oauthbearer-jwks",
+            jwks_path.to_str().unwrap(),
+            "--oauthbearer-expected-issuer",
+            "https://issuer.test",
+        ],
+    );
+    let addr = broker.listener("SASL_PLAINTEXT");
+    let with = |token: String| {
+        serde_json::json!({
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth_token": token,
+        })
+    };
+    python(
+        &addr,
+        "py-jwks",
+        &with(sign(&key, "carol", "https://issuer.test")),
+        false,
+    );
+    // Signed by another key, from another issuer, or not signed at all: refused.
+    let other = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+    python(
+        &addr,
+        "n1",
+        &with(sign(&other, "carol", "https://issuer.test")),
+        true,
+    );
+    python(
+        &addr,
+        "n2",
+        &with(sign(&key, "carol", "https://elsewhere.test")),
+        true,
+    );
+    python(
+        &addr,
+        "n3",
+        &with(unsigned_token("carol", now_secs() + 600)),
+        true,
+    );
+}
