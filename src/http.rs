@@ -9,9 +9,57 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use strata_broker::Broker;
 
+/// The broker's authorizer as the gateway asks it (None with the authorizer off): the
+/// principal an `--http-auth` identity maps to, from the HTTP client's address. A call
+/// refused is audited as the API `rest` (by [`Broker::authorize`]); what only leaves a
+/// topic out of an answer ([`strata_gateway::Access::audit`] false) is asked of the same
+/// ACLs without an audit line, as Kafka's Metadata filters without logging.
+pub fn authorizer(broker: &Arc<Broker>) -> Option<strata_gateway::Authorizer> {
+    // Some exactly when broker.authorizer_enabled().
+    let config = broker.config().security.authorizer.clone()?;
+    let broker = broker.clone();
+    // The quiet path's authorizer, rebuilt when the metadata (and so the ACLs) change.
+    let quiet: std::sync::Mutex<Option<(u64, Arc<strata_authz::Authorizer>)>> =
+        std::sync::Mutex::new(None);
+    Some(strata_gateway::Authorizer::new(move |a| {
+        if a.audit {
+            return broker.authorize(
+                a.principal,
+                a.host,
+                a.operation,
+                a.resource_type,
+                a.name,
+                "rest",
+            );
+        }
+        let md = broker.cluster();
+        let authz = {
+            let Ok(mut cached) = quiet.lock() else {
+                return false;
+            };
+            match &*cached {
+                Some((version, z)) if *version == md.version => z.clone(),
+                _ => {
+                    let z = Arc::new(strata_authz::Authorizer::new(
+                        config.clone(),
+                        md.security.acls.clone(),
+                    ));
+                    *cached = Some((md.version, z.clone()));
+                    z
+                }
+            }
+        };
+        authz
+            .authorize(a.principal, a.host, a.operation, a.resource_type, a.name)
+            .is_allowed()
+    }))
+}
+
 /// `auth` (`--http-auth`) guards the two status routes as it guards the gateway: they
-/// name every topic and partition. /metrics stays open, as Prometheus scrapes it without
-/// credentials (Kafka's JMX exporter is unauthenticated too); guard it at the network.
+/// name every topic and partition, so with the authorizer on they also need Describe on
+/// the cluster (as Kafka's DescribeLogDirs does). /metrics stays open, as Prometheus
+/// scrapes it without credentials (Kafka's JMX exporter is unauthenticated too); guard
+/// it at the network.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: PrometheusHandle,
@@ -20,6 +68,7 @@ pub async fn serve(
     auth: Option<strata_gateway::Auth>,
 ) {
     let cleaner_broker = broker.clone();
+    let authorizer = authorizer(&broker);
     let tier = Router::new()
         .route(
             "/v1/tier/status",
@@ -46,7 +95,16 @@ pub async fn serve(
             "/metrics",
             get(move || std::future::ready(metrics.render())),
         )
-        .merge(strata_gateway::require_auth(tier, auth))
+        .merge(strata_gateway::require_auth(
+            strata_gateway::require_access(
+                tier,
+                authorizer,
+                strata_authz::Operation::Describe,
+                strata_authz::ResourceType::Cluster,
+                strata_authz::CLUSTER_NAME,
+            ),
+            auth,
+        ))
         .merge(gateway);
     // Small writes (a server-sent event, a short JSON answer) go out at once: with Nagle's
     // algorithm on, each would wait for the client's delayed ACK (up to 40 ms).
@@ -56,6 +114,8 @@ pub async fn serve(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
         }
     });
+    // The client's address reaches the authorizer (ACLs may name hosts).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "HTTP server stopped");
     }

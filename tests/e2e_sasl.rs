@@ -402,3 +402,87 @@ fn oauthbearer_tokens_are_checked_against_the_jwks_signing_key() {
         true,
     );
 }
+
+#[test]
+fn sessions_end_at_connections_max_reauth_unless_the_client_reauthenticates() {
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512,PLAIN",
+            "--bootstrap-user",
+            "admin:admin-secret",
+            "--connections-max-reauth",
+            "2s",
+        ],
+    );
+    let addr = broker.listener("SASL_PLAINTEXT");
+    // librdkafka re-authenticates on its own (KIP-368): a producer running past several
+    // session lifetimes never fails.
+    let s = [
+        ("security.protocol", "sasl_plaintext"),
+        ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ("sasl.username", "admin"),
+        ("sasl.password", "admin-secret"),
+    ];
+    try_create_topic(&addr, &s, "reauth").unwrap();
+    let p: BaseProducer = client_config(&addr, &s).create().unwrap();
+    let start = std::time::Instant::now();
+    let mut n = 0;
+    while start.elapsed() < Duration::from_secs(7) {
+        p.send(BaseRecord::to("reauth").key("k").payload("v"))
+            .unwrap();
+        n += 1;
+        p.poll(Duration::from_millis(50));
+    }
+    assert_eq!(p.flush(Duration::from_secs(10)).map(|()| n), Ok(n));
+    let metrics = broker.http_get("/metrics");
+    let auths: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("strata_sasl_authentications_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        auths >= 4.0,
+        "librdkafka re-authenticated ({auths} authentications)"
+    );
+
+    // A client that does not re-authenticate is closed at its first request after the
+    // session's end.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let security = strata_client::ClientSecurity {
+            tls: None,
+            sasl: Some(strata_client::SaslLogin {
+                mechanism: strata_auth::Mechanism::Plain,
+                username: "admin".into(),
+                password: "admin-secret".into(),
+            }),
+        };
+        let mut conn = strata_client::KafkaConnection::connect_with(
+            &addr,
+            "no-reauth",
+            Duration::from_secs(5),
+            &security,
+        )
+        .await
+        .unwrap();
+        let req = MetadataRequest::default();
+        let first: Result<MetadataResponse, _> = conn
+            .call(ApiKey::Metadata, 9, &req, Duration::from_secs(5))
+            .await;
+        assert!(first.is_ok(), "{first:?}");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let after: Result<MetadataResponse, _> = conn
+            .call(ApiKey::Metadata, 9, &req, Duration::from_secs(5))
+            .await;
+        assert!(after.is_err(), "the expired session was still served");
+    });
+}

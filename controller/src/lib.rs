@@ -68,8 +68,8 @@ pub use error::{ControllerError, Rejection};
 pub use net::{ClientTls, RpcTls};
 pub use rpc::{BrokerRegistration, HeartbeatReply, NewTopicRequest};
 pub use security::{
-    ScramCredentialRecord, ScramDeletion, ScramUpsertion, SecurityChange, SecurityMetadata,
-    SecurityOutcome, UserOutcome,
+    QuotaAlteration, ScramCredentialRecord, ScramDeletion, ScramUpsertion, SecurityChange,
+    SecurityMetadata, SecurityOutcome, UserOutcome,
 };
 pub use state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, ElectionOutcome,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use strata_authz::{AclBinding, AclBindingFilter, Acls};
+use strata_quota::QuotaConfigs;
 
 /// One user's credential for one SCRAM mechanism. Bytes are base64 (standard, padded).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,11 +38,14 @@ pub struct SecurityMetadata {
     /// ACLs (serialized as a sorted list, so every voter writes the same bytes).
     #[serde(default, skip_serializing_if = "Acls::is_empty")]
     pub acls: Acls,
+    /// Client quotas (KIP-546), by entity.
+    #[serde(default, skip_serializing_if = "QuotaConfigs::is_empty")]
+    pub quotas: QuotaConfigs,
 }
 
 impl SecurityMetadata {
     pub fn is_empty(&self) -> bool {
-        self.scram.is_empty() && self.acls.is_empty()
+        self.scram.is_empty() && self.acls.is_empty() && self.quotas.is_empty()
     }
 
     pub fn scram_credential(&self, user: &str, mechanism: &str) -> Option<&ScramCredentialRecord> {
@@ -79,7 +83,19 @@ pub enum SecurityChange {
     CreateAcls(Vec<AclBinding>),
     /// DeleteAcls: each filter deletes what it matches.
     DeleteAcls(Vec<AclBindingFilter>),
+    /// AlterClientQuotas: per entity, all its changes or none.
+    AlterQuotas(Vec<QuotaAlteration>),
 }
+
+/// One entity's quota changes, as AlterClientQuotas carries them (entity components
+/// `(type, name or None for <default>)`, keys by their Kafka names, `None` removes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaAlteration {
+    pub entity: Vec<(String, Option<String>)>,
+    pub ops: Vec<(String, Option<f64>)>,
+}
+
+impl Eq for QuotaAlteration {}
 
 /// What one user's part of an AlterScram came to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +113,26 @@ pub enum SecurityOutcome {
     CreatedAcls(Vec<Option<String>>),
     /// Per filter: the bindings it deleted.
     DeletedAcls(Vec<Vec<AclBinding>>),
+    /// Per entity: `None` when applied, else why not.
+    AlteredQuotas(Vec<Option<String>>),
+}
+
+impl SecurityMetadata {
+    /// One entity's changes, validated whole before any is applied.
+    fn alter_quotas(&mut self, c: &QuotaAlteration) -> Result<(), String> {
+        let entity = strata_quota::ClientQuotaEntity::from_wire(
+            c.entity.iter().map(|(t, n)| (t.as_str(), n.as_deref())),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut ops = Vec::new();
+        for (key, value) in &c.ops {
+            let key = strata_quota::QuotaKey::parse(key).map_err(|e| e.to_string())?;
+            ops.push((key, *value));
+        }
+        self.quotas
+            .alter_entity(&entity, &ops)
+            .map_err(|e| e.to_string())
+    }
 }
 
 const SCRAM_MECHANISMS: [&str; 2] = ["SCRAM-SHA-256", "SCRAM-SHA-512"];
@@ -163,6 +199,9 @@ impl SecurityMetadata {
                     .iter()
                     .map(|b| self.acls.add(b.clone()).err().map(|e| e.to_string()))
                     .collect(),
+            ),
+            SecurityChange::AlterQuotas(changes) => SecurityOutcome::AlteredQuotas(
+                changes.iter().map(|c| self.alter_quotas(c).err()).collect(),
             ),
             SecurityChange::DeleteAcls(filters) => SecurityOutcome::DeletedAcls(
                 filters

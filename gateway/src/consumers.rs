@@ -2,8 +2,13 @@
 //! group (so it shares partitions with any other member, HTTP or not), lives until it
 //! is deleted or left unused for the idle timeout, and is capped in number because each
 //! is a Kafka client with its own threads and connections.
+//!
+//! An instance belongs to the principal that created it: another principal's requests
+//! are answered as for an instance that does not exist. Every request asks Read on the
+//! group, and Read (Describe to look) on the topics it names, as the broker asks a Kafka
+//! consumer's JoinGroup, Heartbeat, OffsetCommit and Fetch.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -14,15 +19,17 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use strata_authz::{Operation, ResourceType};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::Shared;
+use crate::auth::Caller;
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::{
-    ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionOffset, TopicPartition,
+    ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionOffset, Record, TopicPartition,
 };
 use crate::util::{self, JSON, V2};
 use crate::v2::{ConsumerRecord, Format, encode_record};
+use crate::{Shared, acl};
 
 /// Media types consumer requests may carry.
 const CONSUMER_TYPES: &[&str] = &[V2, "application/vnd.kafka+json", JSON];
@@ -31,6 +38,8 @@ const CONSUMER_TYPES: &[&str] = &[V2, "application/vnd.kafka+json", JSON];
 pub struct Instance {
     pub group: String,
     pub name: String,
+    /// The principal that created it, the only one that may use it.
+    pub principal: String,
     pub format: Format,
     pub consumer: Box<dyn GroupConsumer>,
     last_used: Mutex<Instant>,
@@ -61,14 +70,27 @@ impl Instance {
     }
 }
 
-/// An SSE session's group and member.
-pub(crate) type StreamMember = (String, Arc<dyn GroupConsumer>);
+/// An SSE session: its group, the principal that opened it, and its member.
+pub(crate) struct StreamMember {
+    pub group: String,
+    pub principal: String,
+    pub consumer: Arc<dyn GroupConsumer>,
+}
+
+impl std::fmt::Debug for StreamMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamMember")
+            .field("group", &self.group)
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The open instances and SSE streams.
 #[derive(Debug)]
 pub struct Consumers {
     instances: Mutex<HashMap<(String, String), Arc<Instance>>>,
-    /// SSE sessions by id: (group, member).
+    /// SSE sessions by id.
     pub(crate) streams: Mutex<HashMap<String, StreamMember>>,
     idle: Duration,
     max: usize,
@@ -99,22 +121,27 @@ impl Consumers {
         self.open() < self.max
     }
 
-    pub fn get(&self, group: &str, name: &str) -> ApiResult<Arc<Instance>> {
+    /// `principal`'s instance `name` of `group` (another principal's is not found).
+    pub fn get(&self, group: &str, name: &str, principal: &str) -> ApiResult<Arc<Instance>> {
         let i = self
             .instances
             .lock()
             .ok()
             .and_then(|m| m.get(&(group.to_string(), name.to_string())).cloned())
+            .filter(|i| i.principal == principal)
             .ok_or_else(ApiError::instance_not_found)?;
         i.touch();
         Ok(i)
     }
 
-    fn remove(&self, group: &str, name: &str) -> Option<Arc<Instance>> {
-        self.instances
-            .lock()
-            .ok()?
-            .remove(&(group.to_string(), name.to_string()))
+    /// Removes `principal`'s instance (another principal's stays).
+    fn remove(&self, group: &str, name: &str, principal: &str) -> Option<Arc<Instance>> {
+        let mut m = self.instances.lock().ok()?;
+        let key = (group.to_string(), name.to_string());
+        if m.get(&key)?.principal != principal {
+            return None;
+        }
+        m.remove(&key)
     }
 
     /// Closes every instance and stream member (at shutdown, while the broker is up).
@@ -127,7 +154,7 @@ impl Consumers {
         let streams: Vec<Arc<dyn GroupConsumer>> = self
             .streams
             .lock()
-            .map(|mut m| m.drain().map(|(_, (_, c))| c).collect())
+            .map(|mut m| m.drain().map(|(_, member)| member.consumer).collect())
             .unwrap_or_default();
         let closing = instances
             .iter()
@@ -166,6 +193,74 @@ pub fn spawn_reaper(consumers: &Arc<Consumers>) {
             }
         }
     });
+}
+
+/// The caller's instance, once it may read the group (403 otherwise; 404 for an
+/// instance that is not the caller's).
+fn instance(s: &Shared, c: &Caller, group: &str, name: &str) -> ApiResult<Arc<Instance>> {
+    acl::group(s, c, Operation::Read, group)?;
+    s.consumers.get(group, name, &c.principal)
+}
+
+/// Seeks each partition of `records` back to its first record, so the next poll reads
+/// them again.
+pub(crate) async fn give_back(consumer: &dyn GroupConsumer, records: &[Record]) -> ApiResult<()> {
+    let mut back: HashMap<(String, i32), i64> = HashMap::new();
+    for r in records {
+        back.entry((r.topic.clone(), r.partition))
+            .and_modify(|o| *o = (*o).min(r.offset))
+            .or_insert(r.offset);
+    }
+    let seeks = back
+        .into_iter()
+        .map(|((topic, partition), offset)| PartitionOffset {
+            topic,
+            partition,
+            offset,
+        })
+        .collect();
+    consumer.seek(seeks).await?;
+    Ok(())
+}
+
+/// The records a poll got, when the caller may read every topic they come from (Kafka's
+/// Fetch asks Read on each). Otherwise none is answered: all are given back (nothing is
+/// skipped; the next poll reads them again) and the answer is 403, naming the topics the
+/// caller may describe. Records of a topic it may not read come from a `topic_pattern`
+/// that matches it, or from an ACL removed since the subscription.
+pub(crate) async fn screen(
+    s: &Shared,
+    c: &Caller,
+    consumer: &dyn GroupConsumer,
+    records: Vec<Record>,
+) -> ApiResult<Vec<Record>> {
+    if !acl::enabled(s) || records.is_empty() {
+        return Ok(records);
+    }
+    let topics: BTreeSet<&str> = records.iter().map(|r| r.topic.as_str()).collect();
+    let denied: Vec<&str> = topics
+        .into_iter()
+        .filter(|t| !acl::allowed(s, c, Operation::Read, ResourceType::Topic, t, true))
+        .collect();
+    if denied.is_empty() {
+        return Ok(records);
+    }
+    let named: Vec<&str> = denied
+        .iter()
+        .copied()
+        .filter(|t| acl::may_describe(s, c, t))
+        .collect();
+    let e = if named.len() == denied.len() {
+        acl::topics_denied(named)
+    } else {
+        acl::forbidden(format!(
+            "Not authorized to access topics: [{}] (and topics assigned to this member \
+             that you may not describe: subscribe only to topics you may read)",
+            named.join(", ")
+        ))
+    };
+    give_back(consumer, &records).await?;
+    Err(e)
 }
 
 fn instance_uri(headers: &HeaderMap, group: &str, name: &str) -> String {
@@ -281,6 +376,7 @@ fn parse_settings(req: &CreateConsumer) -> ApiResult<(Format, ConsumerSettings)>
     )),
     responses(
         (status = 200, description = "The instance", body = Created, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to read the group (40301)", body = ErrorBody),
         (status = 409, description = "An instance of that name exists (40902)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
         (status = 422, description = "Invalid settings (42204)", body = ErrorBody),
@@ -288,10 +384,12 @@ fn parse_settings(req: &CreateConsumer) -> ApiResult<(Format, ConsumerSettings)>
     ))]
 pub async fn create(
     State(s): State<Shared>,
+    caller: Caller,
     Path(group): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    acl::group(&s, &caller, Operation::Read, &group)?;
     let req: CreateConsumer = body_json(&s, &headers, body).await?.unwrap_or_default();
     if !util::valid_name(&group) {
         return Err(ApiError::invalid_field(
@@ -331,6 +429,7 @@ pub async fn create(
     let instance = Arc::new(Instance {
         group: group.clone(),
         name: name.clone(),
+        principal: caller.principal.clone(),
         format,
         consumer,
         last_used: Mutex::new(Instant::now()),
@@ -380,15 +479,18 @@ pub fn too_many() -> ApiError {
     params(("group" = String, Path), ("instance" = String, Path)),
     responses(
         (status = 204, description = "Deleted"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
     ))]
 pub async fn delete_instance(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
+    acl::group(&s, &caller, Operation::Read, &group)?;
     let i = s
         .consumers
-        .remove(&group, &name)
+        .remove(&group, &name, &caller.principal)
         .ok_or_else(ApiError::instance_not_found)?;
     let _busy = i.busy.lock().await;
     i.consumer.close().await;
@@ -415,17 +517,19 @@ pub struct Subscription {
     )),
     responses(
         (status = 204, description = "Subscribed"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn subscribe(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let req: Subscription = body_json(&s, &headers, body)
         .await?
         .ok_or_else(|| ApiError::invalid_body("a body {\"topics\": [...]} is required"))?;
@@ -447,6 +551,12 @@ pub async fn subscribe(
             Ok(StatusCode::NO_CONTENT)
         }
         (false, None) => {
+            acl::topics(
+                &s,
+                &caller,
+                Operation::Read,
+                req.topics.iter().map(String::as_str),
+            )?;
             if let Some(t) = req.topics.iter().find(|t| !util::valid_topic_name(t)) {
                 return Err(ApiError::invalid_field(format!(
                     "'{t}' is not a valid topic name"
@@ -464,14 +574,17 @@ pub async fn subscribe(
     params(("group" = String, Path), ("instance" = String, Path)),
     responses(
         (status = 200, description = "Subscribed topics", body = Subscription, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
     ))]
 pub async fn get_subscription(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let i = s.consumers.get(&group, &name)?;
-    let topics = i.consumer.subscription().await?;
+    let i = instance(&s, &caller, &group, &name)?;
+    let mut topics = i.consumer.subscription().await?;
+    topics.retain(|t| acl::may_describe(&s, &caller, t));
     Ok(util::json_response(
         StatusCode::OK,
         V2,
@@ -487,13 +600,15 @@ pub async fn get_subscription(
     params(("group" = String, Path), ("instance" = String, Path)),
     responses(
         (status = 204, description = "Unsubscribed"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
     ))]
 pub async fn unsubscribe(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let _busy = i.busy.lock().await;
     i.consumer.unsubscribe().await?;
     Ok(StatusCode::NO_CONTENT)
@@ -517,18 +632,21 @@ pub struct Partitions {
     params(("group" = String, Path), ("instance" = String, Path)),
     responses(
         (status = 200, description = "Assigned partitions", body = Partitions, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
     ))]
 pub async fn assignments(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let partitions = i
         .consumer
         .assignment()
         .await?
         .into_iter()
+        .filter(|p| acl::may_describe(&s, &caller, &p.topic))
         .map(|p| PartitionJson {
             topic: p.topic,
             partition: p.partition,
@@ -556,18 +674,20 @@ pub struct RecordsQuery {
     params(("group" = String, Path), ("instance" = String, Path), RecordsQuery),
     responses(
         (status = 200, description = "Records", body = [ConsumerRecord], content_type = "application/vnd.kafka.binary.v2+json"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 406, description = "Accept names another format than the instance's (40601)", body = ErrorBody),
         (status = 422, description = "A record is not JSON in a json instance (42203)", body = ErrorBody),
     ))]
 pub async fn records(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     query: Result<Query<RecordsQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::invalid_field(e.body_text()))?;
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     if let Some(accept) = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()) {
         let other = match i.format {
             Format::Binary => "vnd.kafka.json",
@@ -595,28 +715,14 @@ pub async fn records(
     let _busy = i.busy.lock().await;
     let got = i.consumer.poll(timeout, max_bytes).await;
     i.touch();
-    let got = got?;
+    let got = screen(&s, &caller, i.consumer.as_ref(), got?).await?;
     let mut out = Vec::with_capacity(got.len());
     for (n, r) in got.iter().enumerate() {
         match encode_record(r, i.format) {
             Ok(x) => out.push(x),
             Err(e) => {
                 // Give the records from here on back: the next read starts at them.
-                let mut back: HashMap<(String, i32), i64> = HashMap::new();
-                for r in &got[n..] {
-                    back.entry((r.topic.clone(), r.partition))
-                        .and_modify(|o| *o = (*o).min(r.offset))
-                        .or_insert(r.offset);
-                }
-                let seeks = back
-                    .into_iter()
-                    .map(|((topic, partition), offset)| PartitionOffset {
-                        topic,
-                        partition,
-                        offset,
-                    })
-                    .collect();
-                i.consumer.seek(seeks).await?;
+                give_back(i.consumer.as_ref(), &got[n..]).await?;
                 if out.is_empty() {
                     return Err(ApiError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -707,20 +813,28 @@ fn check_offsets(offsets: &[OffsetJson]) -> ApiResult<()> {
     )),
     responses(
         (status = 204, description = "Committed"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 409, description = "The instance does not own a partition now (rebalanced)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn commit(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let req: Option<CommitOffsets> = body_json(&s, &headers, body).await?;
     let offsets = match req.and_then(|r| r.offsets) {
         Some(offsets) if !offsets.is_empty() => {
+            acl::topics(
+                &s,
+                &caller,
+                Operation::Read,
+                offsets.iter().map(|o| o.topic.as_str()),
+            )?;
             check_offsets(&offsets)?;
             Some(
                 offsets
@@ -750,16 +864,18 @@ pub async fn commit(
     )),
     responses(
         (status = 200, description = "Committed offsets", body = Committed, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn committed(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let req: Option<Partitions> = body_json(&s, &headers, body).await?;
     let partitions: Vec<TopicPartition> = req
         .map(|r| r.partitions)
@@ -770,10 +886,17 @@ pub async fn committed(
             partition: p.partition,
         })
         .collect();
+    acl::topics(
+        &s,
+        &caller,
+        Operation::Describe,
+        partitions.iter().map(|p| p.topic.as_str()),
+    )?;
     check_partitions(partitions.iter().map(|p| (p.topic.as_str(), p.partition)))?;
     let got = i.consumer.committed(partitions).await?;
     let offsets = got
         .into_iter()
+        .filter(|o| acl::may_describe(&s, &caller, &o.topic))
         .map(|o| CommittedJson {
             topic: o.topic,
             partition: o.partition,
@@ -797,20 +920,28 @@ pub async fn committed(
     )),
     responses(
         (status = 204, description = "Positioned"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let req: Offsets = body_json(&s, &headers, body)
         .await?
         .ok_or_else(|| ApiError::invalid_body("a body {\"offsets\": [...]} is required"))?;
+    acl::topics(
+        &s,
+        &caller,
+        Operation::Read,
+        req.offsets.iter().map(|o| o.topic.as_str()),
+    )?;
     check_offsets(&req.offsets)?;
     let _busy = i.busy.lock().await;
     i.consumer
@@ -830,16 +961,23 @@ pub async fn seek(
 
 async fn seek_to(
     s: Shared,
+    caller: Caller,
     group: String,
     name: String,
     headers: HeaderMap,
     body: Body,
     end: End,
 ) -> ApiResult<StatusCode> {
-    let i = s.consumers.get(&group, &name)?;
+    let i = instance(&s, &caller, &group, &name)?;
     let req: Partitions = body_json(&s, &headers, body)
         .await?
         .ok_or_else(|| ApiError::invalid_body("a body {\"partitions\": [...]} is required"))?;
+    acl::topics(
+        &s,
+        &caller,
+        Operation::Read,
+        req.partitions.iter().map(|p| p.topic.as_str()),
+    )?;
     check_partitions(
         req.partitions
             .iter()
@@ -870,17 +1008,19 @@ async fn seek_to(
     )),
     responses(
         (status = 204, description = "Positioned"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek_beginning(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    seek_to(s, group, name, headers, body, End::Beginning).await
+    seek_to(s, caller, group, name, headers, body, End::Beginning).await
 }
 
 /// Move past the last offset of the given partitions.
@@ -892,15 +1032,17 @@ pub async fn seek_beginning(
     )),
     responses(
         (status = 204, description = "Positioned"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek_end(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    seek_to(s, group, name, headers, body, End::End).await
+    seek_to(s, caller, group, name, headers, body, End::End).await
 }

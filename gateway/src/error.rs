@@ -48,6 +48,8 @@ pub const KAFKA_ERROR: u32 = 50002;
 pub const NOT_ENOUGH_REPLICAS: u32 = 50301;
 pub const KAFKA_UNAVAILABLE: u32 = 50302;
 pub const UNAUTHORIZED: u32 = 40101;
+/// Confluent's KAFKA_AUTHORIZATION_ERROR_CODE: the principal may not (403).
+pub const NOT_AUTHORIZED: u32 = 40301;
 
 impl ApiError {
     pub fn new(status: StatusCode, error_code: u32, message: impl Into<String>) -> ApiError {

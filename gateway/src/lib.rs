@@ -8,6 +8,8 @@
 //! [`kafka::KafkaService`] implements it with librdkafka against the broker's own Kafka
 //! listener.
 
+pub mod acl;
+pub mod auth;
 pub mod consumers;
 pub mod error;
 pub mod idempotency;
@@ -26,111 +28,85 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 
+pub use acl::{Access, Authorizer};
+pub use auth::{ANONYMOUS, Auth, BEARER_PRINCIPAL, Caller, Credentials, Identity};
 pub use error::{ApiError, ErrorBody};
 pub use service::{Service, ServiceError};
 
 use crate::consumers::Consumers;
 use crate::idempotency::Idempotency;
 
-/// Who may call the gateway.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// `Authorization: Bearer TOKEN`.
-    Bearer(String),
-    /// `Authorization: Basic base64(USER:PASS)`.
-    Basic { user: String, password: String },
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the secret.
-        match self {
-            Auth::Bearer(_) => f.write_str("Bearer(***)"),
-            Auth::Basic { user, .. } => write!(f, "Basic({user}:***)"),
-        }
-    }
-}
-
-impl std::str::FromStr for Auth {
-    type Err = String;
-
-    /// `bearer:TOKEN` or `basic:USER:PASSWORD`.
-    fn from_str(s: &str) -> Result<Auth, String> {
-        if let Some(token) = s.strip_prefix("bearer:") {
-            if token.is_empty() {
-                return Err("bearer: needs a token (bearer:TOKEN)".into());
-            }
-            return Ok(Auth::Bearer(token.to_string()));
-        }
-        if let Some(rest) = s.strip_prefix("basic:") {
-            let (user, password) = rest
-                .split_once(':')
-                .ok_or("basic: needs a user and a password (basic:USER:PASSWORD)")?;
-            if user.is_empty() || password.is_empty() {
-                return Err("basic: needs a user and a password (basic:USER:PASSWORD)".into());
-            }
-            return Ok(Auth::Basic {
-                user: user.to_string(),
-                password: password.to_string(),
-            });
-        }
-        Err("expected bearer:TOKEN or basic:USER:PASSWORD".into())
-    }
-}
-
-impl Auth {
-    /// Whether a request carries these credentials.
-    pub fn permits(&self, headers: &HeaderMap) -> bool {
-        authorized(self, headers)
-    }
-
-    /// The `Authorization` header value a client sends with these credentials.
-    pub fn header_value(&self) -> String {
-        match self {
-            Auth::Bearer(token) => format!("Bearer {token}"),
-            Auth::Basic { user, password } => {
-                format!(
-                    "Basic {}",
-                    util::b64(format!("{user}:{password}").as_bytes())
-                )
-            }
-        }
-    }
-}
-
-/// Requires `auth` on every route of `router` (nothing when None), answering as the
-/// gateway does: 401 with `WWW-Authenticate`. For routes outside the gateway that the
-/// same `--http-auth` guards (the broker's /v1/tier/status).
+/// Requires `auth` on every route of `router`, answering as the gateway does: 401 with
+/// `WWW-Authenticate`. Every request that passes carries its [`Caller`] in its
+/// extensions (`User:ANONYMOUS` when `auth` is None), for a check such as
+/// [`require_access`]. For routes outside the gateway that the same `--http-auth`
+/// guards (the broker's /v1/tier/status).
 pub fn require_auth<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     auth: Option<Auth>,
 ) -> Router<S> {
-    let Some(auth) = auth else { return router };
     let auth = Arc::new(auth);
-    router.route_layer(middleware::from_fn(move |req: Request, next: Next| {
+    router.route_layer(middleware::from_fn(move |mut req: Request, next: Next| {
         let auth = auth.clone();
         async move {
-            if auth.permits(req.headers()) {
+            match auth::authenticate(auth.as_ref().as_ref(), req.headers(), req.extensions()) {
+                Some(caller) => {
+                    req.extensions_mut().insert(caller);
+                    next.run(req).await
+                }
+                None => unauthorized(),
+            }
+        }
+    }))
+}
+
+/// Requires `operation` on a resource of every route of `router` (by `authorizer`;
+/// nothing when None), answering 403 as the gateway does. Goes inside
+/// [`require_auth`], whose [`Caller`] it checks: a request without one is 401.
+pub fn require_access<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    authorizer: Option<Authorizer>,
+    operation: strata_authz::Operation,
+    resource_type: strata_authz::ResourceType,
+    name: &'static str,
+) -> Router<S> {
+    let Some(authorizer) = authorizer else {
+        return router;
+    };
+    router.route_layer(middleware::from_fn(move |req: Request, next: Next| {
+        let authorizer = authorizer.clone();
+        async move {
+            let Some(c) = req.extensions().get::<Caller>() else {
+                return unauthorized();
+            };
+            let ok = authorizer.allows(&Access {
+                principal: &c.principal,
+                host: c.host,
+                operation,
+                resource_type,
+                name,
+                audit: true,
+            });
+            if ok {
                 next.run(req).await
             } else {
-                unauthorized()
+                acl::forbidden(match resource_type {
+                    strata_authz::ResourceType::Cluster => "Cluster authorization failed.".into(),
+                    _ => format!("Not authorized to access {}: {name}", resource_type.name()),
+                })
+                .into_response()
             }
         }
     }))
 }
 
 fn unauthorized() -> Response {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        error::UNAUTHORIZED,
-        "Authentication is required: send Authorization: Bearer or Basic credentials.",
-    )
-    .into_response()
+    auth::unauthorized().into_response()
 }
 
 /// The gateway's settings.
@@ -138,7 +114,11 @@ fn unauthorized() -> Response {
 pub struct GatewayConfig {
     /// The cluster id v3 paths name.
     pub cluster_id: String,
+    /// Who may call (None: anyone, as `User:ANONYMOUS`).
     pub auth: Option<Auth>,
+    /// What each caller's principal may do (None: everything, as Kafka without an
+    /// authorizer).
+    pub authorizer: Option<Authorizer>,
     /// Largest request body (and, in a streamed v3 produce, largest record).
     pub max_body_bytes: usize,
     /// A v2 consumer instance unused this long is closed (Confluent's
@@ -163,6 +143,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             cluster_id: "strata".into(),
             auth: None,
+            authorizer: None,
             max_body_bytes: 8 << 20,
             consumer_idle_timeout: Duration::from_secs(300),
             max_consumers: 100,
@@ -376,50 +357,20 @@ pub async fn readyz(State(s): State<Shared>) -> Response {
     }
 }
 
-fn authorized(auth: &Auth, headers: &HeaderMap) -> bool {
-    let Some(given) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let (scheme, value) = given.trim().split_once(' ').unwrap_or((given, ""));
-    let value = value.trim();
-    match auth {
-        Auth::Bearer(token) => {
-            scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(value, token)
+/// Puts the request's [`Caller`] in its extensions, or answers 401 when
+/// authentication is on and the request carries none of its identities. The open paths
+/// need no credentials and get no caller.
+async fn authenticate(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
+    if OPEN_PATHS.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    match auth::authenticate(s.config.auth.as_ref(), req.headers(), req.extensions()) {
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
         }
-        Auth::Basic { user, password } => {
-            scheme.eq_ignore_ascii_case("basic")
-                && util::unb64("credentials", value).is_ok_and(|raw| {
-                    constant_time_eq_bytes(&raw, format!("{user}:{password}").as_bytes())
-                })
-        }
+        None => unauthorized(),
     }
-}
-
-fn constant_time_eq(a: &str, b: &str) -> bool {
-    constant_time_eq_bytes(a.as_bytes(), b.as_bytes())
-}
-
-/// Compares without stopping at the first difference, so timing does not reveal how
-/// much of a secret a guess got right.
-fn constant_time_eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for (i, x) in a.iter().enumerate() {
-        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
-}
-
-async fn authenticate(State(s): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(auth) = &s.config.auth
-        && !OPEN_PATHS.contains(&req.uri().path())
-        && !authorized(auth, req.headers())
-    {
-        return unauthorized();
-    }
-    next.run(req).await
 }
 
 /// Counts requests and their latency by route (the route's template, never the raw

@@ -10,7 +10,7 @@ use crate::{consumers, sse, v2, v3};
 #[openapi(
     info(
         title = "Strata REST gateway",
-        description = "Confluent REST Proxy v2 (topics, produce, consumer instances) and v3 produce, plus stateless reads and server-sent event streams. Errors are {\"error_code\", \"message\"}. When authentication is configured, every path except /healthz, /readyz and /openapi.json needs a bearer token or basic credentials.",
+        description = "Confluent REST Proxy v2 (topics, produce, consumer instances) and v3 produce, plus stateless reads and server-sent event streams. Errors are {\"error_code\", \"message\"}. When authentication is configured, every path except /healthz, /readyz and /openapi.json needs a bearer token or basic credentials (401 otherwise); with the broker's authorizer on, each call needs the Kafka ACLs a Kafka client doing the same would need (403, error_code 40301, otherwise).",
     ),
     paths(
         crate::healthz,

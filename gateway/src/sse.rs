@@ -9,6 +9,12 @@
 //! `Last-Event-ID` acknowledges that event (best effort: the commit is made before the
 //! new member joins). Records never acknowledged are read again by whoever gets the
 //! partition next: delivery is at least once.
+//!
+//! A stream asks Read on the group and on each topic when it opens, and again for each
+//! batch of records it polls (as each of a Kafka consumer's fetches is checked): a
+//! stream whose ACLs are removed ends with an `error` event, its unacknowledged records
+//! left for the next member. Only the principal that opened a session may acknowledge
+//! on it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,14 +27,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use strata_authz::Operation;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::Shared;
-use crate::consumers::{Offsets, too_many};
+use crate::auth::Caller;
+use crate::consumers::{Offsets, StreamMember, screen, too_many};
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::{ConsumerSettings, GroupConsumer, OffsetReset, PartitionOffset};
 use crate::util::{self, JSON, V2};
 use crate::v2::{Format, encode_record};
+use crate::{Shared, acl};
 
 /// Query of a stream.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -62,12 +70,14 @@ pub struct SessionJson {
     ),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401)", body = ErrorBody),
         (status = 422, description = "Invalid query", body = ErrorBody),
         (status = 429, description = "Too many open streams and instances", body = ErrorBody),
     ))]
 pub async fn stream(
     State(s): State<Shared>,
+    caller: Caller,
     Path(group): Path<String>,
     headers: HeaderMap,
     query: Result<Query<StreamQuery>, QueryRejection>,
@@ -88,6 +98,13 @@ pub async fn stream(
     if topics.is_empty() {
         return Err(ApiError::invalid_field("topic names at least one topic"));
     }
+    acl::group(&s, &caller, Operation::Read, &group)?;
+    acl::topics(
+        &s,
+        &caller,
+        Operation::Read,
+        topics.iter().map(String::as_str),
+    )?;
     for t in &topics {
         crate::v2::partition_count(&s, t).await?;
     }
@@ -119,6 +136,7 @@ pub async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_event_id)
+        && acl::topic(&s, &caller, Operation::Read, &last.topic).is_ok()
         && let Err(e) = consumer
             .commit(Some(vec![PartitionOffset {
                 offset: last.offset + 1,
@@ -134,7 +152,14 @@ pub async fn stream(
     }
     let session = uuid::Uuid::new_v4().to_string();
     if let Ok(mut m) = s.consumers.streams.lock() {
-        m.insert(session.clone(), (group.clone(), consumer.clone()));
+        m.insert(
+            session.clone(),
+            StreamMember {
+                group: group.clone(),
+                principal: caller.principal.clone(),
+                consumer: consumer.clone(),
+            },
+        );
     }
     let ack_uri = format!(
         "/consumers/{}/stream/{session}/ack",
@@ -157,6 +182,27 @@ pub async fn stream(
                 _ = tx.closed() => break,
                 got = consumer.poll(Duration::from_millis(500), 1 << 20) => got,
             };
+            // Each batch is asked for as each Kafka fetch is: Read on the group and on
+            // every topic it comes from.
+            let got = match got {
+                Ok(records) if !records.is_empty() => {
+                    match acl::group(&state, &caller, Operation::Read, &group) {
+                        Ok(()) => screen(&state, &caller, consumer.as_ref(), records).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                Ok(records) => Ok(records),
+                Err(e) => {
+                    let _ = tx
+                        .send(Event::default().event("error").data(e.message.clone()))
+                        .await;
+                    if !e.retriable() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
             match got {
                 Ok(records) => {
                     for r in &records {
@@ -174,13 +220,11 @@ pub async fn stream(
                     }
                 }
                 Err(e) => {
+                    // Not authorized any more: the stream ends.
                     let _ = tx
-                        .send(Event::default().event("error").data(e.message.clone()))
+                        .send(Event::default().event("error").data(e.body.message))
                         .await;
-                    if !e.retriable() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    break;
                 }
             }
         }
@@ -227,6 +271,7 @@ fn parse_event_id(id: &str) -> Option<PartitionOffset> {
     )),
     responses(
         (status = 204, description = "Committed"),
+        (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown or closed session (40405)", body = ErrorBody),
         (status = 409, description = "The session's member does not own a partition now (rebalanced)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
@@ -234,10 +279,12 @@ fn parse_event_id(id: &str) -> Option<PartitionOffset> {
     ))]
 pub async fn ack(
     State(s): State<Shared>,
+    caller: Caller,
     Path((group, session)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
+    acl::group(&s, &caller, Operation::Read, &group)?;
     let consumer = s
         .consumers
         .streams
@@ -245,8 +292,8 @@ pub async fn ack(
         .ok()
         .and_then(|m| {
             m.get(&session)
-                .filter(|(g, _)| *g == group)
-                .map(|(_, c)| c.clone())
+                .filter(|m| m.group == group && m.principal == caller.principal)
+                .map(|m| m.consumer.clone())
         })
         .ok_or_else(|| {
             ApiError::new(
@@ -261,6 +308,12 @@ pub async fn ack(
     if req.offsets.is_empty() {
         return Err(ApiError::invalid_body("offsets must not be empty"));
     }
+    acl::topics(
+        &s,
+        &caller,
+        Operation::Read,
+        req.offsets.iter().map(|o| o.topic.as_str()),
+    )?;
     let mut offsets = Vec::with_capacity(req.offsets.len());
     for o in req.offsets {
         if !util::valid_topic_name(&o.topic) || o.partition < 0 || o.offset < 0 {

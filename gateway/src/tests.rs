@@ -24,6 +24,10 @@ struct Fake {
     fail: Mutex<Option<i32>>,
     delay: Mutex<Duration>,
     produce_calls: AtomicUsize,
+    /// What every consumer's poll answers (nothing: it waits, as a real member).
+    feed: Arc<Mutex<Vec<Record>>>,
+    /// Every consumer's seeks, in order.
+    seeks: Arc<Mutex<Vec<PartitionOffset>>>,
 }
 
 impl Fake {
@@ -139,7 +143,11 @@ impl Service for Fake {
         _group: &str,
         _settings: ConsumerSettings,
     ) -> Result<Box<dyn GroupConsumer>, ServiceError> {
-        Ok(Box::new(FakeConsumer::default()))
+        Ok(Box::new(FakeConsumer {
+            feed: self.feed.clone(),
+            seeks: self.seeks.clone(),
+            ..FakeConsumer::default()
+        }))
     }
 }
 
@@ -147,6 +155,8 @@ impl Service for Fake {
 struct FakeConsumer {
     topics: Mutex<Vec<String>>,
     committed: Mutex<Vec<PartitionOffset>>,
+    feed: Arc<Mutex<Vec<Record>>>,
+    seeks: Arc<Mutex<Vec<PartitionOffset>>>,
 }
 
 #[async_trait]
@@ -167,6 +177,10 @@ impl GroupConsumer for FakeConsumer {
         Ok(self.topics.lock().unwrap().clone())
     }
     async fn poll(&self, timeout: Duration, _: usize) -> Result<Vec<Record>, ServiceError> {
+        let fed = self.feed.lock().unwrap().clone();
+        if !fed.is_empty() {
+            return Ok(fed);
+        }
         // Nothing arrives, so wait, as a real member does (briefly, to keep tests fast):
         // answering at once made a stream's task spin without yielding and starve a
         // current-thread runtime.
@@ -192,7 +206,8 @@ impl GroupConsumer for FakeConsumer {
     ) -> Result<Vec<PartitionOffset>, ServiceError> {
         Ok(self.committed.lock().unwrap().clone())
     }
-    async fn seek(&self, _: Vec<PartitionOffset>) -> Result<(), ServiceError> {
+    async fn seek(&self, offsets: Vec<PartitionOffset>) -> Result<(), ServiceError> {
+        self.seeks.lock().unwrap().extend(offsets);
         Ok(())
     }
     async fn seek_to(&self, _: Vec<TopicPartition>, _: End) -> Result<(), ServiceError> {
@@ -274,6 +289,7 @@ fn app(fake: &Arc<Fake>, config: GatewayConfig) -> axum::Router {
     router(fake.clone(), config)
 }
 
+mod acl;
 mod bodies;
 
 #[tokio::test]

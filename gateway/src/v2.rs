@@ -13,11 +13,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::Shared;
+use strata_authz::{Operation, ResourceType};
+
+use crate::auth::Caller;
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::idempotency::{Claim, Stored, fingerprint};
 use crate::service::{ProduceRecord, Record, TopicInfo};
 use crate::util::{self, V2, V2_BINARY, V2_JSON};
+use crate::{Shared, acl};
 
 /// How keys and values travel in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema, Default)]
@@ -202,14 +205,15 @@ pub fn parse_partition(topic: &str, p: &str) -> ApiResult<i32> {
     })
 }
 
-/// Topic names.
+/// Topic names (those the caller may describe).
 #[utoipa::path(get, path = "/topics", tag = "v2",
     responses(
         (status = 200, description = "Topic names", body = [String], content_type = "application/vnd.kafka.v2+json"),
         (status = 503, description = "The broker is unreachable", body = ErrorBody),
     ))]
-pub async fn list_topics(State(s): State<Shared>) -> ApiResult<Response> {
-    let topics = s.service.list_topics().await?;
+pub async fn list_topics(State(s): State<Shared>, caller: Caller) -> ApiResult<Response> {
+    let mut topics = s.service.list_topics().await?;
+    topics.retain(|t| acl::may_describe(&s, &caller, t));
     Ok(util::json_response(StatusCode::OK, V2, &topics))
 }
 
@@ -237,18 +241,37 @@ pub struct TopicJson {
     pub partitions: Vec<PartitionJson>,
 }
 
-/// A topic's partitions, replicas and configs.
+/// A topic's partitions, replicas and configs (the configs only with DescribeConfigs on
+/// the topic; empty otherwise).
 #[utoipa::path(get, path = "/topics/{topic}", tag = "v2",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 200, description = "The topic", body = TopicJson, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to describe the topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401)", body = ErrorBody),
     ))]
-pub async fn get_topic(State(s): State<Shared>, Path(topic): Path<String>) -> ApiResult<Response> {
+pub async fn get_topic(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path(topic): Path<String>,
+) -> ApiResult<Response> {
+    acl::topic(&s, &caller, Operation::Describe, &topic)?;
     let t = describe(&s, &topic).await?;
+    let configs = if acl::allowed(
+        &s,
+        &caller,
+        Operation::DescribeConfigs,
+        ResourceType::Topic,
+        &topic,
+        false,
+    ) {
+        t.configs
+    } else {
+        BTreeMap::new()
+    };
     let body = TopicJson {
         name: t.name,
-        configs: t.configs,
+        configs,
         partitions: t
             .partitions
             .into_iter()
@@ -329,6 +352,7 @@ pub struct ProduceResponse {
     )),
     responses(
         (status = 200, description = "Offsets (or per-record errors)", body = ProduceResponse, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to write to the topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
@@ -338,11 +362,17 @@ pub struct ProduceResponse {
     ))]
 pub async fn produce(
     State(s): State<Shared>,
+    caller: Caller,
     Path(topic): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    produce_v2(s, topic, None, headers, body).await
+    // Before anything else (a replay of a stored answer too): as in Kafka, the
+    // principal's right comes before the topic's existence.
+    if let Err(e) = acl::topic(&s, &caller, Operation::Write, &topic) {
+        return e.into_response();
+    }
+    produce_v2(s, caller, topic, None, headers, body).await
 }
 
 /// Produce records to one partition of a topic (see POST /topics/{topic}).
@@ -358,6 +388,7 @@ pub async fn produce(
     )),
     responses(
         (status = 200, description = "Offsets (or per-record errors)", body = ProduceResponse, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to write to the topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
@@ -367,18 +398,23 @@ pub async fn produce(
     ))]
 pub async fn produce_partition(
     State(s): State<Shared>,
+    caller: Caller,
     Path((topic, partition)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if let Err(e) = acl::topic(&s, &caller, Operation::Write, &topic) {
+        return e.into_response();
+    }
     match parse_partition(&topic, &partition) {
-        Ok(p) => produce_v2(s, topic, Some(p), headers, body).await,
+        Ok(p) => produce_v2(s, caller, topic, Some(p), headers, body).await,
         Err(e) => e.into_response(),
     }
 }
 
 async fn produce_v2(
     s: Shared,
+    caller: Caller,
     topic: String,
     partition: Option<i32>,
     headers: HeaderMap,
@@ -400,6 +436,7 @@ async fn produce_v2(
     let path = format!("/topics/{topic}/{partition:?}");
     idempotent(
         &s,
+        &caller,
         &headers,
         &[path.as_bytes(), ct.as_bytes(), &bytes],
         async {
@@ -476,9 +513,11 @@ async fn produce_v2_inner(
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
-/// Runs `run` under the request's Idempotency-Key, if it has one.
+/// Runs `run` under the request's Idempotency-Key, if it has one. Keys are the
+/// caller's own: the same key from another principal is another request.
 pub async fn idempotent(
     s: &Shared,
+    caller: &Caller,
     headers: &HeaderMap,
     parts: &[&[u8]],
     run: impl Future<Output = Response>,
@@ -495,6 +534,7 @@ pub async fn idempotent(
             .into_response();
         }
     };
+    let key = format!("{}\n{key}", caller.principal);
     let guard = match s.idempotency.claim(&key, fingerprint(parts)).await {
         Claim::First(g) => g,
         Claim::Replay(stored) => return replay(&stored),
@@ -582,15 +622,18 @@ pub struct ReadResponse {
     ),
     responses(
         (status = 200, description = "Records", body = ReadResponse, content_type = "application/vnd.kafka.v2+json"),
+        (status = 403, description = "Not authorized to read the topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 416, description = "Offset outside the partition", body = ErrorBody),
         (status = 422, description = "Invalid query, or a record that is not JSON in the json format", body = ErrorBody),
     ))]
 pub async fn read_partition(
     State(s): State<Shared>,
+    caller: Caller,
     Path((topic, partition)): Path<(String, String)>,
     query: Result<Query<ReadQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
+    acl::topic(&s, &caller, Operation::Read, &topic)?;
     let Query(q) = query.map_err(|e| ApiError::invalid_field(e.body_text()))?;
     let partition = parse_partition(&topic, &partition)?;
     if partition >= partition_count(&s, &topic).await? {

@@ -19,11 +19,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::Shared;
+use strata_authz::Operation;
+
+use crate::auth::Caller;
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::{ProduceRecord, Produced, ServiceError};
 use crate::util::{self, JSON};
 use crate::v2::{HeaderJson, idempotent, partition_count};
+use crate::{Shared, acl};
 
 /// A key or a value.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -86,7 +89,8 @@ pub struct ClusterList {
     pub data: Vec<ClusterJson>,
 }
 
-/// The cluster this gateway serves (v3 paths name its id).
+/// The cluster this gateway serves (v3 paths name its id). Open to every caller, as
+/// Kafka's Metadata and DescribeCluster tell any client the cluster id.
 #[utoipa::path(get, path = "/v3/clusters", tag = "v3",
     responses((status = 200, description = "The cluster", body = ClusterList, content_type = "application/json")))]
 pub async fn list_clusters(State(s): State<Shared>) -> Response {
@@ -243,6 +247,7 @@ fn line(v: &impl Serialize) -> Bytes {
     request_body(content((RecordJson = "application/json"))),
     responses(
         (status = 200, description = "Where the record went (one object per record for several or a stream)", body = ProducedJson, content_type = "application/json"),
+        (status = 403, description = "Not authorized to write to the topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown cluster, topic or partition", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
@@ -252,11 +257,12 @@ fn line(v: &impl Serialize) -> Bytes {
     ))]
 pub async fn produce(
     State(s): State<Shared>,
+    caller: Caller,
     Path((cluster, topic)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match produce_inner(s, cluster, topic, headers, body).await {
+    match produce_inner(s, caller, cluster, topic, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -264,6 +270,7 @@ pub async fn produce(
 
 async fn produce_inner(
     s: Shared,
+    caller: Caller,
     cluster: String,
     topic: String,
     headers: HeaderMap,
@@ -279,21 +286,25 @@ async fn produce_inner(
             ),
         ));
     }
+    // Before the topic's existence and before any replay of a stored answer.
+    acl::topic(&s, &caller, Operation::Write, &topic)?;
     util::require_content_type(&headers, &[JSON])?;
     let streamed = !headers.contains_key(header::CONTENT_LENGTH)
         && !headers.contains_key(crate::v2::IDEMPOTENCY_KEY);
     if streamed {
         let count = partition_count(&s, &topic).await?;
-        return Ok(stream(s, topic, count, body));
+        return Ok(stream(s, caller, topic, count, body));
     }
     let bytes = util::read_body(&headers, body, s.config.max_body_bytes).await?;
     let path = format!("/v3/{cluster}/{topic}");
-    Ok(idempotent(&s, &headers, &[path.as_bytes(), &bytes], async {
-        whole(&s, &topic, &bytes)
-            .await
-            .unwrap_or_else(IntoResponse::into_response)
-    })
-    .await)
+    Ok(
+        idempotent(&s, &caller, &headers, &[path.as_bytes(), &bytes], async {
+            whole(&s, &topic, &bytes)
+                .await
+                .unwrap_or_else(IntoResponse::into_response)
+        })
+        .await,
+    )
 }
 
 async fn whole(s: &Shared, topic: &str, bytes: &[u8]) -> ApiResult<Response> {
@@ -432,8 +443,9 @@ impl RecordSplitter {
 }
 
 /// A chunked body: records are produced in batches of whatever has arrived, in order,
-/// and answered as they complete.
-fn stream(s: Shared, topic: String, partitions: i32, body: Body) -> Response {
+/// and answered as they complete. Each batch asks for Write again, as each of a Kafka
+/// producer's requests is: a stream outliving its ACL ends with a 403 error object.
+fn stream(s: Shared, caller: Caller, topic: String, partitions: i32, body: Body) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let limit = s.config.max_body_bytes;
     tokio::spawn(async move {
@@ -461,6 +473,10 @@ fn stream(s: Shared, topic: String, partitions: i32, body: Body) -> Response {
             buf.drain(..consumed);
             splitter.consumed(consumed);
             if !batch.is_empty() {
+                if let Err(e) = acl::topic(&s, &caller, Operation::Write, &topic) {
+                    let _ = tx.send(line(&stream_error(&e))).await;
+                    return;
+                }
                 let records: Vec<ProduceRecord> = batch
                     .iter()
                     .filter_map(|p| p.as_ref().ok().map(|p| p.record.clone()))

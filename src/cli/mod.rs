@@ -6,6 +6,7 @@ mod consume;
 mod group;
 mod log;
 mod produce;
+mod quota;
 pub mod security;
 pub mod serve;
 mod tier;
@@ -48,6 +49,8 @@ pub enum Command {
     User(user::UserArgs),
     /// Add, list or remove ACLs (Kafka's ACL APIs, as kafka-acls.sh).
     Acl(acl::AclArgs),
+    /// Set or describe client quotas (KIP-546's APIs; any Kafka broker).
+    Quota(quota::QuotaArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -62,5 +65,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Txn(args) => txn::run(args),
         Command::User(args) => user::run(args),
         Command::Acl(args) => acl::run(args),
+        Command::Quota(args) => quota::run(args),
     }
 }

@@ -116,8 +116,10 @@ pub struct ServeArgs {
     /// six times per timeout. Give every voter the same value [default: 3s]
     #[arg(long, env = "STRATA_BROKER_SESSION_TIMEOUT")]
     pub broker_session_timeout: Option<String>,
-    /// Authentication of the REST gateway and /v1/tier/status: bearer:TOKEN or
-    /// basic:USER:PASSWORD (/healthz, /readyz, /openapi.json and /metrics stay open)
+    /// Authentication of the REST gateway and /v1/tier/status: comma-separated
+    /// bearer:TOKEN or basic:USER:PASSWORD entries, each optionally =User:NAME, the Kafka
+    /// principal its calls run as (basic: User:USER, bearer: User:http) for the
+    /// authorizer (/healthz, /readyz, /openapi.json and /metrics stay open)
     /// [default: none]
     #[arg(long, env = "STRATA_HTTP_AUTH")]
     pub http_auth: Option<String>,
@@ -591,7 +593,7 @@ impl ServeConfig {
         let http_auth = match args.http_auth.or(file.http_auth) {
             Some(v) => Some(
                 v.parse::<strata_gateway::Auth>()
-                    .map_err(|e| anyhow::anyhow!("--http-auth: {e}"))?,
+                    .map_err(|e| anyhow::anyhow!("--http-auth {e}"))?,
             ),
             None => None,
         };
@@ -1115,6 +1117,7 @@ fn gateway_router(
     let gateway = strata_gateway::GatewayConfig {
         cluster_id,
         auth: config.http_auth.clone(),
+        authorizer: crate::http::authorizer(broker),
         max_body_bytes: usize::try_from(config.http_max_body).unwrap_or(usize::MAX),
         consumer_idle_timeout: config.http_consumer_timeout,
         max_consumers: config.http_max_consumers,

@@ -89,6 +89,8 @@ pub struct Broker {
     alter_partitions: AlterPartitionSender,
     /// The authorizer over the current metadata's ACLs.
     pub(crate) authz: crate::api::AuthzCache,
+    /// Client quotas: what each user and client id used.
+    pub(crate) quotas: crate::quota::Quotas,
 }
 
 impl Broker {
@@ -152,6 +154,7 @@ impl Broker {
             txns: crate::txns::Txns::new(txn_config),
             alter_partitions,
             authz: Default::default(),
+            quotas: Default::default(),
         });
         // Ends when the broker is dropped (the partitions' senders go with it).
         let weak = Arc::downgrade(&broker);

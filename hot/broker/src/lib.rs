@@ -20,6 +20,7 @@ pub mod listener;
 pub use strata_client as kafka_client;
 pub mod metadata;
 pub mod partition;
+pub mod quota;
 pub mod replication;
 pub mod resources;
 pub mod sasl;

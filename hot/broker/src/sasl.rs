@@ -448,15 +448,13 @@ pub async fn bootstrap_user(broker: &Broker, user: &str, password: &str) -> Resu
             credential: crate::api::scram_record(&c),
         });
     }
-    broker
-        .controller()
-        .alter_security(strata_controller::SecurityChange::AlterScram {
-            upsertions,
-            deletions: Vec::new(),
-            only_if_absent: true,
-        })
+    let change = strata_controller::SecurityChange::AlterScram {
+        upsertions,
+        deletions: Vec::new(),
+        only_if_absent: true,
+    };
+    crate::api::change_security(broker, change)
         .await
-        .map_err(|e| e.to_string())?;
-    broker.metadata.refresh().await.map_err(|e| e.to_string())?;
-    Ok(())
+        .map(|_| ())
+        .map_err(|(_, message)| message)
 }

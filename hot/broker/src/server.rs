@@ -7,7 +7,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{
+    AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufStream, BufWriter,
+};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -118,6 +120,10 @@ const TLS_RELOAD_POLL: Duration = Duration::from_secs(5);
 /// (Kafka's connection.failed.authentication.delay.ms default).
 const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 
+/// The socket buffers under a TLS connection.
+const TLS_READ_BUFFER: usize = 256 * 1024;
+const TLS_WRITE_BUFFER: usize = 64 * 1024;
+
 /// How long a TLS handshake may take before the connection is closed.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -224,10 +230,20 @@ async fn handshake(
     stream: TcpStream,
     peer: SocketAddr,
     protocol: SecurityProtocol,
-) -> Option<(String, tokio_rustls::server::TlsStream<TcpStream>)> {
-    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+) -> Option<(
+    String,
+    tokio_rustls::server::TlsStream<BufStream<TcpStream>>,
+)> {
+    // rustls reads the socket 4 KiB at a time and writes a record (16 KiB at most) at a
+    // time: buffered underneath, gigabytes of TLS cost a fraction of the syscalls.
+    let stream = BufStream::with_capacity(TLS_READ_BUFFER, TLS_WRITE_BUFFER, stream);
+    let accept = acceptor.accept(stream).into_fallible();
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
         Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
+        Ok(Err((e, mut io))) => {
+            // The alert rustls wrote (an unknown CA, a missing certificate) is in the
+            // buffer: send it, so the client reports why.
+            let _ = tokio::time::timeout(Duration::from_secs(1), io.flush()).await;
             crate::audit::authentication_failed(peer, protocol, "TLS", None, &e.to_string());
             return None;
         }
@@ -259,6 +275,8 @@ pub struct Connection {
     pub listener: SecurityProtocol,
     /// `User:NAME`: from the client certificate, SASL, or `User:ANONYMOUS`.
     pub principal: Arc<str>,
+    /// Until when its next request waits (a quota's throttle, KIP-219).
+    pub mute: Arc<crate::quota::Mute>,
 }
 
 impl Connection {
@@ -273,6 +291,7 @@ impl Connection {
             peer,
             listener,
             principal: Arc::from(principal),
+            mute: Arc::default(),
         }
     }
 }
@@ -325,6 +344,14 @@ where
     let budget = RequestMemory::connection_budget(&broker.config.limits);
     let result: std::io::Result<()> = async {
         loop {
+            // A connection over its quota is muted: its next request waits (KIP-219).
+            let muted = conn.mute.remaining(&broker);
+            if !muted.is_zero() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(muted) => {}
+                }
+            }
             let len = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 r = tokio::time::timeout(IDLE_TIMEOUT, rd.read_i32()) => match r {
@@ -460,6 +487,7 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
         }
         if now - last_files >= Duration::from_secs(10) {
             last_files = now;
+            broker.quotas.expire();
             crate::resources::watch_open_files(&mut files_warned);
         }
         let b = broker.clone();

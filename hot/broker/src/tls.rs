@@ -87,8 +87,21 @@ fn read_certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
+/// aws-lc-rs with AES-128-GCM preferred: a third fewer AES rounds than AES-256 on both
+/// ends of a TLS 1.3 connection carrying gigabytes (librdkafka's OpenSSL offers
+/// AES-256 first, and the server's order decides, see `ignore_client_order`).
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    use rustls::CipherSuite;
+    let mut p = rustls::crypto::aws_lc_rs::default_provider();
+    let rank = |s: &rustls::SupportedCipherSuite| match s.suite() {
+        CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
+        CipherSuite::TLS13_AES_256_GCM_SHA384 => 1,
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 2,
+        _ => 3,
+    };
+    p.cipher_suites.sort_by_key(rank);
+    Arc::new(p)
 }
 
 /// Builds the server configuration of an SSL (`mtls` true) or SASL_SSL listener.
@@ -137,13 +150,15 @@ fn build(files: &TlsFiles, mtls: bool) -> Result<rustls::ServerConfig, TlsError>
         }
         (_, false) => builder.with_no_client_auth(),
     };
-    builder.with_single_cert(chain, key).map_err(|e| {
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| {
         file_error(
             "--tls-key",
             &files.key,
             format!("does not match --tls-cert {}: {e}", files.cert.display()),
         )
-    })
+    })?;
+    config.ignore_client_order = true;
+    Ok(config)
 }
 
 /// What identifies a version of the files: modification time and size of each.

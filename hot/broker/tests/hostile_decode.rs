@@ -78,6 +78,8 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
         DescribeAcls => DescribeAclsRequest, CreateAcls => CreateAclsRequest,
         DeleteAcls => DeleteAclsRequest,
+        DescribeClientQuotas => DescribeClientQuotasRequest,
+        AlterClientQuotas => AlterClientQuotasRequest,
     }
     .into_iter()
     .collect();

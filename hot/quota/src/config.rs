@@ -204,6 +204,10 @@ impl PartialEq for QuotaConfigs {
     }
 }
 
+/// Values are validated positive and finite ([`QuotaKey::validate`]): never NaN, so
+/// equality is total.
+impl Eq for QuotaConfigs {}
+
 impl QuotaConfigs {
     pub fn new() -> Self {
         Self::default()

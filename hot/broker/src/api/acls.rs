@@ -115,19 +115,11 @@ pub(super) fn create(broker: Arc<Broker>, ctx: RequestContext, req: CreateAclsRe
         let mut applied: Vec<Option<String>> = Vec::new();
         let mut failure: Option<(ErrorCode, String)> = None;
         if !valid.is_empty() {
-            match broker
-                .controller()
-                .alter_security(SecurityChange::CreateAcls(valid))
-                .await
-            {
+            match super::change_security(&broker, SecurityChange::CreateAcls(valid)).await {
                 Ok(SecurityOutcome::CreatedAcls(r)) => applied = r,
                 Ok(other) => failure = Some((ErrorCode::UnknownServerError, format!("{other:?}"))),
-                Err(e) => {
-                    let e = crate::error::ApiError::from(e);
-                    failure = Some((e.code, e.message));
-                }
+                Err(e) => failure = Some(e),
             }
-            let _ = broker.metadata.refresh().await;
         }
         let mut applied = applied.into_iter();
         resp.results = parsed
@@ -252,19 +244,11 @@ pub(super) fn delete(broker: Arc<Broker>, ctx: RequestContext, req: DeleteAclsRe
         let mut deleted: Vec<Vec<AclBinding>> = Vec::new();
         let mut failure: Option<(ErrorCode, String)> = None;
         if !valid.is_empty() {
-            match broker
-                .controller()
-                .alter_security(SecurityChange::DeleteAcls(valid))
-                .await
-            {
+            match super::change_security(&broker, SecurityChange::DeleteAcls(valid)).await {
                 Ok(SecurityOutcome::DeletedAcls(d)) => deleted = d,
                 Ok(other) => failure = Some((ErrorCode::UnknownServerError, format!("{other:?}"))),
-                Err(e) => {
-                    let e = crate::error::ApiError::from(e);
-                    failure = Some((e.code, e.message));
-                }
+                Err(e) => failure = Some(e),
             }
-            let _ = broker.metadata.refresh().await;
         }
         let mut deleted = deleted.into_iter();
         resp.filter_results = parsed

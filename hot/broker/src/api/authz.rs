@@ -149,3 +149,41 @@ pub(crate) fn transactional_id(
 ) -> bool {
     allowed(broker, ctx, operation, ResourceType::TransactionalId, name)
 }
+
+impl Broker {
+    /// Whether `principal` (`User:NAME`) connecting from `host` may do `operation` on the
+    /// resource, by this broker's authorizer (always, with it off). For front ends that
+    /// authenticate on their own (the REST gateway); a denial is audited with `api`.
+    pub fn authorize(
+        &self,
+        principal: &str,
+        host: std::net::IpAddr,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+        api: &'static str,
+    ) -> bool {
+        let Some(a) = authorizer(self) else {
+            return true;
+        };
+        let decision = a.authorize(principal, host, operation, resource_type, name);
+        let ok = decision.is_allowed();
+        if !ok {
+            crate::audit::authorization_denied(
+                std::net::SocketAddr::new(host, 0),
+                principal,
+                operation.name(),
+                resource_type.name(),
+                name,
+                api,
+                &decision.to_string(),
+            );
+        }
+        ok
+    }
+
+    /// Whether an authorizer is on.
+    pub fn authorizer_enabled(&self) -> bool {
+        self.config.security.authorizer.is_some()
+    }
+}

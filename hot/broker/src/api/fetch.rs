@@ -71,6 +71,16 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 || watches.is_empty()
             {
                 metrics::counter!("strata_fetch_bytes_total").increment(total as u64);
+                let mut resp = resp;
+                // consumer_byte_rate: what this response carries (followers are exempt).
+                if replica_id(&ctx, &req) < 0 {
+                    resp.throttle_time_ms = broker.quotas.record(
+                        &broker,
+                        &ctx,
+                        strata_quota::QuotaKey::ConsumerByteRate,
+                        total as f64,
+                    );
+                }
                 return super::frame::encode_fetch_response(&ctx, resp, more);
             }
             // Wait for any requested partition's high-water mark to move, or the deadline.

@@ -231,6 +231,7 @@ mod tests {
             peer: std::net::SocketAddr::from(([127, 0, 0, 1], 1)),
             listener: crate::listener::SecurityProtocol::Plaintext,
             principal: std::sync::Arc::from("User:ANONYMOUS"),
+            mute: std::sync::Arc::default(),
         }
     }
 

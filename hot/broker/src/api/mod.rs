@@ -17,6 +17,7 @@ mod group;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod quotas;
 mod txn;
 mod users;
 
@@ -75,6 +76,8 @@ pub struct RequestContext {
     pub listener: crate::listener::SecurityProtocol,
     /// Who sent it (`User:NAME`).
     pub principal: Arc<str>,
+    /// The connection's quota mute (KIP-219).
+    pub mute: Arc<crate::quota::Mute>,
 }
 
 impl RequestContext {
@@ -88,6 +91,7 @@ impl RequestContext {
             peer: conn.peer,
             listener: conn.listener,
             principal: conn.principal.clone(),
+            mute: conn.mute.clone(),
         }
     }
 }
@@ -194,6 +198,8 @@ requests! {
     CreateAcls => CreateAclsRequest,
     DescribeAcls => DescribeAclsRequest,
     DeleteAcls => DeleteAclsRequest,
+    DescribeClientQuotas => DescribeClientQuotasRequest,
+    AlterClientQuotas => AlterClientQuotasRequest,
 }
 
 fn decode<T: Decodable>(body: &mut Bytes, head: &RequestHead) -> Result<T, ProtocolError> {
@@ -259,14 +265,28 @@ pub fn dispatch(
     conn: &crate::server::Connection,
     frame: Bytes,
 ) -> Result<Pending, ProtocolError> {
+    let started = std::time::Instant::now();
     let (head, req) = parse_request(frame)?;
     let ctx = RequestContext::new(head, conn);
+    let pending = dispatch_parsed(broker, &ctx, req);
+    // request_percentage (KIP-124): the time this request held the connection's task
+    // (decoding and the synchronous part of its handling; a long poll's wait is not work).
+    broker.quotas.record(
+        broker,
+        &ctx,
+        strata_quota::QuotaKey::RequestPercentage,
+        started.elapsed().as_nanos() as f64 * strata_quota::NANOS_TO_PERCENTAGE_PER_SECOND,
+    );
+    Ok(pending)
+}
+
+fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> Pending {
     metrics::counter!("strata_requests_total", "api" => api_name(ctx.api)).increment(1);
     tracing::trace!(api = ?ctx.api, version = ctx.version, correlation_id = ctx.correlation_id, client = ?ctx.client_id, "request");
     let b = broker.clone();
     let c = ctx.clone();
-    Ok(match req {
-        Request::ApiVersions(mut body) => cluster::api_versions(&ctx, &mut body),
+    match req {
+        Request::ApiVersions(mut body) => cluster::api_versions(ctx, &mut body),
         Request::Produce(req, body) => produce::handle(&b, c, req, body),
         Request::Fetch(r) => fetch::handle(b, c, r),
         Request::ListOffsets(r) => list_offsets::handle(b, c, r),
@@ -304,11 +324,13 @@ pub fn dispatch(
         Request::CreateAcls(r) => acls::create(b, c, r),
         Request::DescribeAcls(r) => acls::describe(&b, c, r),
         Request::DeleteAcls(r) => acls::delete(b, c, r),
+        Request::DescribeClientQuotas(r) => quotas::describe(&b, c, r),
+        Request::AlterClientQuotas(r) => quotas::alter(b, c, r),
         // A SASL listener's connection answers these before dispatch.
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
-            ready(crate::sasl::not_a_sasl_listener(&ctx, ctx.listener))
+            ready(crate::sasl::not_a_sasl_listener(ctx, ctx.listener))
         }
-    })
+    }
 }
 
 pub(crate) fn api_name(api: ApiKey) -> &'static str {
@@ -353,8 +375,28 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::CreateAcls => "create_acls",
         ApiKey::DescribeAcls => "describe_acls",
         ApiKey::DeleteAcls => "delete_acls",
+        ApiKey::DescribeClientQuotas => "describe_client_quotas",
+        ApiKey::AlterClientQuotas => "alter_client_quotas",
         _ => "other",
     }
+}
+
+/// A change to users, ACLs or quotas through the controller, then this broker's metadata
+/// refreshed so the change is visible here when the request is answered.
+pub(crate) async fn change_security(
+    broker: &Broker,
+    change: strata_controller::SecurityChange,
+) -> Result<strata_controller::SecurityOutcome, (strata_proto::ErrorCode, String)> {
+    let out = broker
+        .controller()
+        .alter_security(change)
+        .await
+        .map_err(|e| {
+            let e = crate::error::ApiError::from(e);
+            (e.code, e.message)
+        });
+    let _ = broker.metadata.refresh().await;
+    out
 }
 
 /// `Option<StrBytes>` from a message.

@@ -200,6 +200,7 @@ fn handle_verified(
         plan.push((topic_name, topic.topic_id, name, allowed, parts));
     }
     // Every slice of `frame` is gone now (the request was consumed above).
+    let frame_len = frame.len();
     let mut buf: BytesMut = frame.try_into_mut().unwrap_or_else(|shared| {
         metrics::counter!("strata_produce_copied_bytes_total").increment(shared.len() as u64);
         BytesMut::from(&shared[..])
@@ -266,6 +267,13 @@ fn handle_verified(
         resp.responses.push(out);
     }
     metrics::counter!("strata_produce_bytes_total").increment(bytes_in);
+    // producer_byte_rate: the request's size, as Kafka records it.
+    resp.throttle_time_ms = broker.quotas.record(
+        broker,
+        &ctx,
+        strata_quota::QuotaKey::ProducerByteRate,
+        frame_len as f64,
+    );
     if acks == 0 {
         // acks=0: the client expects no answer at all.
         return ready(None);

@@ -239,15 +239,12 @@ pub(super) fn alter(
         }
         let mut outcome: BTreeMap<String, Option<String>> = BTreeMap::new();
         if !deletions.is_empty() || !upsertions.is_empty() {
-            match broker
-                .controller()
-                .alter_security(SecurityChange::AlterScram {
-                    upsertions,
-                    deletions,
-                    only_if_absent: false,
-                })
-                .await
-            {
+            let change = SecurityChange::AlterScram {
+                upsertions,
+                deletions,
+                only_if_absent: false,
+            };
+            match super::change_security(&broker, change).await {
                 Ok(SecurityOutcome::Scram(results)) => {
                     for r in results {
                         // One error per user is enough; the first one wins.
@@ -260,16 +257,12 @@ pub(super) fn alter(
                 Ok(other) => {
                     tracing::error!(?other, "unexpected answer to AlterScram");
                 }
-                Err(e) => {
-                    let code = crate::error::ApiError::from(e);
+                Err((code, message)) => {
                     for u in &users {
-                        errors
-                            .entry(u.clone())
-                            .or_insert((code.code, code.message.clone()));
+                        errors.entry(u.clone()).or_insert((code, message.clone()));
                     }
                 }
             }
-            let _ = broker.metadata.refresh().await;
         }
         let mut seen = std::collections::HashSet::new();
         resp.results = users
