@@ -351,3 +351,103 @@ fn plaintext_clients_are_anonymous_and_get_nothing() {
     ]);
     produce(&plain, &[], "open").unwrap();
 }
+
+#[test]
+fn acls_and_users_survive_controller_failover() {
+    use common::cluster::{Cluster as Brokers, free_port};
+    let nodes = Brokers::plan(3);
+    let sasl: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}:{}", n.ip, free_port(&n.ip)))
+        .collect();
+    let mut cluster = Brokers::start_with(
+        nodes.clone(),
+        3,
+        &[
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512",
+            "--bootstrap-user",
+            "admin:admin-secret",
+            "--authorizer",
+            "on",
+            "--super-users",
+            "User:admin",
+            "--inter-broker-listener-name",
+            "SASL_PLAINTEXT",
+            "--inter-broker-user",
+            "admin:admin-secret",
+        ],
+        |n| {
+            vec![
+                "--listeners".into(),
+                format!("SASL_PLAINTEXT://{}", sasl[(n.id - 1) as usize]),
+            ]
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let admin_cfg = dir.path().join("admin.properties");
+    std::fs::write(
+        &admin_cfg,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
+    )
+    .unwrap();
+    run(
+        &sasl[0],
+        &admin_cfg,
+        &["topic", "create", "orders", "--partitions", "1"],
+    );
+    run(
+        &sasl[0],
+        &admin_cfg,
+        &["topic", "create", "secret", "--partitions", "1"],
+    );
+    run(
+        &sasl[0],
+        &admin_cfg,
+        &["user", "create", "alice", "--password", "alice-pw"],
+    );
+    run(
+        &sasl[0],
+        &admin_cfg,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "orders",
+        ],
+    );
+    let alice = settings("alice");
+    // Every voter is killed and restarted in turn, so the raft leader is among them:
+    // the users and ACLs come back from the replicated log each time.
+    for victim in 1..=3 {
+        cluster.broker(victim).kill9();
+        let other = &sasl[(victim % 3) as usize];
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let listed = loop {
+            let out = Command::new(strata_bin())
+                .args(["acl", "list", "--bootstrap", other, "--command-config"])
+                .arg(&admin_cfg)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            if out.status.success() && text.contains("User:alice") {
+                break text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ACLs not served after node {victim} died: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert!(listed.contains("orders"), "{listed}");
+        produce(other, &alice, "orders").unwrap();
+        let e = produce(other, &alice, "secret").unwrap_err();
+        assert!(e.contains("Topic authorization failed"), "{e}");
+        cluster.broker(victim).restart();
+    }
+}
