@@ -66,6 +66,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     gateway: Router,
     auth: Option<strata_gateway::Auth>,
+    tls: Option<Arc<strata_broker::tls::TlsServer>>,
 ) {
     let cleaner_broker = broker.clone();
     let authorizer = authorizer(&broker);
@@ -106,17 +107,99 @@ pub async fn serve(
             auth,
         ))
         .merge(gateway);
-    // Small writes (a server-sent event, a short JSON answer) go out at once: with Nagle's
-    // algorithm on, each would wait for the client's delayed ACK (up to 40 ms).
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
-        }
-    });
     // The client's address reaches the authorizer (ACLs may name hosts).
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    if let Err(e) = axum::serve(listener, app).await {
+    use axum::serve::ListenerExt;
+    let served = match tls {
+        None => {
+            // Small writes (a server-sent event, a short JSON answer) go out at once: with
+            // Nagle's algorithm on, each would wait for the client's delayed ACK (up to
+            // 40 ms).
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
+                }
+            });
+            axum::serve(listener, app).await
+        }
+        Some(tls) => {
+            let listener = TlsListener::start(listener, tls).tap_io(|_| {});
+            axum::serve(listener, app).await
+        }
+    };
+    if let Err(e) = served {
         tracing::error!(error = %e, "HTTP server stopped");
+    }
+}
+
+/// The HTTP address over TLS: connections are accepted and their handshakes run on tasks
+/// of their own (a client that stalls its handshake holds only its own task, for at most
+/// 10 s), and handed to the server as they complete.
+struct TlsListener {
+    local: std::net::SocketAddr,
+    ready: tokio::sync::mpsc::Receiver<(
+        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        std::net::SocketAddr,
+    )>,
+}
+
+impl TlsListener {
+    fn start(
+        listener: tokio::net::TcpListener,
+        tls: Arc<strata_broker::tls::TlsServer>,
+    ) -> TlsListener {
+        let local = listener
+            .local_addr()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "HTTP accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                if tx.is_closed() {
+                    return;
+                }
+                let acceptor = tls.acceptor();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let handshake = acceptor.accept(tcp);
+                    match tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
+                    {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "HTTP TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(%peer, "HTTP TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        TlsListener { local, ready }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            // The accept task ended: nothing more will come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
     }
 }

@@ -282,3 +282,45 @@ fn kafka_python_over_ssl_with_a_client_certificate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_http_address_serves_tls_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cluster");
+    let server = pki.server("server");
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--http-tls",
+            "true",
+            "--tls-cert",
+            server.cert.to_str().unwrap(),
+            "--tls-key",
+            server.key.to_str().unwrap(),
+        ],
+    );
+    let port = broker.http.rsplit(':').next().unwrap().to_string();
+    let curl = |args: &[&str]| {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "10"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Trusting the CA, over https: served.
+    let ok = curl(&[
+        "--cacert",
+        pki.ca().to_str().unwrap(),
+        &format!("https://127.0.0.1:{port}/healthz"),
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // Plain HTTP to the TLS port gets no page, and an untrusting client refuses it.
+    let plain = curl(&[&format!("http://127.0.0.1:{port}/healthz")]);
+    assert!(!plain.status.success() || plain.stdout.is_empty());
+    let untrusting = curl(&[&format!("https://127.0.0.1:{port}/healthz")]);
+    assert!(!untrusting.status.success());
+}

@@ -114,6 +114,11 @@ pub struct SecurityArgs {
     /// metadata. Give every node the same value [default: false]
     #[arg(long, env = "STRATA_CONTROLLER_TLS")]
     pub controller_tls: Option<bool>,
+    /// Serve the HTTP address (REST gateway, /metrics) over TLS with --tls-cert
+    /// (reloaded as the Kafka listeners' is); clients are not asked for certificates
+    /// [default: false]
+    #[arg(long, env = "STRATA_HTTP_TLS")]
+    pub http_tls: Option<bool>,
 }
 
 /// The same settings in the --config file.
@@ -144,6 +149,7 @@ pub struct SecurityFile {
     inter_broker_user: Option<String>,
     inter_broker_sasl_mechanism: Option<String>,
     controller_tls: Option<bool>,
+    http_tls: Option<bool>,
 }
 
 impl SecurityFile {
@@ -173,6 +179,7 @@ impl SecurityFile {
         "inter-broker-user",
         "inter-broker-sasl-mechanism",
         "controller-tls",
+        "http-tls",
     ];
 }
 
@@ -290,6 +297,8 @@ pub struct Security {
     pub inter_broker_properties: Vec<(String, String)>,
     /// Mutual TLS on the controller's RPC port (and this node's calls to it).
     pub controller_tls: Option<strata_controller::RpcTls>,
+    /// TLS on the HTTP address.
+    pub http_tls: bool,
 }
 
 impl Security {
@@ -391,7 +400,9 @@ impl Security {
             None if client_ca.is_some() => ClientAuth::Required,
             None => ClientAuth::None,
         };
-        let needs_tls = listeners.iter().any(|l| l.protocol.uses_tls());
+        let http_tls = args.http_tls.or(file.http_tls).unwrap_or(false);
+        let controller_wants_tls = args.controller_tls.or(file.controller_tls).unwrap_or(false);
+        let needs_tls = listeners.iter().any(|l| l.protocol.uses_tls()) || http_tls;
         let tls = match (cert, key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
                 cert,
@@ -400,7 +411,9 @@ impl Security {
                 client_auth,
             }),
             (None, None) if needs_tls => {
-                bail!("an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)")
+                bail!(
+                    "an SSL or SASL_SSL listener (or --http-tls) needs --tls-cert FILE and --tls-key FILE (PEM)"
+                )
             }
             (None, None) => {
                 if client_ca.is_some() {
@@ -413,9 +426,9 @@ impl Security {
             (Some(_), None) => bail!("--tls-cert is given without --tls-key"),
             (None, Some(_)) => bail!("--tls-key is given without --tls-cert"),
         };
-        if tls.is_some() && !needs_tls {
+        if tls.is_some() && !needs_tls && !controller_wants_tls {
             bail!(
-                "--tls-cert is given but no listener uses TLS: add SSL://HOST:PORT or SASL_SSL://HOST:PORT to --listeners"
+                "--tls-cert is given but nothing uses TLS: add SSL://HOST:PORT or SASL_SSL://HOST:PORT to --listeners, or --http-tls true, or --controller-tls true"
             );
         }
         if let Some(t) = &tls
@@ -523,6 +536,7 @@ impl Security {
             inter_broker_client,
             inter_broker_properties,
             controller_tls,
+            http_tls,
         })
     }
 }

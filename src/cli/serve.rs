@@ -1042,12 +1042,28 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // it advertises, which is what metadata tells clients anyway), and in-process for
     // producing to the partitions it leads.
     let (gateway, gateway_handle) = gateway_router(&config, &advertised, &broker)?;
+    let http_tls = match (&config.security.tls, config.security.http_tls) {
+        (Some(files), true) => Some(
+            strata_broker::tls::TlsServer::load(files.clone(), false)
+                .context("--http-tls: the HTTP address's TLS settings")?,
+        ),
+        _ => None,
+    };
+    if let Some(t) = &http_tls {
+        // Reloaded as the Kafka listeners' certificates are, for the process's life.
+        strata_broker::tls::spawn_reloader(
+            vec![t.clone()],
+            std::time::Duration::from_secs(5),
+            Default::default(),
+        );
+    }
     let http_task = tokio::spawn(crate::http::serve(
         http,
         metrics,
         broker.clone(),
         gateway,
         config.http_auth.clone(),
+        http_tls,
     ));
     // Tests and scripts read this line to learn the bound ports.
     println!(
