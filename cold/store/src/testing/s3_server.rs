@@ -221,6 +221,23 @@ impl S3Server {
     pub fn pause(&mut self) -> io::Result<()> {
         self.signal(rustix::process::Signal::STOP)?;
         self.paused = true;
+        // The signal is sent, not yet taken: on a loaded machine the server may answer
+        // one more request before it stops. Wait until the kernel shows it stopped.
+        if let Some(child) = &self.child {
+            let stat = format!("/proc/{}/stat", child.id());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while std::time::Instant::now() < deadline {
+                let stopped = std::fs::read_to_string(&stat).is_ok_and(|s| {
+                    // "pid (comm) STATE ...": the state follows the last ')'.
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+                });
+                if stopped {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
         Ok(())
     }
 
