@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{Cluster, free_port};
 use common::kafka::{client_config, flush};
 use common::pki::{Issued, Pki};
+use common::secure::refs;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -34,10 +35,6 @@ fn ssl(ca: &std::path::Path, me: &Issued) -> Vec<(String, String)> {
         ),
         ("ssl.key.location".into(), me.key.display().to_string()),
     ]
-}
-
-fn refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
-    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
 /// (leader, isr) of partition 0, as an SSL client sees it.

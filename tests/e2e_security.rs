@@ -10,9 +10,8 @@ use std::time::Duration;
 use common::Broker;
 use common::kafka::{client_config, flush};
 use common::pki::{Issued, Pki};
+use common::secure::{metric_sum, refs, try_create_topic};
 use rdkafka::Message;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord};
 
@@ -37,10 +36,6 @@ fn ssl_settings(ca: &std::path::Path, client: Option<&Issued>) -> Vec<(String, S
     v
 }
 
-fn refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
-    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-}
-
 fn ssl_broker(dir: &std::path::Path, pki: &Pki, server: &Issued, extra: &[&str]) -> Broker {
     let mut args = vec![
         "--listeners".to_string(),
@@ -55,28 +50,6 @@ fn ssl_broker(dir: &std::path::Path, pki: &Pki, server: &Issued, extra: &[&str])
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Broker::start(&dir.join("data"), &args)
-}
-
-/// Creates a topic through an admin client with these settings; the error if it fails.
-fn try_create_topic(bootstrap: &str, settings: &[(&str, &str)], name: &str) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, settings)
-        .set("socket.timeout.ms", "5000")
-        .create()
-        .map_err(|e| e.to_string())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(8)));
-    let r = rt.block_on(
-        admin.create_topics(&[NewTopic::new(name, 2, TopicReplication::Fixed(1))], &opts),
-    );
-    match r {
-        Ok(results) => results
-            .into_iter()
-            .try_for_each(|r| r.map(|_| ()).map_err(|(t, e)| format!("{t}: {e}"))),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 /// Reads `n` records of `topic` as a member of `group`, then commits.
@@ -105,14 +78,6 @@ fn consume_group(
     }
     c.commit_consumer_state(CommitMode::Sync).unwrap();
     out
-}
-
-fn metric_sum(b: &Broker, name: &str) -> f64 {
-    b.http_get("/metrics")
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[test]

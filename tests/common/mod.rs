@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod kafka;
 pub mod pki;
+pub mod secure;
 pub mod wire;
 
 use std::io::{BufRead, BufReader};
