@@ -11,47 +11,24 @@ use strata_broker::Broker;
 
 /// The broker's authorizer as the gateway asks it (None with the authorizer off): the
 /// principal an `--http-auth` identity maps to, from the HTTP client's address. A call
-/// refused is audited as the API `rest` (by [`Broker::authorize`]); what only leaves a
-/// topic out of an answer ([`strata_gateway::Access::audit`] false) is asked of the same
-/// ACLs without an audit line, as Kafka's Metadata filters without logging.
+/// refused is audited as the API `rest`; what only leaves a topic out of an answer
+/// ([`strata_gateway::Access::audit`] false) is not, as Kafka's Metadata filters without
+/// logging. The broker's own authorizer (cached per metadata version) answers both.
 pub fn authorizer(broker: &Arc<Broker>) -> Option<strata_gateway::Authorizer> {
-    // Some exactly when broker.authorizer_enabled().
-    let config = broker.config().security.authorizer.clone()?;
+    if !broker.authorizer_enabled() {
+        return None;
+    }
     let broker = broker.clone();
-    // The quiet path's authorizer, rebuilt when the metadata (and so the ACLs) change.
-    let quiet: std::sync::Mutex<Option<(u64, Arc<strata_authz::Authorizer>)>> =
-        std::sync::Mutex::new(None);
     Some(strata_gateway::Authorizer::new(move |a| {
-        if a.audit {
-            return broker.authorize(
-                a.principal,
-                a.host,
-                a.operation,
-                a.resource_type,
-                a.name,
-                "rest",
-            );
-        }
-        let md = broker.cluster();
-        let authz = {
-            let Ok(mut cached) = quiet.lock() else {
-                return false;
-            };
-            match &*cached {
-                Some((version, z)) if *version == md.version => z.clone(),
-                _ => {
-                    let z = Arc::new(strata_authz::Authorizer::new(
-                        config.clone(),
-                        md.security.acls.clone(),
-                    ));
-                    *cached = Some((md.version, z.clone()));
-                    z
-                }
-            }
-        };
-        authz
-            .authorize(a.principal, a.host, a.operation, a.resource_type, a.name)
-            .is_allowed()
+        broker.authorize(
+            a.principal,
+            a.host,
+            a.operation,
+            a.resource_type,
+            a.name,
+            "rest",
+            a.audit,
+        )
     }))
 }
 

@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use common::kafka::client_config;
-use common::secure::refs;
+use common::secure::{refs, run};
 use common::{Broker, strata_bin};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -84,22 +83,6 @@ fn settings(name: &str) -> Vec<(String, String)> {
         ("sasl.username".into(), name.into()),
         ("sasl.password".into(), password),
     ]
-}
-
-fn run(addr: &str, config: &Path, args: &[&str]) -> String {
-    let out = Command::new(strata_bin())
-        .args(args)
-        .args(["--bootstrap", addr, "--command-config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "strata {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Produces one record; the delivery error if it failed.

@@ -6,12 +6,11 @@
 
 mod common;
 
+use common::secure::run;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Broker, strata_bin};
+use common::Broker;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::{Value, json};
 
@@ -176,22 +175,6 @@ impl Cluster {
         v.sort();
         v
     }
-}
-
-fn run(addr: &str, config: &Path, args: &[&str]) -> String {
-    let out = Command::new(strata_bin())
-        .args(args)
-        .args(["--bootstrap", addr, "--command-config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "strata {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 fn answer(r: Response) -> (u16, Value) {

@@ -116,3 +116,20 @@ pub fn python(bootstrap: &str, topic: &str, security: &serde_json::Value, expect
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `strata ARGS --bootstrap ADDR --command-config CONFIG`; its standard output.
+pub fn run(addr: &str, config: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(super::strata_bin())
+        .args(args)
+        .args(["--bootstrap", addr, "--command-config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "strata {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}

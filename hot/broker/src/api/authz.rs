@@ -41,6 +41,40 @@ pub(crate) fn authorizer(broker: &Broker) -> Option<Arc<Authorizer>> {
     Some(broker.authz.get(broker, config))
 }
 
+/// Whether `principal` from `peer` may do `operation` on the resource: the one check
+/// behind every API and the gateway. A denial is audited as `audit_api` (`None` for
+/// what is only filtered out, as Kafka's logIfDenied).
+fn check(
+    broker: &Broker,
+    principal: &str,
+    peer: std::net::SocketAddr,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: &str,
+    audit_api: Option<&str>,
+) -> bool {
+    if principal == crate::server::INTERNAL {
+        return true;
+    }
+    let Some(a) = authorizer(broker) else {
+        return true;
+    };
+    let decision = a.authorize(principal, peer.ip(), operation, resource_type, name);
+    let ok = decision.is_allowed();
+    if let (false, Some(api)) = (ok, audit_api) {
+        crate::audit::authorization_denied(
+            peer,
+            principal,
+            operation.name(),
+            resource_type.name(),
+            name,
+            api,
+            &decision.to_string(),
+        );
+    }
+    ok
+}
+
 /// Whether the request's principal may do `operation` on the resource; a denial is
 /// audited (`audit` false for what is only filtered out, as Kafka's logIfDenied).
 pub(crate) fn allowed_with(
@@ -51,32 +85,15 @@ pub(crate) fn allowed_with(
     name: &str,
     audit: bool,
 ) -> bool {
-    if *ctx.principal == *crate::server::INTERNAL {
-        return true;
-    }
-    let Some(a) = authorizer(broker) else {
-        return true;
-    };
-    let decision = a.authorize(
+    check(
+        broker,
         &ctx.principal,
-        ctx.peer.ip(),
+        ctx.peer,
         operation,
         resource_type,
         name,
-    );
-    let ok = decision.is_allowed();
-    if !ok && audit {
-        crate::audit::authorization_denied(
-            ctx.peer,
-            &ctx.principal,
-            operation.name(),
-            resource_type.name(),
-            name,
-            super::api_name(ctx.api),
-            &decision.to_string(),
-        );
-    }
-    ok
+        audit.then(|| super::api_name(ctx.api)),
+    )
 }
 
 /// [`allowed_with`], audited.
@@ -153,7 +170,9 @@ pub(crate) fn transactional_id(
 impl Broker {
     /// Whether `principal` (`User:NAME`) connecting from `host` may do `operation` on the
     /// resource, by this broker's authorizer (always, with it off). For front ends that
-    /// authenticate on their own (the REST gateway); a denial is audited with `api`.
+    /// authenticate on their own (the REST gateway); a denial is audited as `api` when
+    /// `audit` (not for what is only left out of an answer).
+    #[allow(clippy::too_many_arguments)]
     pub fn authorize(
         &self,
         principal: &str,
@@ -162,24 +181,17 @@ impl Broker {
         resource_type: ResourceType,
         name: &str,
         api: &'static str,
+        audit: bool,
     ) -> bool {
-        let Some(a) = authorizer(self) else {
-            return true;
-        };
-        let decision = a.authorize(principal, host, operation, resource_type, name);
-        let ok = decision.is_allowed();
-        if !ok {
-            crate::audit::authorization_denied(
-                std::net::SocketAddr::new(host, 0),
-                principal,
-                operation.name(),
-                resource_type.name(),
-                name,
-                api,
-                &decision.to_string(),
-            );
-        }
-        ok
+        check(
+            self,
+            principal,
+            std::net::SocketAddr::new(host, 0),
+            operation,
+            resource_type,
+            name,
+            audit.then_some(api),
+        )
     }
 
     /// Whether an authorizer is on.
