@@ -541,21 +541,6 @@ impl Security {
     }
 }
 
-/// Roots from a PEM file of CA certificates.
-fn roots(flag: &str, ca: &std::path::Path) -> anyhow::Result<rustls::RootCertStore> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in
-        CertificateDer::pem_file_iter(ca).with_context(|| format!("{flag} {}", ca.display()))?
-    {
-        roots
-            .add(c.with_context(|| format!("{flag} {}", ca.display()))?)
-            .with_context(|| format!("{flag} {}", ca.display()))?;
-    }
-    Ok(roots)
-}
-
 /// This node's certificate chain and key.
 fn identity(
     files: &TlsFiles,
@@ -563,14 +548,10 @@ fn identity(
     Vec<rustls::pki_types::CertificateDer<'static>>,
     rustls::pki_types::PrivateKeyDer<'static>,
 )> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("--tls-cert {}", files.cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .with_context(|| format!("--tls-key {}", files.key.display()))?;
-    Ok((chain, key))
+    Ok((
+        strata_broker::tls::read_certs("--tls-cert", &files.cert)?,
+        strata_broker::tls::read_key("--tls-key", &files.key)?,
+    ))
 }
 
 /// The controller port's mutual TLS: this node's certificate both ways, peers'
@@ -584,8 +565,8 @@ fn controller_tls(
     let ca = ca.or_else(|| files.client_ca.clone()).context(
         "--controller-tls needs --tls-ca FILE, the CA that signs every node's certificate",
     )?;
-    let roots = std::sync::Arc::new(roots("--tls-ca", &ca)?);
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let roots = std::sync::Arc::new(strata_broker::tls::read_roots("--tls-ca", &ca)?);
+    let provider = strata_broker::tls::provider();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         roots.clone(),
         provider.clone(),
@@ -630,10 +611,10 @@ fn inter_broker_client(
         let ca = ca.or_else(|| files.client_ca.clone()).context(
             "the inter-broker listener uses TLS: give --tls-ca FILE, the CA that signs the brokers' certificates",
         )?;
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = strata_broker::tls::provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots("--tls-ca", &ca)?);
+            .with_root_certificates(strata_broker::tls::read_roots("--tls-ca", &ca)?);
         props.push(("ssl.ca.location".into(), ca.display().to_string()));
         let config = if protocol == SecurityProtocol::Ssl {
             // Mutual TLS: this broker's own certificate is its identity.

@@ -275,19 +275,13 @@ fn tls_stream(
     stream: TcpStream,
     props: &super::client::Properties,
 ) -> anyhow::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use rustls::pki_types::ServerName;
+    use strata_broker::tls::{provider, read_certs, read_key, read_roots};
     let ca = props.get("ssl.ca.location").context(
         "--command-config: TLS needs ssl.ca.location, the CA that signs the broker's certificate",
     )?;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca).with_context(|| format!("ssl.ca.location {ca}"))? {
-        roots
-            .add(c.with_context(|| format!("ssl.ca.location {ca}"))?)
-            .with_context(|| format!("ssl.ca.location {ca}"))?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let roots = read_roots("ssl.ca.location", std::path::Path::new(ca))?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
     let config = match (
@@ -295,12 +289,8 @@ fn tls_stream(
         props.get("ssl.key.location"),
     ) {
         (Some(cert), Some(key)) => {
-            let chain = CertificateDer::pem_file_iter(cert)
-                .with_context(|| format!("ssl.certificate.location {cert}"))?
-                .collect::<Result<Vec<_>, _>>()
-                .with_context(|| format!("ssl.certificate.location {cert}"))?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .with_context(|| format!("ssl.key.location {key}"))?;
+            let chain = read_certs("ssl.certificate.location", std::path::Path::new(cert))?;
+            let key = read_key("ssl.key.location", std::path::Path::new(key))?;
             builder.with_client_auth_cert(chain, key)?
         }
         _ => builder.with_no_client_auth(),

@@ -76,7 +76,11 @@ fn file_error(flag: &'static str, path: &Path, why: impl std::fmt::Display) -> T
     }
 }
 
-fn read_certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// The certificates of a PEM file; errors name `flag`.
+pub fn read_certs(
+    flag: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| file_error(flag, path, format!("cannot read: {e}")))?
         .collect::<Result<Vec<_>, _>>()
@@ -87,10 +91,25 @@ fn read_certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1); errors name `flag`.
+pub fn read_key(flag: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| file_error(flag, path, format!("no usable private key: {e}")))
+}
+
+/// Trust anchors from a PEM file of CA certificates; errors name `flag`.
+pub fn read_roots(flag: &'static str, path: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in read_certs(flag, path)? {
+        roots.add(c).map_err(|e| file_error(flag, path, e))?;
+    }
+    Ok(roots)
+}
+
 /// aws-lc-rs with AES-128-GCM preferred: a third fewer AES rounds than AES-256 on both
 /// ends of a TLS 1.3 connection carrying gigabytes (librdkafka's OpenSSL offers
 /// AES-256 first, and the server's order decides, see `ignore_client_order`).
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     use rustls::CipherSuite;
     let mut p = rustls::crypto::aws_lc_rs::default_provider();
     let rank = |s: &rustls::SupportedCipherSuite| match s.suite() {
@@ -107,13 +126,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// Builds the server configuration of an SSL (`mtls` true) or SASL_SSL listener.
 fn build(files: &TlsFiles, mtls: bool) -> Result<rustls::ServerConfig, TlsError> {
     let chain = read_certs("--tls-cert", &files.cert)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
-        file_error(
-            "--tls-key",
-            &files.key,
-            format!("no usable private key: {e}"),
-        )
-    })?;
+    let key = read_key("--tls-key", &files.key)?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -122,12 +135,7 @@ fn build(files: &TlsFiles, mtls: bool) -> Result<rustls::ServerConfig, TlsError>
         mtls && files.client_auth != ClientAuth::None,
     ) {
         (Some(ca), true) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in read_certs("--tls-client-ca", ca)? {
-                roots
-                    .add(c)
-                    .map_err(|e| file_error("--tls-client-ca", ca, e))?;
-            }
+            let roots = read_roots("--tls-client-ca", ca)?;
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
                 provider(),
