@@ -17,7 +17,7 @@ fn alice_reads(name: &str) -> AclBinding {
 
 #[test]
 fn bindings_serialize_with_kafka_names() {
-    let value = to_value(&alice_reads("tx-")).unwrap();
+    let value = to_value(alice_reads("tx-")).unwrap();
     let expected = json!({
         "pattern": {"resource_type": "TransactionalId", "name": "tx-", "pattern_type": "Prefixed"},
         "entry": {"principal": "User:alice", "host": "*", "operation": "Read", "permission": "Allow"},
@@ -43,17 +43,17 @@ fn sets_serialize_sorted_whatever_the_insertion_order() {
 
 #[test]
 fn deserializing_validates_and_deduplicates() {
-    let twice = to_value(&vec![alice_reads("a"), alice_reads("a")]).unwrap();
+    let twice = to_value(vec![alice_reads("a"), alice_reads("a")]).unwrap();
     assert_eq!(from_value::<Acls>(twice).unwrap().len(), 1);
 
-    let prefixed_star = to_value(&vec![alice_reads("*")]).unwrap();
+    let prefixed_star = to_value(vec![alice_reads("*")]).unwrap();
     let err = from_value::<Acls>(prefixed_star).unwrap_err();
     assert!(
         err.to_string().contains("PREFIXED pattern named '*'"),
         "{err}"
     );
 
-    let mut bad_principal = to_value(&alice_reads("a")).unwrap();
+    let mut bad_principal = to_value(alice_reads("a")).unwrap();
     bad_principal["entry"]["principal"] = json!("alice");
     let err = from_value::<AclBinding>(bad_principal).unwrap_err();
     assert!(err.to_string().contains("no colon"), "{err}");
