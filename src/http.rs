@@ -46,6 +46,7 @@ pub async fn serve(
     tls: Option<Arc<strata_broker::tls::TlsServer>>,
 ) {
     let cleaner_broker = broker.clone();
+    let broker_for_tls = broker.clone();
     let authorizer = authorizer(&broker);
     let tier = Router::new()
         .route(
@@ -84,11 +85,12 @@ pub async fn serve(
             auth,
         ))
         .merge(gateway);
-    // The client's address reaches the authorizer (ACLs may name hosts).
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     use axum::serve::ListenerExt;
+    let app_router = app;
     let served = match tls {
         None => {
+            // The client's address reaches the authorizer (ACLs may name hosts).
+            let app = app_router.into_make_service_with_connect_info::<std::net::SocketAddr>();
             // Small writes (a server-sent event, a short JSON answer) go out at once: with
             // Nagle's algorithm on, each would wait for the client's delayed ACK (up to
             // 40 ms).
@@ -100,7 +102,9 @@ pub async fn serve(
             axum::serve(listener, app).await
         }
         Some(tls) => {
-            let listener = TlsListener::start(listener, tls).tap_io(|_| {});
+            // Over TLS the connection's identity comes with it: ConnectInfo<Peer>.
+            let app = app_router.into_make_service_with_connect_info::<strata_gateway::Peer>();
+            let listener = TlsListener::start(listener, tls, broker_for_tls).tap_io(|_| {});
             axum::serve(listener, app).await
         }
     };
@@ -111,12 +115,13 @@ pub async fn serve(
 
 /// The HTTP address over TLS: connections are accepted and their handshakes run on tasks
 /// of their own (a client that stalls its handshake holds only its own task, for at most
-/// 10 s), and handed to the server as they complete.
+/// 10 s), and handed to the server as they complete, with the principal of the client's
+/// certificate if it sent one (`--http-client-auth`; rustls has verified it).
 struct TlsListener {
-    local: std::net::SocketAddr,
+    local: strata_gateway::Peer,
     ready: tokio::sync::mpsc::Receiver<(
         tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-        std::net::SocketAddr,
+        strata_gateway::Peer,
     )>,
 }
 
@@ -124,10 +129,14 @@ impl TlsListener {
     fn start(
         listener: tokio::net::TcpListener,
         tls: Arc<strata_broker::tls::TlsServer>,
+        broker: Arc<Broker>,
     ) -> TlsListener {
-        let local = listener
-            .local_addr()
-            .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        let local = strata_gateway::Peer {
+            addr: listener
+                .local_addr()
+                .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            certificate: None,
+        };
         let (tx, ready) = tokio::sync::mpsc::channel(64);
         tokio::spawn(async move {
             loop {
@@ -145,15 +154,42 @@ impl TlsListener {
                 }
                 let acceptor = tls.acceptor();
                 let tx = tx.clone();
+                let broker = broker.clone();
                 tokio::spawn(async move {
                     let handshake = acceptor.accept(tcp);
                     match tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
                     {
                         Ok(Ok(stream)) => {
+                            let certificate = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|chain| chain.first())
+                                .map(|leaf| broker.certificate_principal(leaf.as_ref()));
+                            if let Some(Err(why)) = &certificate {
+                                strata_broker::audit::http_authentication_failed(peer, why);
+                            }
+                            let peer = strata_gateway::Peer {
+                                addr: peer,
+                                certificate,
+                            };
                             let _ = tx.send((stream, peer)).await;
                         }
                         Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "HTTP TLS handshake failed")
+                            // An untrusted or missing client certificate fails here.
+                            tracing::debug!(%peer, error = %e, "HTTP TLS handshake failed");
+                            if matches!(
+                                e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+                                Some(
+                                    rustls::Error::InvalidCertificate(_)
+                                        | rustls::Error::NoCertificatesPresented
+                                )
+                            ) {
+                                strata_broker::audit::http_authentication_failed(
+                                    peer,
+                                    &e.to_string(),
+                                );
+                            }
                         }
                         Err(_) => tracing::debug!(%peer, "HTTP TLS handshake timed out"),
                     }
@@ -166,7 +202,7 @@ impl TlsListener {
 
 impl axum::serve::Listener for TlsListener {
     type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-    type Addr = std::net::SocketAddr;
+    type Addr = strata_gateway::Peer;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.ready.recv().await {
@@ -177,6 +213,6 @@ impl axum::serve::Listener for TlsListener {
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        Ok(self.local.clone())
     }
 }

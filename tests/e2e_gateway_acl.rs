@@ -217,6 +217,21 @@ fn rest_calls_run_as_their_identitys_principal_under_the_brokers_acls() {
         let (s, j) = c.call(who, "GET", "/topics", None);
         assert_eq!((s, j["error_code"].as_u64()), (401, Some(40101)), "{j}");
     }
+    // The three wrong credentials are audited and counted (a request without any is
+    // not: browsers send one before they are asked).
+    let failed = |mechanism: &str| {
+        c.broker
+            .http_get("/metrics")
+            .lines()
+            .filter(|l| {
+                l.starts_with("strata_authentication_failures_total")
+                    && l.contains("listener=\"HTTP\"")
+                    && l.contains(&format!("mechanism=\"{mechanism}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert_eq!((failed("basic"), failed("bearer")), (2.0, 1.0));
 
     // No ACL yet: alice may do nothing and sees no topic.
     denied(c.produce(ALICE, "orders", json!(0)), "orders");
@@ -470,4 +485,173 @@ fn sse_first_events(c: &Cluster, who: Who, path: &str) -> (u16, Vec<String>) {
         }
     }
     (status, events)
+}
+
+/// `curl` over HTTPS trusting `ca`, with a client certificate if given; the status and
+/// the body as JSON, or the error curl printed when it got no answer (a handshake the
+/// server refused).
+fn curl(
+    ca: &std::path::Path,
+    cert: Option<&common::pki::Issued>,
+    extra: &[&str],
+    url: &str,
+) -> Result<(u16, Value), String> {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(ca)
+        .args(["-w", "\n%{http_code}"]);
+    if let Some(c) = cert {
+        cmd.arg("--cert").arg(&c.cert).arg("--key").arg(&c.key);
+    }
+    let out = cmd.args(extra).arg(url).output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    let v = serde_json::from_str(body).unwrap_or(Value::String(body.to_string()));
+    Ok((status.trim().parse().unwrap(), v))
+}
+
+#[test]
+fn https_client_certificates_are_principals_under_the_acls() {
+    use common::pki::Pki;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cluster");
+    let server = pki.server("server");
+    let alice = pki.client("alice", "alice", "eng");
+    let bob = pki.client("bob", "bob", "eng");
+    // OU=ops: no mapping rule matches its subject.
+    let carol = pki.client("carol", "carol", "ops");
+    let mallory = Pki::new(dir.path(), "rogue").client("mallory", "mallory", "eng");
+    let ca = pki.ca();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512",
+            "--bootstrap-user",
+            "admin:admin-secret",
+            "--authorizer",
+            "on",
+            "--super-users",
+            "User:admin",
+            "--inter-broker-listener-name",
+            "SASL_PLAINTEXT",
+            "--inter-broker-user",
+            "admin:admin-secret",
+            "--http-tls",
+            "true",
+            "--tls-cert",
+            server.cert.to_str().unwrap(),
+            "--tls-key",
+            server.key.to_str().unwrap(),
+            "--tls-client-ca",
+            ca.to_str().unwrap(),
+            "--http-client-auth",
+            "required",
+            "--ssl-principal-mapping-rules",
+            "RULE:^CN=([^,]*),OU=eng,.*$/$1/",
+            "--http-auth",
+            "basic:bob:bob-pw",
+        ],
+    );
+    let addr = broker.listener("SASL_PLAINTEXT");
+    let admin = dir.path().join("admin.properties");
+    std::fs::write(
+        &admin,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
+    )
+    .unwrap();
+    run(
+        &addr,
+        &admin,
+        &["topic", "create", "orders", "--partitions", "1"],
+    );
+    run(
+        &addr,
+        &admin,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "orders",
+        ],
+    );
+    let url = |path: &str| format!("https://{}{path}", broker.http);
+    let produce = |cert: Option<&common::pki::Issued>, extra: &[&str]| {
+        let mut args = vec![
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/vnd.kafka.json.v2+json",
+            "-d",
+            r#"{"records":[{"value":{"n":1}}]}"#,
+        ];
+        args.extend_from_slice(extra);
+        curl(&ca, cert, &args, &url("/topics/orders"))
+    };
+
+    // alice's certificate maps to User:alice, who may write orders (the ACL reaches the
+    // broker a moment after `acl add` returns).
+    let t0 = Instant::now();
+    loop {
+        let (s, j) = produce(Some(&alice), &[]).unwrap();
+        if s == 200 {
+            assert!(j["offsets"][0]["offset"].as_i64().is_some(), "{j}");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{s} {j}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // bob's certificate is User:bob, who may not.
+    denied(produce(Some(&bob), &[]).unwrap(), "orders");
+    // An Authorization header decides over the certificate: alice's connection sending
+    // bob's password runs as bob, and a wrong password is 401.
+    denied(
+        produce(Some(&alice), &["-u", "bob:bob-pw"]).unwrap(),
+        "orders",
+    );
+    let (s, j) = produce(Some(&alice), &["-u", "bob:wrong"]).unwrap();
+    assert_eq!((s, j["error_code"].as_u64()), (401, Some(40101)), "{j}");
+    // A certificate the rules cannot map is refused, as Kafka refuses it, saying why.
+    let (s, j) = produce(Some(&carol), &[]).unwrap();
+    assert_eq!((s, j["error_code"].as_u64()), (401, Some(40101)), "{j}");
+    assert!(
+        j["message"].as_str().unwrap().contains("OU=ops"),
+        "the message names the subject: {j}"
+    );
+    // No certificate, or one another CA signed: no connection at all.
+    for cert in [None, Some(&mallory)] {
+        let e = produce(cert, &[]).unwrap_err();
+        assert!(!e.is_empty());
+    }
+    // Each refusal is audited and counted on the HTTPS listener (a refused handshake is
+    // counted as the server finishes with it, which may be just after curl has seen the
+    // alert).
+    let failures = || {
+        let (s, metrics) = curl(&ca, Some(&alice), &[], &url("/metrics")).unwrap();
+        assert_eq!(s, 200);
+        metrics
+            .as_str()
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.starts_with("strata_authentication_failures_total") && l.contains("HTTPS")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let t0 = Instant::now();
+    while failures() < 4.0 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // carol's unmapped subject, no certificate, mallory's, and bob's wrong password.
+    assert_eq!(failures(), 4.0, "HTTPS authentication failures counted");
 }

@@ -175,11 +175,11 @@ fn a_producer_over_its_byte_rate_is_throttled_to_it_and_others_are_not() {
 
     let rate = rate_between(&greedy, from, to);
     eprintln!("throttled producer: {rate:.0} B/s over 30 s, quota {QUOTA} B/s");
-    // Issue 18 asks for 10%; this build holds it within 20% (measured 1.11x here: the
-    // window's samples expire a second at a time, and a request is measured whole).
-    // Tightening it is open work on the issue; the bound keeps it from getting worse.
+    // Issue 18: within 10% of the quota over 30 s. The quota counts whole requests
+    // (headers and batch framing too) and the measure here only values, so a producer
+    // exactly at its quota shows about 1% under it.
     assert!(
-        (rate - QUOTA).abs() <= 0.2 * QUOTA,
+        (rate - QUOTA).abs() <= 0.1 * QUOTA,
         "the throttled producer ran at {rate:.0} B/s against a quota of {QUOTA} B/s"
     );
     assert!(

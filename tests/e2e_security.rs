@@ -289,3 +289,68 @@ fn the_http_address_serves_tls_when_asked() {
     let untrusting = curl(&[&format!("https://127.0.0.1:{port}/healthz")]);
     assert!(!untrusting.status.success());
 }
+
+#[test]
+fn bad_security_flags_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cluster");
+    let server = pki.server("server");
+    let (cert, key, ca) = (
+        server.cert.to_str().unwrap(),
+        server.key.to_str().unwrap(),
+        pki.ca(),
+    );
+    let ca = ca.to_str().unwrap();
+    let tls = ["--tls-cert", cert, "--tls-key", key];
+    for (extra, want) in [
+        (
+            vec![
+                "--http-tls",
+                "true",
+                "--tls-client-ca",
+                ca,
+                "--http-client-auth",
+                "bogus",
+            ],
+            "--http-client-auth 'bogus': use required, requested or none",
+        ),
+        (
+            vec![
+                "--listeners",
+                "SSL://127.0.0.1:0",
+                "--tls-client-ca",
+                ca,
+                "--tls-client-auth",
+                "maybe",
+            ],
+            "--tls-client-auth 'maybe'",
+        ),
+        (
+            vec![
+                "--listeners",
+                "SSL://127.0.0.1:0",
+                "--tls-client-ca",
+                ca,
+                "--http-client-auth",
+                "required",
+            ],
+            "--http-client-auth required needs --http-tls true",
+        ),
+        (
+            vec!["--http-tls", "true", "--http-client-auth", "requested"],
+            "--http-client-auth requested needs --tls-client-ca FILE",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["serve", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--kafka-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args(tls)
+            .args(&extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} was accepted");
+        assert!(stderr.contains(want), "{extra:?}: {stderr}");
+    }
+}

@@ -314,6 +314,17 @@ impl Auth {
     }
 }
 
+/// What the transport knows of a connection, for a server that serves the gateway over
+/// TLS with client certificates: it is the listener's address type, so it reaches the
+/// requests as `ConnectInfo<Peer>` (a plain listener gives `ConnectInfo<SocketAddr>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The principal (`User:NAME`) of the client's verified certificate, or why its
+    /// subject maps to none; `None` without a certificate.
+    pub certificate: Option<Result<String, String>>,
+}
+
 /// Who made a request: the principal it runs as and the client's address. The
 /// authentication layer puts it in the request's extensions; a handler that takes it
 /// on a request without one answers 401 (it never falls back to a principal).
@@ -331,8 +342,14 @@ impl Caller {
         Caller {
             principal,
             host: extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip()),
+                .get::<ConnectInfo<Peer>>()
+                .map(|c| c.0.addr.ip())
+                .or_else(|| {
+                    extensions
+                        .get::<ConnectInfo<SocketAddr>>()
+                        .map(|c| c.0.ip())
+                })
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
         }
     }
 }
@@ -357,16 +374,87 @@ pub(crate) fn unauthorized() -> ApiError {
     )
 }
 
-/// The caller of a request, or None when `auth` is set and the request does not carry
-/// one of its identities.
+/// The caller of a request: by its `Authorization` header when `auth` is set and it
+/// sends one (which must then be one of `auth`'s identities), else by its client
+/// certificate ([`Peer`]), else [`ANONYMOUS`] when `auth` is None. 401 otherwise, and for
+/// a certificate whose subject maps to no principal (as Kafka refuses it).
 pub(crate) fn authenticate(
     auth: Option<&Auth>,
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
-) -> Option<Caller> {
-    let principal = match auth {
-        None => ANONYMOUS.to_string(),
-        Some(a) => a.principal_of(headers)?,
+) -> Result<Caller, ApiError> {
+    let certificate = extensions
+        .get::<ConnectInfo<Peer>>()
+        .and_then(|c| c.0.certificate.as_ref());
+    let principal = match (auth, certificate) {
+        (Some(a), _) if headers.contains_key(header::AUTHORIZATION) => {
+            match a.principal_of(headers) {
+                Some(p) => p,
+                None => {
+                    audit_failure(headers, extensions);
+                    return Err(unauthorized());
+                }
+            }
+        }
+        (_, Some(Ok(principal))) => principal.clone(),
+        (_, Some(Err(why))) => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                crate::error::UNAUTHORIZED,
+                format!("The client certificate names no principal: {why}."),
+            ));
+        }
+        (None, None) => ANONYMOUS.to_string(),
+        (Some(_), None) => return Err(unauthorized()),
     };
-    Some(Caller::of(principal, extensions))
+    Ok(Caller::of(principal, extensions))
+}
+
+/// Credentials that match no identity: one line on the `strata::audit` target and the
+/// `strata_authentication_failures_total` counter, as the broker writes for Kafka
+/// listeners (`strata_broker::audit`), with listener `HTTP` or `HTTPS` and mechanism
+/// the scheme. A request with no credentials at all is not audited (a browser sends
+/// one before it is asked for credentials).
+fn audit_failure(headers: &HeaderMap, extensions: &axum::http::Extensions) {
+    let (listener, peer) = match extensions.get::<ConnectInfo<Peer>>() {
+        Some(c) => ("HTTPS", Some(c.0.addr)),
+        None => (
+            "HTTP",
+            extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
+        ),
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim();
+    let scheme = given.split(' ').next().unwrap_or("").to_ascii_lowercase();
+    let mechanism = match scheme.as_str() {
+        "basic" | "bearer" => scheme.as_str(),
+        _ => "unknown",
+    };
+    // The user a basic header names, as the broker names a SASL user; never a secret.
+    let user = (mechanism == "basic")
+        .then(|| util::unb64("credentials", given[5..].trim()).ok())
+        .flatten()
+        .and_then(|raw| {
+            let at = raw.iter().position(|b| *b == b':')?;
+            String::from_utf8(raw[..at].to_vec()).ok()
+        });
+    metrics::counter!(
+        "strata_authentication_failures_total",
+        "listener" => listener,
+        "mechanism" => mechanism.to_string()
+    )
+    .increment(1);
+    tracing::warn!(
+        target: "strata::audit",
+        event = "authentication_failed",
+        peer = %peer.map_or_else(|| "-".to_string(), |p| p.to_string()),
+        listener,
+        mechanism,
+        principal = user.as_deref().unwrap_or("-"),
+        reason = "the credentials match no --http-auth identity",
+        "authentication failed"
+    );
 }

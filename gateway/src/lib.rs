@@ -34,7 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 
 pub use acl::{Access, Authorizer};
-pub use auth::{ANONYMOUS, Auth, BEARER_PRINCIPAL, Caller, Credentials, Identity};
+pub use auth::{ANONYMOUS, Auth, BEARER_PRINCIPAL, Caller, Credentials, Identity, Peer};
 pub use error::{ApiError, ErrorBody};
 pub use service::{Service, ServiceError};
 
@@ -55,11 +55,11 @@ pub fn require_auth<S: Clone + Send + Sync + 'static>(
         let auth = auth.clone();
         async move {
             match auth::authenticate(auth.as_ref().as_ref(), req.headers(), req.extensions()) {
-                Some(caller) => {
+                Ok(caller) => {
                     req.extensions_mut().insert(caller);
                     next.run(req).await
                 }
-                None => unauthorized(),
+                Err(e) => e.into_response(),
             }
         }
     }))
@@ -365,11 +365,11 @@ async fn authenticate(State(s): State<Shared>, mut req: Request, next: Next) -> 
         return next.run(req).await;
     }
     match auth::authenticate(s.config.auth.as_ref(), req.headers(), req.extensions()) {
-        Some(caller) => {
+        Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
-        None => unauthorized(),
+        Err(e) => e.into_response(),
     }
 }
 

@@ -119,6 +119,12 @@ pub struct SecurityArgs {
     /// [default: false]
     #[arg(long, env = "STRATA_HTTP_TLS")]
     pub http_tls: Option<bool>,
+    /// Whether HTTPS clients present a certificate --tls-client-ca signed: required,
+    /// requested or none. A verified certificate's subject, mapped by
+    /// --ssl-principal-mapping-rules, is the principal of calls that send no
+    /// Authorization header [default: none]
+    #[arg(long, env = "STRATA_HTTP_CLIENT_AUTH")]
+    pub http_client_auth: Option<String>,
 }
 
 /// The same settings in the --config file.
@@ -150,6 +156,7 @@ pub struct SecurityFile {
     inter_broker_sasl_mechanism: Option<String>,
     controller_tls: Option<bool>,
     http_tls: Option<bool>,
+    http_client_auth: Option<String>,
 }
 
 impl SecurityFile {
@@ -180,6 +187,7 @@ impl SecurityFile {
         "inter-broker-sasl-mechanism",
         "controller-tls",
         "http-tls",
+        "http-client-auth",
     ];
 }
 
@@ -299,6 +307,8 @@ pub struct Security {
     pub controller_tls: Option<strata_controller::RpcTls>,
     /// TLS on the HTTP address.
     pub http_tls: bool,
+    /// Client certificates on the HTTP address (with `http_tls`).
+    pub http_client_auth: ClientAuth,
 }
 
 impl Security {
@@ -396,11 +406,29 @@ impl Security {
         let key = args.tls_key.or(file.tls_key);
         let client_ca = args.tls_client_ca.or(file.tls_client_ca);
         let client_auth = match args.tls_client_auth.or(file.tls_client_auth) {
-            Some(v) => v.parse::<ClientAuth>().map_err(anyhow::Error::msg)?,
+            Some(v) => v
+                .parse::<ClientAuth>()
+                .map_err(|e| anyhow::anyhow!("--tls-client-auth {e}"))?,
             None if client_ca.is_some() => ClientAuth::Required,
             None => ClientAuth::None,
         };
         let http_tls = args.http_tls.or(file.http_tls).unwrap_or(false);
+        let http_client_auth = match args.http_client_auth.or(file.http_client_auth) {
+            Some(v) => v
+                .parse::<ClientAuth>()
+                .map_err(|e| anyhow::anyhow!("--http-client-auth {e}"))?,
+            None => ClientAuth::None,
+        };
+        if http_client_auth != ClientAuth::None {
+            if !http_tls {
+                bail!("--http-client-auth {http_client_auth} needs --http-tls true");
+            }
+            if client_ca.is_none() {
+                bail!(
+                    "--http-client-auth {http_client_auth} needs --tls-client-ca FILE, the CA that signs client certificates"
+                );
+            }
+        }
         let controller_wants_tls = args.controller_tls.or(file.controller_tls).unwrap_or(false);
         let needs_tls = listeners.iter().any(|l| l.protocol.uses_tls()) || http_tls;
         let tls = match (cert, key) {
@@ -436,7 +464,7 @@ impl Security {
             && t.client_ca.is_none()
         {
             bail!(
-                "--tls-client-auth {:?} needs --tls-client-ca FILE",
+                "--tls-client-auth {} needs --tls-client-ca FILE",
                 t.client_auth
             );
         }
@@ -537,6 +565,7 @@ impl Security {
             inter_broker_properties,
             controller_tls,
             http_tls,
+            http_client_auth,
         })
     }
 }

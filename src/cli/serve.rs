@@ -1043,10 +1043,18 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // producing to the partitions it leads.
     let (gateway, gateway_handle) = gateway_router(&config, &advertised, &broker)?;
     let http_tls = match (&config.security.tls, config.security.http_tls) {
-        (Some(files), true) => Some(
-            strata_broker::tls::TlsServer::load(files.clone(), false)
-                .context("--http-tls: the HTTP address's TLS settings")?,
-        ),
+        (Some(files), true) => {
+            let client_auth = config.security.http_client_auth;
+            let files = strata_broker::tls::TlsFiles {
+                client_auth,
+                ..files.clone()
+            };
+            let mtls = client_auth != strata_broker::tls::ClientAuth::None;
+            Some(
+                strata_broker::tls::TlsServer::load(files, mtls)
+                    .context("--http-tls: the HTTP address's TLS settings")?,
+            )
+        }
         _ => None,
     };
     if let Some(t) = &http_tls {

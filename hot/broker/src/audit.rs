@@ -20,9 +20,25 @@ pub fn authentication_failed(
     principal: Option<&str>,
     reason: &str,
 ) {
+    failed(peer, listener.name(), mechanism, principal, reason);
+}
+
+/// An HTTPS client of the HTTP address failed to authenticate by its certificate (an
+/// untrusted or missing one, or a subject that maps to no principal). Listener `HTTPS`.
+pub fn http_authentication_failed(peer: SocketAddr, reason: &str) {
+    failed(peer, "HTTPS", "TLS", None, reason);
+}
+
+fn failed(
+    peer: SocketAddr,
+    listener: &'static str,
+    mechanism: &str,
+    principal: Option<&str>,
+    reason: &str,
+) {
     metrics::counter!(
         "strata_authentication_failures_total",
-        "listener" => listener.name(),
+        "listener" => listener,
         "mechanism" => mechanism.to_string()
     )
     .increment(1);
@@ -30,7 +46,7 @@ pub fn authentication_failed(
         target: "strata::audit",
         event = "authentication_failed",
         %peer,
-        listener = listener.name(),
+        listener,
         mechanism,
         principal = principal.unwrap_or("-"),
         reason,

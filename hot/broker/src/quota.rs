@@ -5,9 +5,9 @@
 //! client id. A produce request's bytes and a fetch response's bytes are recorded
 //! against `producer_byte_rate` / `consumer_byte_rate`; the time a request's handling
 //! holds the connection's task against `request_percentage`. Over its quota, the
-//! response carries `throttle_time_ms` (what is left of the window's excess) and the
-//! connection is muted that long: its next request is not read until the time has
-//! passed (KIP-219: the client also waits on its own).
+//! response carries `throttle_time_ms` (the time the client's token bucket needs to pay
+//! back its debt at the quota) and the connection is muted that long: its next request
+//! is not read until the time has passed (KIP-219: the client also waits on its own).
 //!
 //! Replica fetches and this broker's own requests are exempt (Kafka throttles
 //! replication with separate quotas).

@@ -28,6 +28,17 @@ pub enum ClientAuth {
     Required,
 }
 
+impl std::fmt::Display for ClientAuth {
+    /// As the flags spell it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClientAuth::None => "none",
+            ClientAuth::Requested => "requested",
+            ClientAuth::Required => "required",
+        })
+    }
+}
+
 impl std::str::FromStr for ClientAuth {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -35,9 +46,7 @@ impl std::str::FromStr for ClientAuth {
             "none" => Ok(ClientAuth::None),
             "requested" => Ok(ClientAuth::Requested),
             "required" => Ok(ClientAuth::Required),
-            _ => Err(format!(
-                "--tls-client-auth '{s}': use required, requested or none"
-            )),
+            _ => Err(format!("'{s}': use required, requested or none")),
         }
     }
 }
@@ -152,7 +161,7 @@ fn build(files: &TlsFiles, mtls: bool) -> Result<rustls::ServerConfig, TlsError>
         }
         (None, true) => {
             return Err(TlsError::Config(format!(
-                "--tls-client-auth {:?} needs --tls-client-ca, the CA that signs client certificates",
+                "--tls-client-auth {} needs --tls-client-ca, the CA that signs client certificates",
                 files.client_auth
             )));
         }

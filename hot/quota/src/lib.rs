@@ -18,12 +18,16 @@
 //!
 //! # Throttling, end to end
 //!
-//! Kafka records first and judges after: a request is always served, and if the measured
-//! rate `O` is above the quota `T` over the rate's window `W`, the response carries
-//! `throttle_time_ms = (O − T) / T × W` — the pause after which the average is back at
-//! `T` — and the broker mutes the connection that long (KIP-219). A client that honours
-//! throttles converges to the quota; a fresh one may first burst
-//! `T × (window_num − 1) × window_size` (10 s of quota by default).
+//! As in Kafka, a request is always served and recorded, and if the client is over its
+//! quota the response carries `throttle_time_ms` and the broker mutes the connection
+//! that long (KIP-219). The throttle differs from Kafka's: Kafka computes it from its
+//! sampled rate (`QuotaUtils.throttleTime`, kept here as [`SampledRate::throttle_ms`]),
+//! which holds a throttled client to its quota only on average over minutes (any 30 s
+//! of it can be 10–20% off, see [`TokenBucket`]). Strata throttles with a token bucket
+//! of `quota × (window_num − 1) × window_size` (Kafka's `TokenBucket`, which it uses for
+//! controller mutations): a fresh client may burst that much, as in Kafka, and is then
+//! paced at the quota, the throttle being the time the bucket takes to pay its debt
+//! back. The sampled rate is still measured, for metrics.
 //!
 //! ```
 //! use strata_quota::{ChannelThrottle, ClientQuotaEntity, QuotaKey, QuotaManager, QuotaManagerConfig};
@@ -56,5 +60,6 @@ pub use manager::{
     NANOS_TO_PERCENTAGE_PER_SECOND, QuotaManager, QuotaManagerConfig,
 };
 pub use rate::{
-    DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_MS, RateConfig, SampledRate, throttle_time_ms,
+    DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_MS, RateConfig, SampledRate, TokenBucket,
+    throttle_time_ms,
 };

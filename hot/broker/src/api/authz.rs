@@ -198,4 +198,10 @@ impl Broker {
     pub fn authorizer_enabled(&self) -> bool {
         self.config.security.authorizer.is_some()
     }
+
+    /// The principal (`User:NAME`) of a verified client certificate, mapped by
+    /// `--ssl-principal-mapping-rules` (for the HTTP address's client certificates).
+    pub fn certificate_principal(&self, cert_der: &[u8]) -> Result<String, String> {
+        self.config.security.certificate_principal(cert_der)
+    }
 }
