@@ -808,8 +808,12 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
                 producer.poll(Duration::ZERO);
             }
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                // librdkafka's buffer is full: let deliveries drain it.
-                producer.poll(Duration::from_millis(1));
+                // librdkafka's buffer is full: serve deliveries, then sleep while it
+                // drains. Not poll(timeout): rdkafka spins on the clock until the timeout
+                // (a profile showed this thread's core in clock_gettime), taking a core
+                // from librdkafka's own threads and the broker on a small machine.
+                producer.poll(Duration::ZERO);
+                std::thread::sleep(Duration::from_millis(1));
             }
             Err((e, _)) => bail!("cannot send: {e}"),
         }
