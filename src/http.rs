@@ -47,6 +47,7 @@ pub async fn serve(
 ) {
     let cleaner_broker = broker.clone();
     let broker_for_tls = broker.clone();
+    let metrics_broker = broker.clone();
     let authorizer = authorizer(&broker);
     let tier = Router::new()
         .route(
@@ -72,7 +73,11 @@ pub async fn serve(
     let app = Router::new()
         .route(
             "/metrics",
-            get(move || std::future::ready(metrics.render())),
+            get(move || {
+                let mut text = metrics.render();
+                metrics_broker.render_group_lag_metrics(&mut text);
+                std::future::ready(text)
+            }),
         )
         .merge(strata_gateway::require_auth(
             strata_gateway::require_access(

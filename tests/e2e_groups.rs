@@ -904,6 +904,37 @@ fn lag_is_exported_and_a_position_that_aged_out_is_reported_and_reset() {
         first > 0,
         "resumed at the log start ({first}), past the deleted records"
     );
+
+    // Once the group is deleted (DeleteGroups, as kafka-consumer-groups.sh --delete), its
+    // lag series leave /metrics: a broker that sees many short-lived groups does not
+    // export them forever.
+    drop(c);
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        client_config(&b, &[]).create().unwrap();
+    let t0 = Instant::now();
+    loop {
+        // The consumer's LeaveGroup may land a moment later: NON_EMPTY_GROUP until then.
+        let r = futures::executor::block_on(
+            admin.delete_groups(&["slow"], &rdkafka::admin::AdminOptions::new()),
+        )
+        .unwrap();
+        match &r[0] {
+            Ok(_) => break,
+            Err(e) => assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "cannot delete the group: {e:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let t0 = Instant::now();
+    while broker.http_get("/metrics").contains("group=\"slow\"") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the deleted group's lag series are still exported"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 /// Kills (-9) the broker coordinating `group`, the leader of its `__consumer_offsets`

@@ -85,6 +85,10 @@ pub struct Groups {
     /// Per (group, topic, partition): recent (time, lag age) samples, for the trend
     /// behind the time to the retention edge.
     lag_history: Mutex<HashMap<GroupPartition, std::collections::VecDeque<(i64, i64)>>>,
+    /// The lag figures last exported, rendered into /metrics by
+    /// [`Groups::render_lag_metrics`]: only the (group, partition) pairs that still exist,
+    /// where gauges registered with the metrics crate would stay forever.
+    exported_lag: Mutex<Vec<Lag>>,
 }
 
 /// (group, topic, partition).
@@ -219,6 +223,14 @@ impl Groups {
                 .collect()
         };
         let mut history = self.lag_history.lock().unwrap_or_else(|e| e.into_inner());
+        // The trend of a (group, partition) no longer committed (a deleted group or
+        // topic) is dropped with it.
+        let live: std::collections::HashSet<(&str, &str, i32)> = committed
+            .iter()
+            .map(|(g, t, p, _)| (g.as_str(), t.as_str(), *p))
+            .collect();
+        history.retain(|(g, t, p), _| live.contains(&(g.as_str(), t.as_str(), *p)));
+        drop(live);
         let mut out = Vec::new();
         for (group, topic, index, offset) in committed {
             let Some(p) = broker.partition(&topic, index) else {
@@ -274,6 +286,59 @@ impl Groups {
             });
         }
         out
+    }
+
+    /// Appends the last exported lag figures to a Prometheus text exposition:
+    /// `strata_group_lag_records`, `strata_group_lag_bytes`, `strata_group_lag_seconds`
+    /// and `strata_group_retention_headroom_seconds`, per group, topic and partition.
+    pub fn render_lag_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let lags = self.exported_lag.lock().unwrap_or_else(|e| e.into_inner());
+        if lags.is_empty() {
+            return;
+        }
+        type Value = fn(&Lag) -> Option<f64>;
+        let series: [(&str, &str, Value); 4] = [
+            (
+                "strata_group_lag_records",
+                "Records between the group's committed offset and the high-water mark",
+                |l| Some(l.records as f64),
+            ),
+            (
+                "strata_group_lag_bytes",
+                "Bytes those records take, from the partition's average record size",
+                |l| Some(l.bytes as f64),
+            ),
+            (
+                "strata_group_lag_seconds",
+                "Age of the oldest record the group has not consumed",
+                |l| l.age_ms.map(|a| a as f64 / 1e3),
+            ),
+            (
+                "strata_group_retention_headroom_seconds",
+                "Time until the group's position falls out of retention at its trend",
+                // +Inf for never.
+                |l| Some(l.headroom_ms.map_or(f64::INFINITY, |h| h as f64 / 1e3)),
+            ),
+        ];
+        for (name, help, value) in series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for l in lags.iter() {
+                let Some(v) = value(l) else { continue };
+                let v = if v == f64::INFINITY {
+                    "+Inf".to_string()
+                } else {
+                    v.to_string()
+                };
+                let _ = writeln!(
+                    out,
+                    "{name}{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {v}",
+                    escape_label(&l.group),
+                    escape_label(&l.topic),
+                    l.partition
+                );
+            }
+        }
     }
 
     /// A transaction's marker landed in offsets partition `partition` at
@@ -644,19 +709,6 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
     let lags = broker.groups.lags(broker);
     let mut out_of_retention = 0;
     for l in &lags {
-        let labels = [
-            ("group", l.group.clone()),
-            ("topic", l.topic.clone()),
-            ("partition", l.partition.to_string()),
-        ];
-        metrics::gauge!("strata_group_lag_records", &labels).set(l.records as f64);
-        metrics::gauge!("strata_group_lag_bytes", &labels).set(l.bytes as f64);
-        if let Some(age) = l.age_ms {
-            metrics::gauge!("strata_group_lag_seconds", &labels).set(age as f64 / 1e3);
-        }
-        // +Inf for "never".
-        metrics::gauge!("strata_group_retention_headroom_seconds", &labels)
-            .set(l.headroom_ms.map_or(f64::INFINITY, |h| h as f64 / 1e3));
         let key = (l.group.clone(), l.topic.clone(), l.partition);
         if l.out_of_retention {
             out_of_retention += 1;
@@ -672,6 +724,41 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
         }
     }
     metrics::gauge!("strata_group_out_of_retention_partitions").set(out_of_retention as f64);
+    // A group or topic gone is forgotten.
+    let current: std::collections::HashSet<(&str, &str, i32)> = lags
+        .iter()
+        .map(|l| (l.group.as_str(), l.topic.as_str(), l.partition))
+        .collect();
+    warned.retain(|(g, t, p)| current.contains(&(g.as_str(), t.as_str(), *p)));
+    drop(current);
+    *broker
+        .groups
+        .exported_lag
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = lags;
+}
+
+impl Broker {
+    /// Appends the per-group lag series to a Prometheus text exposition (they are not
+    /// registered with the metrics crate, so a deleted group's series go with it).
+    pub fn render_group_lag_metrics(&self, out: &mut String) {
+        self.groups.render_lag_metrics(out);
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped (group names
+/// are any string a client sends).
+fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Reads an offsets partition's log into a new coordinator.
@@ -926,7 +1013,7 @@ pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
 
 #[cfg(test)]
 mod tests {
-    use super::retention_headroom;
+    use super::{Groups, Lag, retention_headroom};
 
     #[test]
     fn headroom_follows_the_lag_age_trend() {
@@ -941,5 +1028,51 @@ mod tests {
         assert_eq!(retention_headroom(day, -1, 1.0), None);
         // Already past the edge.
         assert_eq!(retention_headroom(8 * day, 7 * day, 1.0), Some(0));
+    }
+
+    #[test]
+    fn lag_series_render_escaped_and_only_what_was_last_exported() {
+        let groups = Groups::default();
+        let mut out = String::new();
+        groups.render_lag_metrics(&mut out);
+        assert_eq!(out, "", "nothing before the first export");
+        let lag = Lag {
+            group: "a\"b\\c\nd".to_string(),
+            topic: "t".to_string(),
+            partition: 3,
+            committed: 10,
+            log_start: 0,
+            log_end: 30,
+            records: 20,
+            bytes: 2048,
+            age_ms: None,
+            headroom_ms: None,
+            out_of_retention: false,
+        };
+        *groups.exported_lag.lock().unwrap() = vec![lag];
+        groups.render_lag_metrics(&mut out);
+        let labels = r#"{group="a\"b\\c\nd",topic="t",partition="3"}"#;
+        assert!(
+            out.contains(&format!("strata_group_lag_records{labels} 20\n")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("strata_group_lag_bytes{labels} 2048\n")),
+            "{out}"
+        );
+        // No age (its record is not local): no series; no headroom: +Inf.
+        assert!(!out.contains("strata_group_lag_seconds{"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "strata_group_retention_headroom_seconds{labels} +Inf\n"
+            )),
+            "{out}"
+        );
+        assert!(out.contains("# TYPE strata_group_lag_records gauge\n"));
+        // The next export replaces the series: a group gone is gone.
+        groups.exported_lag.lock().unwrap().clear();
+        let mut again = String::new();
+        groups.render_lag_metrics(&mut again);
+        assert_eq!(again, "");
     }
 }
