@@ -48,6 +48,7 @@ pub async fn serve(
     let cleaner_broker = broker.clone();
     let broker_for_tls = broker.clone();
     let metrics_broker = broker.clone();
+    let hot_broker = broker.clone();
     let authorizer = authorizer(&broker);
     let tier = Router::new()
         .route(
@@ -55,6 +56,13 @@ pub async fn serve(
             get(move || {
                 let b = broker.clone();
                 async move { axum::Json(b.tier_status()) }
+            }),
+        )
+        .route(
+            "/v1/partitions/hot",
+            get(move |q: axum::extract::Query<HotQuery>| {
+                let b = hot_broker.clone();
+                async move { hot_partitions(&b, &q) }
             }),
         )
         .route(
@@ -75,7 +83,7 @@ pub async fn serve(
             "/metrics",
             get(move || {
                 let mut text = metrics.render();
-                metrics_broker.render_group_lag_metrics(&mut text);
+                metrics_broker.render_metrics(&mut text);
                 std::future::ready(text)
             }),
         )
@@ -220,4 +228,32 @@ impl axum::serve::Listener for TlsListener {
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local.clone())
     }
+}
+
+/// GET /v1/partitions/hot: `top` partitions (default 10), `keys` keys each (default 5),
+/// of `topic` if given.
+#[derive(serde::Deserialize)]
+struct HotQuery {
+    top: Option<usize>,
+    keys: Option<usize>,
+    topic: Option<String>,
+}
+
+/// The busiest partitions this broker leads (`strata topic hot`), or 400 naming a bad
+/// parameter.
+fn hot_partitions(broker: &Broker, q: &HotQuery) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let bad = |m: String| (axum::http::StatusCode::BAD_REQUEST, m).into_response();
+    let top = q.top.unwrap_or(10);
+    let keys = q.keys.unwrap_or(5);
+    if !(1..=100_000).contains(&top) {
+        return bad(format!("top={top}: give 1 to 100000 partitions"));
+    }
+    let max_keys = strata_broker::traffic::SKETCH_KEYS;
+    if keys > max_keys {
+        return bad(format!(
+            "keys={keys}: at most {max_keys} (the keys tracked per partition)"
+        ));
+    }
+    axum::Json(broker.hot_partitions(top, keys, q.topic.as_deref())).into_response()
 }

@@ -185,3 +185,119 @@ fn unknown_topics_are_created_unless_disabled() {
     assert_eq!(metadata_partitions(&broker.kafka, "fresh"), Some(3));
     let _: ClientConfig = client_config(&broker.kafka, &[]);
 }
+
+/// Issue 19: an operator sees the skew. One account sends half of a topic's records;
+/// `strata topic hot` lists its partition first with that key on top, and /metrics
+/// counts every record each partition took.
+#[test]
+fn topic_hot_shows_the_busiest_partition_and_its_hot_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::Broker::start(dir.path(), &[]);
+    let b = broker.kafka.clone();
+    create_topic(&b, "accounts", 4, &[]);
+    let (p, d) = producer(&b, &[("linger.ms", "5"), ("compression.type", "lz4")]);
+    // Half the records are acct-42's, the rest spread over 500 accounts, until the
+    // listing has been checked (rates are over the broker's last 5 s sampling interval).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producing = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = if i.is_multiple_of(2) {
+                    "acct-42".to_string()
+                } else {
+                    format!("acct-{}", 1000 + i % 500)
+                };
+                send(&p, "accounts", Some(key.as_bytes()), b"payment");
+                i += 1;
+                if i.is_multiple_of(40) {
+                    p.poll(Duration::ZERO);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            flush(&p);
+        })
+    };
+    let cli = |args: &[&str]| {
+        let out = common::cli(&b, args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    let rows = loop {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&cli(&[
+            "topic",
+            "hot",
+            "--http",
+            &broker.http,
+            "--top",
+            "4",
+            "--json",
+        ]))
+        .unwrap();
+        if rows
+            .first()
+            .is_some_and(|r| r["produce_records_per_sec"].as_f64().unwrap_or(0.0) > 0.0)
+        {
+            break rows;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no rates after 30 s: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    producing.join().unwrap();
+    assert!(d.errors.lock().unwrap().is_empty());
+    let acked = d.acked.lock().unwrap().clone();
+    let hot_partition = acked
+        .iter()
+        .find(|a| a.key.as_deref() == Some(b"acct-42"))
+        .unwrap()
+        .partition;
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let first = &rows[0];
+    assert_eq!(first["topic"], "accounts");
+    assert_eq!(first["partition"], hot_partition, "{rows:?}");
+    assert!(
+        first["produce_records_per_sec"].as_f64().unwrap() > 0.0,
+        "{first}"
+    );
+    // acct-42 is half of all records and about 80% of its partition's.
+    let key = &first["hot_keys"][0];
+    assert_eq!(key["key"], "acct-42", "{first}");
+    assert!(key["share"].as_f64().unwrap() > 0.6, "{first}");
+    // The table names it too.
+    let table = cli(&[
+        "topic",
+        "hot",
+        "--http",
+        &broker.http,
+        "--topic",
+        "accounts",
+    ]);
+    assert!(table.contains("acct-42"), "{table}");
+
+    // /metrics counts exactly what each partition took.
+    let metrics = broker.http_get("/metrics");
+    for part in 0..4 {
+        let delivered = acked.iter().filter(|a| a.partition == part).count();
+        let line = format!(
+            "strata_partition_produce_records_total{{topic=\"accounts\",partition=\"{part}\"}} {delivered}"
+        );
+        assert!(metrics.contains(&line), "no '{line}' in /metrics");
+    }
+    // A bad flag is refused, naming it.
+    let out = common::cli(
+        &b,
+        &["topic", "hot", "--http", &broker.http, "--keys", "99"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--keys"));
+}

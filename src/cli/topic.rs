@@ -51,6 +51,35 @@ pub enum TopicCommand {
         #[arg(long, env = "STRATA_HTTP_AUTH", hide_env_values = true)]
         http_auth: Option<String>,
     },
+    /// The busiest partitions and their hottest keys (Strata brokers): produce and fetch
+    /// rates over the last 5 s and each partition's most frequent keys, sampled, from
+    /// the HTTP address of every broker given (each reports the partitions it leads).
+    Hot {
+        /// How many partitions to list.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        top: u64,
+        /// How many keys to show per partition.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=32))]
+        keys: u64,
+        /// Only this topic's partitions.
+        #[arg(long)]
+        topic: Option<String>,
+        /// The brokers' HTTP addresses (their --http-addr), comma-separated: give every
+        /// broker's to see the whole cluster.
+        #[arg(
+            long,
+            env = "STRATA_HTTP",
+            default_value = "127.0.0.1:8080",
+            value_delimiter = ','
+        )]
+        http: Vec<String>,
+        /// The brokers' --http-auth credentials, if they have them.
+        #[arg(long, env = "STRATA_HTTP_AUTH", hide_env_values = true)]
+        http_auth: Option<String>,
+        /// Print the JSON the brokers answered (merged, sorted) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a topic and its data.
     Delete { name: String },
     /// Recreate a topic from the object store: its id, partitions and configs come from
@@ -88,6 +117,21 @@ pub fn run(args: TopicArgs) -> anyhow::Result<()> {
             http,
             http_auth,
         } => describe(c, &name, &http, http_auth.as_deref()),
+        TopicCommand::Hot {
+            top,
+            keys,
+            topic,
+            http,
+            http_auth,
+            json,
+        } => hot(
+            top,
+            keys,
+            topic.as_deref(),
+            &http,
+            http_auth.as_deref(),
+            json,
+        ),
         TopicCommand::Delete { name } => delete(c, &name),
         TopicCommand::Recover { name } => recover(c, &name),
         TopicCommand::Alter {
@@ -486,6 +530,91 @@ pub(crate) fn alter(
         }
     }
     Ok(())
+}
+
+/// `strata topic hot`: asks every broker for its busiest partitions, merges, sorts by
+/// produce rate (then fetch rate) and prints the first `top`.
+fn hot(
+    top: u64,
+    keys: u64,
+    topic: Option<&str>,
+    http: &[String],
+    http_auth: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for addr in http {
+        let h = super::tier::Http::with(addr, http_auth)?;
+        let mut path = format!("/v1/partitions/hot?top={top}&keys={keys}");
+        if let Some(t) = topic {
+            path.push_str("&topic=");
+            path.push_str(&percent_encode(t));
+        }
+        let body = h.get(&path)?;
+        let answer: Vec<serde_json::Value> = serde_json::from_str(&body)
+            .with_context(|| format!("{addr}{path}: not the JSON a Strata broker answers"))?;
+        rows.extend(answer);
+    }
+    let rate = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    rows.sort_by(|a, b| {
+        let key = |v: &serde_json::Value| {
+            (
+                rate(v, "produce_bytes_per_sec"),
+                rate(v, "fetch_bytes_per_sec"),
+            )
+        };
+        key(b)
+            .partial_cmp(&key(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows.truncate(top as usize);
+    if json {
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:>9} {:>12} {:>11} {:>10}  HOT KEYS (share of sampled keyed records)",
+        "TOPIC", "PARTITION", "PRODUCE MB/s", "RECORDS/s", "FETCH MB/s"
+    );
+    for r in &rows {
+        let hot: Vec<String> = r["hot_keys"]
+            .as_array()
+            .map(|keys| {
+                keys.iter()
+                    .map(|k| {
+                        format!(
+                            "{} {:.0}%",
+                            k["key"].as_str().unwrap_or(""),
+                            k["share"].as_f64().unwrap_or(0.0) * 100.0
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!(
+            "{:<24} {:>9} {:>12.2} {:>11.0} {:>10.2}  {}",
+            r["topic"].as_str().unwrap_or(""),
+            r["partition"],
+            rate(r, "produce_bytes_per_sec") / 1e6,
+            rate(r, "produce_records_per_sec"),
+            rate(r, "fetch_bytes_per_sec") / 1e6,
+            hot.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A query-string value: everything but unreserved characters percent-encoded.
+fn percent_encode(v: &str) -> String {
+    let mut out = String::new();
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

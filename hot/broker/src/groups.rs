@@ -333,8 +333,8 @@ impl Groups {
                 let _ = writeln!(
                     out,
                     "{name}{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {v}",
-                    escape_label(&l.group),
-                    escape_label(&l.topic),
+                    crate::exposition::escape_label(&l.group),
+                    crate::exposition::escape_label(&l.topic),
                     l.partition
                 );
             }
@@ -736,29 +736,6 @@ fn export_lag(broker: &Broker, warned: &mut std::collections::HashSet<GroupParti
         .exported_lag
         .lock()
         .unwrap_or_else(|e| e.into_inner()) = lags;
-}
-
-impl Broker {
-    /// Appends the per-group lag series to a Prometheus text exposition (they are not
-    /// registered with the metrics crate, so a deleted group's series go with it).
-    pub fn render_group_lag_metrics(&self, out: &mut String) {
-        self.groups.render_lag_metrics(out);
-    }
-}
-
-/// A Prometheus label value: backslash, double quote and newline escaped (group names
-/// are any string a client sends).
-fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Reads an offsets partition's log into a new coordinator.

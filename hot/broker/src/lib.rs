@@ -14,6 +14,7 @@ pub mod broker;
 pub mod cleaner;
 pub mod config;
 pub mod error;
+pub mod exposition;
 pub mod groups;
 pub mod limits;
 pub mod listener;
@@ -28,6 +29,7 @@ pub mod security;
 pub mod server;
 pub mod tiering;
 pub mod tls;
+pub mod traffic;
 pub mod txns;
 
 pub use broker::Broker;

@@ -51,6 +51,8 @@ pub struct Partition {
     last_isr: Mutex<Vec<i32>>,
     /// What the log cleaner has done here (compacted topics).
     cleaner_stats: Mutex<CleanerStats>,
+    /// Produce and fetch traffic and hot keys, as leader.
+    traffic: crate::traffic::Traffic,
 }
 
 /// A compacted partition's cleaner history on this broker (since it started).
@@ -119,6 +121,7 @@ impl Partition {
                 config: RwLock::new(config),
                 last_isr: Mutex::new(Vec::new()),
                 cleaner_stats: Mutex::new(CleanerStats::default()),
+                traffic: crate::traffic::Traffic::default(),
             }),
             report,
         ))
@@ -269,6 +272,11 @@ impl Partition {
         s.reclaimed_bytes += out.bytes_reclaimed();
         s.last_pass_ms = Some(self.clock.now_ms());
         s.max_compaction_lag_breaches += breached as u64;
+    }
+
+    /// Produce and fetch traffic here (as leader) and the hottest keys.
+    pub fn traffic(&self) -> &crate::traffic::Traffic {
+        &self.traffic
     }
 
     pub fn cleaner_stats(&self) -> CleanerStats {
@@ -470,6 +478,10 @@ impl Partition {
         let epoch = self.leader_epoch();
         let info = self.log.local().append(records, epoch)?;
         self.after_local_append()?;
+        if !info.duplicate {
+            self.traffic
+                .on_produce(records, info.record_count, self.clock.now_ms());
+        }
         Ok((info, epoch))
     }
 

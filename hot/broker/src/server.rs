@@ -470,6 +470,7 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut last_retention = tokio::time::Instant::now();
     let mut last_checkpoint = tokio::time::Instant::now();
     let mut last_files = tokio::time::Instant::now();
+    let mut last_traffic = tokio::time::Instant::now();
     let mut files_warned = false;
     loop {
         tokio::select! {
@@ -490,8 +491,18 @@ async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
             broker.quotas.expire();
             crate::resources::watch_open_files(&mut files_warned);
         }
+        let traffic = now - last_traffic >= crate::traffic::SAMPLE_INTERVAL;
+        if traffic {
+            last_traffic = now;
+        }
         let b = broker.clone();
-        let _ = tokio::task::spawn_blocking(move || b.housekeeping(retention, checkpoint)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            if traffic {
+                b.sample_traffic();
+            }
+            b.housekeeping(retention, checkpoint)
+        })
+        .await;
     }
 }
 

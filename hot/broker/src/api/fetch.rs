@@ -340,6 +340,9 @@ async fn fetch_once(
                 }
                 budget = budget.saturating_sub(len);
                 any_data = true;
+                if follower.is_none() {
+                    p.traffic().on_fetch(len);
+                }
                 let mut pieces = pieces.into_iter();
                 pd.records = pieces.next();
                 let rest: Vec<bytes::Bytes> = pieces.collect();

@@ -1,0 +1,73 @@
+//! Series /metrics renders from the broker's own state rather than through the metrics
+//! crate, whose registered series stay forever: per-group lag and per-partition traffic
+//! are rendered from what exists now, so a deleted group, topic or partition leaves.
+
+use std::fmt::Write as _;
+
+use crate::broker::Broker;
+
+impl Broker {
+    /// Appends these series to a Prometheus text exposition (the metrics crate's
+    /// render): per group and partition the lag (`strata_group_lag_*`), and per
+    /// partition led here that has had traffic since it opened,
+    /// `strata_partition_produce_bytes_total`, `strata_partition_produce_records_total`
+    /// and `strata_partition_fetch_bytes_total` (consumers only).
+    pub fn render_metrics(&self, out: &mut String) {
+        self.groups.render_lag_metrics(out);
+        let mut rows = Vec::new();
+        for t in self.topics() {
+            for p in &t.partitions {
+                let totals = p.traffic().totals();
+                if totals != crate::traffic::Totals::default() {
+                    rows.push((escape_label(&t.name), p.index, totals));
+                }
+            }
+        }
+        if rows.is_empty() {
+            return;
+        }
+        type Value = fn(&crate::traffic::Totals) -> u64;
+        let series: [(&str, &str, Value); 3] = [
+            (
+                "strata_partition_produce_bytes_total",
+                "Bytes produced to the partition while led here",
+                |t| t.produce_bytes,
+            ),
+            (
+                "strata_partition_produce_records_total",
+                "Records produced to the partition while led here",
+                |t| t.produce_records,
+            ),
+            (
+                "strata_partition_fetch_bytes_total",
+                "Bytes consumers fetched from the partition here",
+                |t| t.fetch_bytes,
+            ),
+        ];
+        for (name, help, value) in series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (topic, partition, totals) in &rows {
+                let _ = writeln!(
+                    out,
+                    "{name}{{topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                    value(totals)
+                );
+            }
+        }
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped (group names
+/// are any string a client sends).
+pub(crate) fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
