@@ -18,6 +18,10 @@ use crate::error::ApiError;
 use crate::metadata::MetadataCache;
 use crate::partition::{AlterPartitionSender, Partition, read_topic_id};
 
+/// Threads that open partitions at start (and for a new topic's replicas): opening waits
+/// on the disk more than it computes, so more threads than cores overlap it.
+const OPEN_THREADS: usize = 8;
+
 /// A topic, and the partitions of it this broker hosts.
 #[derive(Debug)]
 pub struct TopicState {
@@ -466,6 +470,7 @@ impl Broker {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let mut opened = self.open_new_partitions(&md, &current);
         let mut next: BTreeMap<Arc<str>, Arc<TopicState>> = BTreeMap::new();
         let mut removed = Vec::new();
         for (name, state) in &current {
@@ -522,19 +527,11 @@ impl Broker {
                         p.clone()
                     }
                     None => {
-                        let dir = self.partition_dir(&rec.name, pr.partition);
-                        match Partition::open(
-                            &dir,
-                            name.clone(),
-                            rec.id,
-                            pr.partition,
-                            config.clone(),
-                            self.clock.clone(),
-                            self.config.log_config(&config),
-                            node,
-                            self.tier.clone(),
-                            self.alter_partitions.clone(),
-                        ) {
+                        let result = match opened.remove(&(name.clone(), pr.partition)) {
+                            Some(r) => r,
+                            None => self.open_partition(&name, rec.id, pr.partition, &config),
+                        };
+                        match result {
                             Ok((p, report)) => {
                                 if !report.truncations.is_empty() {
                                     tracing::warn!(topic = %rec.name, partition = pr.partition, ?report.truncations, "partition recovered with truncation");
@@ -598,6 +595,82 @@ impl Broker {
             self.remove_topic_files(&t);
         }
         Ok(())
+    }
+
+    /// Opens one replica's log (recovering it).
+    fn open_partition(
+        &self,
+        name: &Arc<str>,
+        id: TopicId,
+        partition: i32,
+        config: &TopicConfig,
+    ) -> Result<(Arc<Partition>, strata_log::RecoveryReport), strata_log::LogError> {
+        Partition::open(
+            &self.partition_dir(name, partition),
+            name.clone(),
+            id,
+            partition,
+            config.clone(),
+            self.clock.clone(),
+            self.config.log_config(config),
+            self.node_id(),
+            self.tier.clone(),
+            self.alter_partitions.clone(),
+        )
+    }
+
+    /// Opens, in parallel, every replica assigned here that is not open yet (at start:
+    /// all of them). Opening is mostly waiting on the disk (directory listings, index and
+    /// checkpoint reads, the active segment's scan), so [`OPEN_THREADS`] threads overlap
+    /// it; reconcile then takes the results in order. A topic whose config does not
+    /// resolve is left to reconcile, which takes it offline.
+    #[allow(clippy::type_complexity)] // one result per (topic, partition)
+    fn open_new_partitions(
+        &self,
+        md: &ClusterMetadata,
+        current: &BTreeMap<Arc<str>, Arc<TopicState>>,
+    ) -> std::collections::HashMap<
+        (Arc<str>, i32),
+        Result<(Arc<Partition>, strata_log::RecoveryReport), strata_log::LogError>,
+    > {
+        let node = self.node_id();
+        let mut jobs = Vec::new();
+        for rec in md.topics.values() {
+            let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
+            let Ok(config) = TopicConfig::resolve(&rec.configs) else {
+                continue;
+            };
+            let name: Arc<str> = Arc::from(rec.name.as_str());
+            for pr in rec.partitions.iter().filter(|pr| pr.replicas.contains(&node)) {
+                if existing.and_then(|s| s.partition(pr.partition)).is_none() {
+                    jobs.push((name.clone(), rec.id, pr.partition, config.clone()));
+                }
+            }
+        }
+        let results = std::sync::Mutex::new(std::collections::HashMap::new());
+        if jobs.len() < 2 {
+            // Nothing to overlap: reconcile opens it itself.
+            return results.into_inner().unwrap_or_default();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..OPEN_THREADS.min(jobs.len()) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((name, id, partition, config)) = jobs.get(i) else {
+                            return;
+                        };
+                        let r = self.open_partition(name, *id, *partition, config);
+                        results
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert((name.clone(), *partition), r);
+                    }
+                });
+            }
+        });
+        results.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records a replica that cannot be opened: logged (once per reason, not at every
