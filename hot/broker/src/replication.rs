@@ -270,12 +270,13 @@ fn handle_fetch_response(
         return false;
     }
     let mut any_served = false;
+    // By (topic id, partition): a follower of thousands of partitions matches each
+    // answer in constant time, not by a walk of all of them.
+    let by_id: std::collections::HashMap<_, &Arc<Partition>> =
+        parts.iter().map(|p| ((p.topic_id.0, p.index), p)).collect();
     for t in resp.responses {
         for pd in t.partitions {
-            let Some(p) = parts
-                .iter()
-                .find(|p| p.topic_id.0 == t.topic_id && p.index == pd.partition_index)
-            else {
+            let Some(&p) = by_id.get(&(t.topic_id, pd.partition_index)) else {
                 continue;
             };
             // Leadership may have moved while the fetch was in flight.
