@@ -18,9 +18,24 @@ use crate::error::ApiError;
 use crate::metadata::MetadataCache;
 use crate::partition::{AlterPartitionSender, Partition, read_topic_id};
 
-/// Threads that open partitions at start (and for a new topic's replicas): opening waits
-/// on the disk more than it computes, so more threads than cores overlap it.
+/// Threads that open partitions at start (and for a new topic's replicas), and flush
+/// them at shutdown: that work waits on the disk more than it computes, so more threads
+/// than cores overlap it.
 const OPEN_THREADS: usize = 8;
+
+/// Runs `f` on every item, on up to `threads` scoped threads taking items in turn.
+fn on_threads<T: Sync>(items: &[T], threads: usize, f: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(items.len()) {
+            scope.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    f(item);
+                }
+            });
+        }
+    });
+}
 
 /// A topic, and the partitions of it this broker hosts.
 #[derive(Debug)]
@@ -661,23 +676,12 @@ impl Broker {
             // Nothing to overlap: reconcile opens it itself.
             return results.into_inner().unwrap_or_default();
         }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            for _ in 0..OPEN_THREADS.min(jobs.len()) {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((name, id, partition, config)) = jobs.get(i) else {
-                            return;
-                        };
-                        let r = self.open_partition(name, *id, *partition, config);
-                        results
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert((name.clone(), *partition), r);
-                    }
-                });
-            }
+        on_threads(&jobs, OPEN_THREADS, |(name, id, partition, config)| {
+            let r = self.open_partition(name, *id, *partition, config);
+            results
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((name.clone(), *partition), r);
         });
         results.into_inner().unwrap_or_else(|e| e.into_inner())
     }
@@ -795,11 +799,14 @@ impl Broker {
 
     /// Flushes and checkpoints every partition (clean shutdown).
     pub fn shutdown(&self) {
-        for t in self.topics() {
-            for p in &t.partitions {
-                p.flush_and_checkpoint();
-            }
-        }
+        // Each partition's flush and checkpoints wait on fsyncs: overlapped on
+        // OPEN_THREADS threads (5,000 partitions: 5.2 s → 2.5 s, benchmarks.md).
+        let partitions: Vec<Arc<Partition>> = self
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter().cloned())
+            .collect();
+        on_threads(&partitions, OPEN_THREADS, |p| p.flush_and_checkpoint());
     }
 
     pub fn data_dir(&self) -> &Path {
