@@ -1,5 +1,5 @@
-//! The HTTP listener: /metrics (Prometheus), /v1/tier/status, /v1/cleaner/status, and
-//! the REST gateway
+//! The HTTP listener: /metrics (Prometheus), /v1/tier/status, /v1/cleaner/status,
+//! /v1/partitions/hot, and the REST gateway
 //! (strata-gateway: /healthz, /readyz, /openapi.json, the Confluent-compatible API).
 
 use std::sync::Arc;
@@ -99,7 +99,7 @@ pub async fn serve(
         ))
         .merge(gateway);
     use axum::serve::ListenerExt;
-    let app_router = app;
+    let app_router = app; // made a service below, with the connect info of its listener
     let served = match tls {
         None => {
             // The client's address reaches the authorizer (ACLs may name hosts).
