@@ -32,6 +32,21 @@ pub fn authorizer(broker: &Arc<Broker>) -> Option<strata_gateway::Authorizer> {
     }))
 }
 
+/// REST credentials that match no identity, written to the broker's audit log (as a
+/// Kafka listener's failures are).
+pub fn audit() -> strata_gateway::Audit {
+    strata_gateway::Audit::new(|f| {
+        let unknown = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        strata_broker::audit::authentication_failed_on(
+            f.peer.unwrap_or(unknown),
+            f.listener,
+            f.mechanism,
+            f.user.as_deref(),
+            f.reason,
+        );
+    })
+}
+
 /// `auth` (`--http-auth`) guards the two status routes as it guards the gateway: they
 /// name every topic and partition, so with the authorizer on they also need Describe on
 /// the cluster (as Kafka's DescribeLogDirs does). /metrics stays open, as Prometheus
@@ -96,6 +111,7 @@ pub async fn serve(
                 strata_authz::CLUSTER_NAME,
             ),
             auth,
+            Some(audit()),
         ))
         .merge(gateway);
     use axum::serve::ListenerExt;
@@ -180,7 +196,9 @@ impl TlsListener {
                                 .and_then(|chain| chain.first())
                                 .map(|leaf| broker.certificate_principal(leaf.as_ref()));
                             if let Some(Err(why)) = &certificate {
-                                strata_broker::audit::http_authentication_failed(peer, why);
+                                strata_broker::audit::authentication_failed_on(
+                                    peer, "HTTPS", "TLS", None, why,
+                                );
                             }
                             let peer = strata_gateway::Peer {
                                 addr: peer,
@@ -198,8 +216,11 @@ impl TlsListener {
                                         | rustls::Error::NoCertificatesPresented
                                 )
                             ) {
-                                strata_broker::audit::http_authentication_failed(
+                                strata_broker::audit::authentication_failed_on(
                                     peer,
+                                    "HTTPS",
+                                    "TLS",
+                                    None,
                                     &e.to_string(),
                                 );
                             }

@@ -380,6 +380,7 @@ pub(crate) fn unauthorized() -> ApiError {
 /// a certificate whose subject maps to no principal (as Kafka refuses it).
 pub(crate) fn authenticate(
     auth: Option<&Auth>,
+    audit: Option<&Audit>,
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> Result<Caller, ApiError> {
@@ -391,7 +392,9 @@ pub(crate) fn authenticate(
             match a.principal_of(headers) {
                 Some(p) => p,
                 None => {
-                    audit_failure(headers, extensions);
+                    if let Some(audit) = audit {
+                        audit.record(&failure(headers, extensions));
+                    }
                     return Err(unauthorized());
                 }
             }
@@ -410,12 +413,44 @@ pub(crate) fn authenticate(
     Ok(Caller::of(principal, extensions))
 }
 
-/// Credentials that match no identity: one line on the `strata::audit` target and the
-/// `strata_authentication_failures_total` counter, as the broker writes for Kafka
-/// listeners (`strata_broker::audit`), with listener `HTTP` or `HTTPS` and mechanism
-/// the scheme. A request with no credentials at all is not audited (a browser sends
-/// one before it is asked for credentials).
-fn audit_failure(headers: &HeaderMap, extensions: &axum::http::Extensions) {
+/// Credentials that match no `--http-auth` identity, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthFailure {
+    /// The client's address, when the server says.
+    pub peer: Option<SocketAddr>,
+    /// `HTTP` or `HTTPS`.
+    pub listener: &'static str,
+    /// The scheme: `basic`, `bearer` or `unknown`.
+    pub mechanism: &'static str,
+    /// The user a basic header names (never a secret).
+    pub user: Option<String>,
+    pub reason: &'static str,
+}
+
+/// Where authentication failures go (the broker's audit log, in `strata serve`); None in
+/// [`crate::GatewayConfig`]: not audited. A request with no credentials at all is not a
+/// failure (a browser sends one before it is asked for credentials).
+#[derive(Clone)]
+pub struct Audit(std::sync::Arc<dyn Fn(&AuthFailure) + Send + Sync>);
+
+impl Audit {
+    pub fn new(record: impl Fn(&AuthFailure) + Send + Sync + 'static) -> Audit {
+        Audit(std::sync::Arc::new(record))
+    }
+
+    pub fn record(&self, failure: &AuthFailure) {
+        (self.0)(failure)
+    }
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Audit")
+    }
+}
+
+/// What a request whose credentials match no identity tells the audit.
+fn failure(headers: &HeaderMap, extensions: &axum::http::Extensions) -> AuthFailure {
     let (listener, peer) = match extensions.get::<ConnectInfo<Peer>>() {
         Some(c) => ("HTTPS", Some(c.0.addr)),
         None => (
@@ -428,33 +463,26 @@ fn audit_failure(headers: &HeaderMap, extensions: &axum::http::Extensions) {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .trim();
-    let scheme = given.split(' ').next().unwrap_or("").to_ascii_lowercase();
-    let mechanism = match scheme.as_str() {
-        "basic" | "bearer" => scheme.as_str(),
-        _ => "unknown",
+    let scheme = given.split(' ').next().unwrap_or("");
+    let mechanism = if scheme.eq_ignore_ascii_case("basic") {
+        "basic"
+    } else if scheme.eq_ignore_ascii_case("bearer") {
+        "bearer"
+    } else {
+        "unknown"
     };
-    // The user a basic header names, as the broker names a SASL user; never a secret.
     let user = (mechanism == "basic")
-        .then(|| util::unb64("credentials", given[5..].trim()).ok())
+        .then(|| util::unb64("credentials", given[scheme.len()..].trim()).ok())
         .flatten()
         .and_then(|raw| {
             let at = raw.iter().position(|b| *b == b':')?;
             String::from_utf8(raw[..at].to_vec()).ok()
         });
-    metrics::counter!(
-        "strata_authentication_failures_total",
-        "listener" => listener,
-        "mechanism" => mechanism.to_string()
-    )
-    .increment(1);
-    tracing::warn!(
-        target: "strata::audit",
-        event = "authentication_failed",
-        peer = %peer.map_or_else(|| "-".to_string(), |p| p.to_string()),
+    AuthFailure {
+        peer,
         listener,
         mechanism,
-        principal = user.as_deref().unwrap_or("-"),
-        reason = "the credentials match no --http-auth identity",
-        "authentication failed"
-    );
+        user,
+        reason: "the credentials match no --http-auth identity",
+    }
 }

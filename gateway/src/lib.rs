@@ -34,7 +34,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 
 pub use acl::{Access, Authorizer};
-pub use auth::{ANONYMOUS, Auth, BEARER_PRINCIPAL, Caller, Credentials, Identity, Peer};
+pub use auth::{
+    ANONYMOUS, Audit, Auth, AuthFailure, BEARER_PRINCIPAL, Caller, Credentials, Identity, Peer,
+};
 pub use error::{ApiError, ErrorBody};
 pub use service::{Service, ServiceError};
 
@@ -42,19 +44,25 @@ use crate::consumers::Consumers;
 use crate::idempotency::Idempotency;
 
 /// Requires `auth` on every route of `router`, answering as the gateway does: 401 with
-/// `WWW-Authenticate`. Every request that passes carries its [`Caller`] in its
+/// `WWW-Authenticate`, credentials that match no identity reported to `audit`. Every request that passes carries its [`Caller`] in its
 /// extensions (`User:ANONYMOUS` when `auth` is None), for a check such as
 /// [`require_access`]. For routes outside the gateway that the same `--http-auth`
 /// guards (the broker's /v1/tier/status).
 pub fn require_auth<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     auth: Option<Auth>,
+    audit: Option<Audit>,
 ) -> Router<S> {
-    let auth = Arc::new(auth);
+    let guard = Arc::new((auth, audit));
     router.route_layer(middleware::from_fn(move |mut req: Request, next: Next| {
-        let auth = auth.clone();
+        let guard = guard.clone();
         async move {
-            match auth::authenticate(auth.as_ref().as_ref(), req.headers(), req.extensions()) {
+            match auth::authenticate(
+                guard.0.as_ref(),
+                guard.1.as_ref(),
+                req.headers(),
+                req.extensions(),
+            ) {
                 Ok(caller) => {
                     req.extensions_mut().insert(caller);
                     next.run(req).await
@@ -119,6 +127,8 @@ pub struct GatewayConfig {
     /// What each caller's principal may do (None: everything, as Kafka without an
     /// authorizer).
     pub authorizer: Option<Authorizer>,
+    /// Where credentials that match no identity are reported (None: nowhere).
+    pub audit: Option<Audit>,
     /// Largest request body (and, in a streamed v3 produce, largest record).
     pub max_body_bytes: usize,
     /// A v2 consumer instance unused this long is closed (Confluent's
@@ -144,6 +154,7 @@ impl Default for GatewayConfig {
             cluster_id: "strata".into(),
             auth: None,
             authorizer: None,
+            audit: None,
             max_body_bytes: 8 << 20,
             consumer_idle_timeout: Duration::from_secs(300),
             max_consumers: 100,
@@ -364,7 +375,12 @@ async fn authenticate(State(s): State<Shared>, mut req: Request, next: Next) -> 
     if OPEN_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    match auth::authenticate(s.config.auth.as_ref(), req.headers(), req.extensions()) {
+    match auth::authenticate(
+        s.config.auth.as_ref(),
+        s.config.audit.as_ref(),
+        req.headers(),
+        req.extensions(),
+    ) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await

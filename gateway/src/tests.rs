@@ -652,9 +652,9 @@ async fn authentication_guards_all_but_health_and_the_document() {
 #[tokio::test]
 async fn routes_outside_the_gateway_can_require_the_same_credentials() {
     let routes = || axum::Router::new().route("/x", axum::routing::get(|| async { "x" }));
-    let open = crate::require_auth(routes(), None);
+    let open = crate::require_auth(routes(), None, None);
     assert_eq!(call(&open, get("/x")).await.status, StatusCode::OK);
-    let guarded = crate::require_auth(routes(), Some("bearer:tok".parse().unwrap()));
+    let guarded = crate::require_auth(routes(), Some("bearer:tok".parse().unwrap()), None);
     let a = call(&guarded, get("/x")).await;
     a.error(StatusCode::UNAUTHORIZED, 40101);
     assert!(a.headers.contains_key(header::WWW_AUTHENTICATE));

@@ -1142,6 +1142,7 @@ fn gateway_router(
         cluster_id,
         auth: config.http_auth.clone(),
         authorizer: crate::http::authorizer(broker),
+        audit: Some(crate::http::audit()),
         max_body_bytes: usize::try_from(config.http_max_body).unwrap_or(usize::MAX),
         consumer_idle_timeout: config.http_consumer_timeout,
         max_consumers: config.http_max_consumers,

@@ -673,6 +673,7 @@ async fn routes_outside_the_gateway_can_require_an_operation() {
             strata_authz::CLUSTER_NAME,
         ),
         Some("basic:alice:alice-pw,basic:bob:bob-pw".parse().unwrap()),
+        None,
     );
     call(&guarded, get("/x"))
         .await

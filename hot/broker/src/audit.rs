@@ -20,16 +20,12 @@ pub fn authentication_failed(
     principal: Option<&str>,
     reason: &str,
 ) {
-    failed(peer, listener.name(), mechanism, principal, reason);
+    authentication_failed_on(peer, listener.name(), mechanism, principal, reason);
 }
 
-/// An HTTPS client of the HTTP address failed to authenticate by its certificate (an
-/// untrusted or missing one, or a subject that maps to no principal). Listener `HTTPS`.
-pub fn http_authentication_failed(peer: SocketAddr, reason: &str) {
-    failed(peer, "HTTPS", "TLS", None, reason);
-}
-
-fn failed(
+/// The same, on a listener other than Kafka's: `HTTP` or `HTTPS` (the REST gateway's
+/// credentials, the HTTP address's client certificates).
+pub fn authentication_failed_on(
     peer: SocketAddr,
     listener: &'static str,
     mechanism: &str,
