@@ -24,28 +24,12 @@ struct Cluster {
 impl Cluster {
     fn start(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let mut args = vec![
-            "--listeners",
-            "SASL_PLAINTEXT://127.0.0.1:0",
-            "--sasl-mechanisms",
-            "SCRAM-SHA-512,PLAIN",
-            "--bootstrap-user",
-            "admin:admin-secret",
-            "--authorizer",
-            "on",
-            "--super-users",
-            "User:admin",
-        ];
+        let mut args = common::secure::SASL_AUTHORIZER.to_vec();
         args.extend_from_slice(extra);
         let broker = Broker::start(&dir.path().join("data"), &args);
         let addr = broker.listener("SASL_PLAINTEXT");
-        let c = Cluster { broker, addr, dir };
-        std::fs::write(
-            c.config("admin"),
-            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
-        )
-        .unwrap();
-        c
+        common::secure::admin_properties(dir.path());
+        Cluster { broker, addr, dir }
     }
 
     fn config(&self, user: &str) -> std::path::PathBuf {
@@ -365,12 +349,7 @@ fn acls_and_users_survive_controller_failover() {
         },
     );
     let dir = tempfile::tempdir().unwrap();
-    let admin_cfg = dir.path().join("admin.properties");
-    std::fs::write(
-        &admin_cfg,
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
-    )
-    .unwrap();
+    let admin_cfg = common::secure::admin_properties(dir.path());
     run(
         &sasl[0],
         &admin_cfg,

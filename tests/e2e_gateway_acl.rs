@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::secure::run;
+use common::secure::{INTER_BROKER_ADMIN, SASL_AUTHORIZER, admin_properties, run};
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
@@ -43,33 +43,14 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::start(
-            &dir.path().join("data"),
-            &[
-                "--listeners",
-                "SASL_PLAINTEXT://127.0.0.1:0",
-                "--sasl-mechanisms",
-                "SCRAM-SHA-512,PLAIN",
-                "--bootstrap-user",
-                "admin:admin-secret",
-                "--authorizer",
-                "on",
-                "--super-users",
-                "User:admin",
-                "--inter-broker-listener-name",
-                "SASL_PLAINTEXT",
-                "--inter-broker-user",
-                "admin:admin-secret",
-                "--http-auth",
-                "basic:alice:alice-pw,basic:bob:bob-pw,bearer:svc-token=User:svc",
-            ],
-        );
+        let mut args = [SASL_AUTHORIZER, INTER_BROKER_ADMIN].concat();
+        args.extend([
+            "--http-auth",
+            "basic:alice:alice-pw,basic:bob:bob-pw,bearer:svc-token=User:svc",
+        ]);
+        let broker = Broker::start(&dir.path().join("data"), &args);
         let addr = broker.listener("SASL_PLAINTEXT");
-        std::fs::write(
-            dir.path().join("admin.properties"),
-            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
-        )
-        .unwrap();
+        admin_properties(dir.path());
         let http = Client::builder()
             .timeout(Duration::from_secs(60))
             .build()
@@ -525,46 +506,26 @@ fn https_client_certificates_are_principals_under_the_acls() {
     let carol = pki.client("carol", "carol", "ops");
     let mallory = Pki::new(dir.path(), "rogue").client("mallory", "mallory", "eng");
     let ca = pki.ca();
-    let broker = Broker::start(
-        &dir.path().join("data"),
-        &[
-            "--listeners",
-            "SASL_PLAINTEXT://127.0.0.1:0",
-            "--sasl-mechanisms",
-            "SCRAM-SHA-512",
-            "--bootstrap-user",
-            "admin:admin-secret",
-            "--authorizer",
-            "on",
-            "--super-users",
-            "User:admin",
-            "--inter-broker-listener-name",
-            "SASL_PLAINTEXT",
-            "--inter-broker-user",
-            "admin:admin-secret",
-            "--http-tls",
-            "true",
-            "--tls-cert",
-            server.cert.to_str().unwrap(),
-            "--tls-key",
-            server.key.to_str().unwrap(),
-            "--tls-client-ca",
-            ca.to_str().unwrap(),
-            "--http-client-auth",
-            "required",
-            "--ssl-principal-mapping-rules",
-            "RULE:^CN=([^,]*),OU=eng,.*$/$1/",
-            "--http-auth",
-            "basic:bob:bob-pw",
-        ],
-    );
+    let mut args = [SASL_AUTHORIZER, INTER_BROKER_ADMIN].concat();
+    args.extend([
+        "--http-tls",
+        "true",
+        "--tls-cert",
+        server.cert.to_str().unwrap(),
+        "--tls-key",
+        server.key.to_str().unwrap(),
+        "--tls-client-ca",
+        ca.to_str().unwrap(),
+        "--http-client-auth",
+        "required",
+        "--ssl-principal-mapping-rules",
+        "RULE:^CN=([^,]*),OU=eng,.*$/$1/",
+        "--http-auth",
+        "basic:bob:bob-pw",
+    ]);
+    let broker = Broker::start(&dir.path().join("data"), &args);
     let addr = broker.listener("SASL_PLAINTEXT");
-    let admin = dir.path().join("admin.properties");
-    std::fs::write(
-        &admin,
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
-    )
-    .unwrap();
+    let admin = admin_properties(dir.path());
     run(
         &addr,
         &admin,

@@ -133,3 +133,39 @@ pub fn run(addr: &str, config: &std::path::Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).to_string()
 }
+
+/// A broker with one SASL_PLAINTEXT listener, the authorizer on, and `admin` (SCRAM,
+/// password `admin-secret`) its first user and super user.
+pub const SASL_AUTHORIZER: &[&str] = &[
+    "--listeners",
+    "SASL_PLAINTEXT://127.0.0.1:0",
+    "--sasl-mechanisms",
+    "SCRAM-SHA-512,PLAIN",
+    "--bootstrap-user",
+    "admin:admin-secret",
+    "--authorizer",
+    "on",
+    "--super-users",
+    "User:admin",
+];
+
+/// With [`SASL_AUTHORIZER`]: the broker's own Kafka clients (the gateway's) connect to
+/// that listener as `admin`.
+pub const INTER_BROKER_ADMIN: &[&str] = &[
+    "--inter-broker-listener-name",
+    "SASL_PLAINTEXT",
+    "--inter-broker-user",
+    "admin:admin-secret",
+];
+
+/// Writes `DIR/admin.properties`, the `--command-config` of `admin` over SASL_PLAINTEXT
+/// (for [`run`]); its path.
+pub fn admin_properties(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("admin.properties");
+    std::fs::write(
+        &path,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
+    )
+    .unwrap();
+    path
+}
