@@ -103,10 +103,19 @@ pub struct ServeArgs {
     /// buffered (through the page cache, as Kafka) [default: direct]
     #[arg(long, env = "STRATA_LOG_IO")]
     pub log_io: Option<String>,
-    /// Per partition, the newest bytes kept in memory for tail reads in direct mode,
-    /// e.g. 16MiB [default: 4MiB]
+    /// Per partition, at most this many of the newest bytes kept in memory for
+    /// direct writes and tail reads in direct mode, e.g. 16MiB [default: 4MiB]
     #[arg(long, env = "STRATA_LOG_TAIL_CACHE")]
     pub log_tail_cache: Option<String>,
+    /// All partitions' tail buffers together: past it, new buffers are smaller (down
+    /// to two 16KiB windows a partition), e.g. 4GiB [default: 1GiB]
+    #[arg(long, env = "STRATA_LOG_TAIL_CACHE_TOTAL")]
+    pub log_tail_cache_total: Option<String>,
+    /// How many segment files the broker keeps open at most, for all partitions
+    /// together (least recently used closed first; reopened on demand) [default: half
+    /// the open-file limit, at most 1000]
+    #[arg(long, env = "STRATA_LOG_OPEN_FILES")]
+    pub log_open_files: Option<usize>,
     /// How often retention runs, local and remote (Kafka's
     /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
@@ -229,6 +238,8 @@ struct FileSettings {
     retention_check_interval: Option<String>,
     log_io: Option<String>,
     log_tail_cache: Option<String>,
+    log_tail_cache_total: Option<String>,
+    log_open_files: Option<usize>,
     broker_session_timeout: Option<String>,
     http_auth: Option<String>,
     http_max_body: Option<String>,
@@ -296,6 +307,9 @@ pub struct ServeConfig {
     pub retention_check_interval: std::time::Duration,
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
+    pub log_tail_cache_total: u64,
+    /// `None`: derived from the open-file limit at start (see [`log_open_files`]).
+    pub log_open_files: Option<usize>,
     pub broker_session_timeout: std::time::Duration,
     /// REST gateway settings.
     pub http_auth: Option<strata_gateway::Auth>,
@@ -521,6 +535,16 @@ impl ServeConfig {
             file.log_tail_cache,
             strata_log::DEFAULT_TAIL_CACHE_BYTES as u64,
         )?;
+        let log_tail_cache_total = size(
+            "--log-tail-cache-total",
+            args.log_tail_cache_total,
+            file.log_tail_cache_total,
+            1 << 30,
+        )?;
+        let log_open_files = args.log_open_files.or(file.log_open_files);
+        if log_open_files.is_some_and(|n| n < 16) {
+            bail!("--log-open-files must be at least 16");
+        }
         let offload_concurrency = args
             .offload_concurrency
             .or(file.offload_concurrency)
@@ -835,6 +859,8 @@ impl ServeConfig {
             retention_check_interval,
             log_io,
             log_tail_cache,
+            log_tail_cache_total,
+            log_open_files,
             broker_session_timeout,
         })
     }
@@ -898,12 +924,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(serve(config))
 }
 
+/// The segment descriptors the broker keeps open: `--log-open-files`, or half the
+/// open-file limit (the rest is for connections, the cache and the controller), at
+/// most 1000 and at least 16.
+fn log_open_files(flag: Option<usize>, nofile: Option<u64>) -> usize {
+    flag.unwrap_or_else(|| {
+        let half = nofile.map_or(usize::MAX, |n| usize::try_from(n / 2).unwrap_or(usize::MAX));
+        half.clamp(16, 1000)
+    })
+}
+
 async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     // Partitions and connections each hold descriptors: take what the hard limit allows.
-    strata_broker::resources::raise_nofile_limit();
+    let limit = strata_broker::resources::raise_nofile_limit();
+    let open_files = log_open_files(config.log_open_files, limit.soft);
+    strata_log::files::set_capacity(open_files);
+    strata_log::tail_budget::set_limit(
+        usize::try_from(config.log_tail_cache_total).unwrap_or(usize::MAX),
+    );
+    tracing::info!(
+        segment_files = open_files,
+        "at most {open_files} segment files open at once (--log-open-files)"
+    );
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!(
             "--data-dir {}: cannot create the directory",

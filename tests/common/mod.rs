@@ -22,6 +22,8 @@ pub struct Broker {
     pub listeners: Vec<String>,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    /// The open-file limit (soft and hard) the child runs under, set with `prlimit`.
+    nofile: Option<u64>,
 }
 
 pub fn strata_bin() -> &'static str {
@@ -47,7 +49,33 @@ impl Broker {
         extra: &[&str],
         env: &[(String, String)],
     ) -> Broker {
-        let mut child = Command::new(strata_bin())
+        Self::spawn(data_dir, kafka_addr, extra, env, None)
+    }
+
+    /// Starts under an open-file limit of `nofile` (soft and hard, so the broker cannot
+    /// raise it), set on the child with `prlimit`.
+    pub fn start_with_nofile(data_dir: &Path, nofile: u64, extra: &[&str]) -> Broker {
+        Self::spawn(data_dir, "127.0.0.1:0", extra, &[], Some(nofile))
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        kafka_addr: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+        nofile: Option<u64>,
+    ) -> Broker {
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}"))
+                    .arg("--")
+                    .arg(strata_bin());
+                c
+            }
+            None => Command::new(strata_bin()),
+        };
+        let mut child = cmd
             .args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--kafka-addr", kafka_addr, "--http-addr", "127.0.0.1:0"])
@@ -101,6 +129,7 @@ impl Broker {
             data_dir: data_dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env.to_vec(),
+            nofile,
         }
     }
 
@@ -134,7 +163,7 @@ impl Broker {
         let mut last = None;
         for _ in 0..50 {
             match std::panic::catch_unwind(|| {
-                Broker::start_with_env(&self.data_dir, &kafka, &extra, &self.env)
+                Broker::spawn(&self.data_dir, &kafka, &extra, &self.env, self.nofile)
             }) {
                 Ok(b) => {
                     // The old child has exited already; dropping it only reaps it.

@@ -11,9 +11,11 @@ impl Broker {
     /// render): per group and partition the lag (`strata_group_lag_*`), and per
     /// partition led here that has had traffic since it opened,
     /// `strata_partition_produce_bytes_total`, `strata_partition_produce_records_total`
-    /// and `strata_partition_fetch_bytes_total` (consumers only).
+    /// and `strata_partition_fetch_bytes_total` (consumers only); and the segment-file
+    /// descriptor cache (`strata_log_segment_files_*`), read at the scrape.
     pub fn render_metrics(&self, out: &mut String) {
         self.groups.render_lag_metrics(out);
+        render_segment_files(out);
         let mut rows = Vec::new();
         for t in self.topics() {
             for p in &t.partitions {
@@ -54,6 +56,50 @@ impl Broker {
                 );
             }
         }
+    }
+}
+
+/// The segment-file descriptor cache (`strata_log::files`, `--log-open-files`) and the
+/// tail buffers' budget (`strata_log::tail_budget`, `--log-tail-cache-total`).
+fn render_segment_files(out: &mut String) {
+    use strata_log::files;
+    let series: [(&str, &str, &str, u64); 5] = [
+        (
+            "strata_log_tail_cache_bytes",
+            "Bytes all partitions' tail buffers hold (direct mode)",
+            "gauge",
+            strata_log::tail_budget::used() as u64,
+        ),
+        (
+            "strata_log_tail_cache_limit_bytes",
+            "The tail buffers' budget (--log-tail-cache-total)",
+            "gauge",
+            strata_log::tail_budget::limit() as u64,
+        ),
+        (
+            "strata_log_segment_files_open",
+            "Segment file descriptors the broker holds now (all partitions)",
+            "gauge",
+            files::cached() as u64,
+        ),
+        (
+            "strata_log_segment_files_capacity",
+            "Segment file descriptors the broker keeps open at most (--log-open-files)",
+            "gauge",
+            files::capacity() as u64,
+        ),
+        (
+            "strata_log_segment_file_opens_total",
+            "Segment files opened (each a miss of the descriptor cache)",
+            "counter",
+            files::opens(),
+        ),
+    ];
+    for (name, help, kind, v) in series {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     }
 }
 

@@ -20,6 +20,9 @@ use tokio::sync::watch;
 
 const PARTITION_METADATA: &str = "partition.metadata";
 const HIGH_WATERMARK_FILE: &str = "high-watermark";
+/// A partition with no append for this long gives its tail buffer's memory back
+/// (`strata_log::tail_budget`).
+const TAIL_IDLE_MS: i64 = 30_000;
 
 /// Where a partition sends the AlterPartition requests its replica state machine asks
 /// for (ISR changes); the broker forwards them to the controller and feeds the answers
@@ -53,6 +56,9 @@ pub struct Partition {
     cleaner_stats: Mutex<CleanerStats>,
     /// Produce and fetch traffic and hot keys, as leader.
     traffic: crate::traffic::Traffic,
+    /// The high-water mark last written to its checkpoint (`i64::MIN`: none yet): an
+    /// idle partition's periodic checkpoint writes nothing.
+    hw_checkpointed: std::sync::atomic::AtomicI64,
 }
 
 /// A compacted partition's cleaner history on this broker (since it started).
@@ -122,6 +128,7 @@ impl Partition {
                 last_isr: Mutex::new(Vec::new()),
                 cleaner_stats: Mutex::new(CleanerStats::default()),
                 traffic: crate::traffic::Traffic::default(),
+                hw_checkpointed: std::sync::atomic::AtomicI64::new(Offset::MIN),
             }),
             report,
         ))
@@ -210,6 +217,8 @@ impl Partition {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush failed");
         }
         log.prune_stable_transactions(self.high_watermark());
+        // An idle partition gives its tail buffer back to the broker-wide budget.
+        log.release_idle_tail(TAIL_IDLE_MS);
         if retention {
             match log.apply_retention(&mut |seg| {
                 self.may_delete_locally(seg.base_offset, seg.next_offset)
@@ -598,12 +607,19 @@ impl Partition {
 
     /// Writes the high-water mark so a restart starts from it.
     pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let hw = self.high_watermark();
+        if self.hw_checkpointed.load(Ordering::Relaxed) == hw {
+            return Ok(());
+        }
         let path = self.dir.join(HIGH_WATERMARK_FILE);
         let tmp = path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp)?;
-        writeln!(f, "{}", self.high_watermark())?;
+        writeln!(f, "{hw}")?;
         f.sync_all()?;
-        std::fs::rename(&tmp, &path)
+        std::fs::rename(&tmp, &path)?;
+        self.hw_checkpointed.store(hw, Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! Process resources the broker depends on: the open-file limit.
 //!
-//! Every partition holds descriptors (segments, indexes), and so does every connection.
-//! The soft limit is raised to the hard one at start; the count of open descriptors is
+//! Segment files take descriptors from a bounded cache (`strata_log::files`, sized by
+//! `--log-open-files`), whatever the partition count; every connection holds one. The
+//! soft limit is raised to the hard one at start; the count of open descriptors is
 //! watched, with a warning at 80% of the limit, so running out is seen coming and,
 //! when it happens, is reported naming the limit.
 
@@ -72,7 +73,7 @@ pub fn is_out_of_files(e: &std::io::Error) -> bool {
 pub fn out_of_files_hint() -> String {
     match nofile_limit() {
         Some(n) => format!(
-            "the process reached its open-file limit (RLIMIT_NOFILE {n}): raise it (ulimit -n, or LimitNOFILE= in a systemd unit), or lower --max-connections"
+            "the process reached its open-file limit (RLIMIT_NOFILE {n}): raise it (ulimit -n, or LimitNOFILE= in a systemd unit), or lower --max-connections or --log-open-files"
         ),
         None => "the process ran out of file descriptors".to_string(),
     }
@@ -91,7 +92,7 @@ pub(crate) fn watch_open_files(warned: &mut bool) {
         tracing::warn!(
             open,
             limit,
-            "{open} of {limit} file descriptors are open (80% of RLIMIT_NOFILE): raise the limit or lower --max-connections before partitions fail to open"
+            "{open} of {limit} file descriptors are open (80% of RLIMIT_NOFILE): raise the limit, or lower --max-connections or --log-open-files"
         );
     }
     *warned = high;

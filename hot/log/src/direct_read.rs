@@ -16,10 +16,10 @@
 //! A read of bytes `[pos, end)` reads the aligned superset `[floor_4k(pos),
 //! ceil_4k(end))` into a buffer whose first byte is 4 KiB-aligned in memory
 //! ([`AlignedBuf`]), and the caller returns the exact bytes as a slice of that buffer
-//! (`Bytes`, no copy). The fd is the segment's own `O_DIRECT` fd: the active segment's
-//! write fd (opened read-write for that), kept when the segment is sealed; a segment
-//! opened by recovery gets a read-only one on its first direct read. So a segment holds
-//! at most two fds: its ordinary one and one `O_DIRECT` one.
+//! (`Bytes`, no copy). The fd is the segment's `O_DIRECT` fd from the descriptor cache
+//! (`files`): the active segment's write fd (opened read-write for that), or one opened
+//! read-only on a miss. So a segment has at most two fds: its ordinary one and one
+//! `O_DIRECT` one.
 //!
 //! Every byte below a segment's size is in the file before the append that wrote it
 //! returns, so whatever a read asks for (never past the size it saw) is on the device.

@@ -29,7 +29,8 @@
 //! and its snapshot encoding), [`txn_index`] (a segment's aborted transactions, Kafka's
 //! `.txnindex`), `snapshot` (producer snapshot files), [`epoch`] (sans-IO leader-epoch
 //! cache and its checkpoint format), `checkpoint` (checkpoint files replaced
-//! atomically), `config` and `clock`.
+//! atomically), [`files`] (the bounded cache of segment descriptors), `config` and
+//! `clock`.
 //!
 //! # IO modes
 //!
@@ -44,9 +45,10 @@
 //! (`direct_read`): the block-aligned superset of the wanted range, into an aligned
 //! buffer that the returned `Bytes` is a slice of, so that a consumer catching up
 //! neither fills the page cache nor pays for its pages (most of a cold buffered read's
-//! CPU). Recovery scans read with `O_DIRECT` as well. A segment holds at most two fds:
-//! its ordinary one and an `O_DIRECT` one (the active segment's append fd, kept once
-//! sealed, or opened on a sealed segment's first direct read). The file format is the
+//! CPU). Recovery scans read with `O_DIRECT` as well. A segment has at most two fds:
+//! its ordinary one and an `O_DIRECT` one (the active segment's append fd, which also
+//! serves its reads, or one opened read-only for a sealed segment's reads), both taken
+//! from the process-wide bounded cache ([`files`]) for the operation at hand. The file format is the
 //! same in both modes, except that the active segment's file may end in up to 4095 zero
 //! bytes of padding until it is sealed or the log closed; recovery cuts such padding
 //! without counting it as lost data. A filesystem that refuses `O_DIRECT` (EINVAL at
@@ -135,6 +137,7 @@ mod config;
 mod direct_read;
 pub mod epoch;
 mod error;
+pub mod files;
 pub mod index;
 mod log;
 pub mod producer;
@@ -159,4 +162,5 @@ pub use log::{
 };
 pub use producer::{ProducerEntry, ProducerError, ProducerState, SequenceCheck};
 pub use sealed::{RecutSegment, RemoteEndState, SealedSegment};
+pub use tail::budget as tail_budget;
 pub use window::{Window, WindowError, find_window};

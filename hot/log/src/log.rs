@@ -134,6 +134,8 @@ struct Inner {
     /// Direct mode: the active segment's newest bytes, written through it and read
     /// from it (see `tail`).
     tail: TailCache,
+    /// When the last append was (ms), for [`Log::release_idle_tail`].
+    last_append_ms: i64,
     /// The filesystem refused O_DIRECT: this log writes through the page cache.
     direct_refused: bool,
     /// A direct write succeeded: from then on EINVAL is an error, not a refusal.
@@ -173,17 +175,15 @@ impl Inner {
             return Ok(());
         }
         let active = self.active_mut();
-        if active.direct.is_some() {
+        if active.direct_writes {
             return Ok(());
         }
-        match tail::open_direct(&active.path)? {
-            Some(f) => {
-                // The same fd serves the segment's direct reads, now and once sealed.
-                let f = Arc::new(f);
-                let _ = active.direct_read.set(f.clone());
-                active.direct = Some(f);
-            }
-            None => self.fall_back(dir, "open with O_DIRECT refused"),
+        // The descriptor is opened read-write now (so that a refusal shows here), and
+        // serves the segment's direct reads too, as long as the cache keeps it.
+        match active.file.direct(true) {
+            Ok(Some(_)) => active.direct_writes = true,
+            Ok(None) => self.fall_back(dir, "open with O_DIRECT refused"),
+            Err(e) => return Err(LogError::io("open O_DIRECT", &active.path)(e)),
         }
         Ok(())
     }
@@ -192,16 +192,16 @@ impl Inner {
     /// direct mode, unless the filesystem refused direct IO, and for the active segment
     /// only while it is written with `O_DIRECT` (otherwise its newest bytes are in the
     /// page cache, which a buffered read finds and a direct read would first write
-    /// back). Opens the segment's direct fd on first use.
+    /// back). From the descriptor cache, opened read-only on a miss.
     fn direct_reader(&self, dir: &Path, seg: &Segment) -> Option<Arc<std::fs::File>> {
         if self.config.io_mode != IoMode::Direct
             || self.direct_refused
             || self.direct_reads_refused.load(Ordering::Relaxed)
-            || (!seg.sealed && seg.direct.is_none())
+            || (!seg.sealed && !seg.direct_writes)
         {
             return None;
         }
-        match seg.direct_reader() {
+        match seg.file.direct(false) {
             Ok(Some(f)) => Some(f),
             Ok(None) => {
                 self.refuse_direct_reads(dir, "open with O_DIRECT refused");
@@ -225,7 +225,7 @@ impl Inner {
     /// Gives up direct IO for this log (the filesystem refuses it), once.
     fn fall_back(&mut self, dir: &Path, why: &str) {
         self.direct_refused = true;
-        self.active_mut().direct = None;
+        self.active_mut().direct_writes = false;
         self.tail.release();
         tracing::warn!(dir = %dir.display(), why, "the filesystem refuses direct IO: this log writes through the page cache");
     }
@@ -243,8 +243,18 @@ impl Inner {
             .values_mut()
             .next_back()
             .expect("a log always has an active segment");
-        if let Some(direct) = &active.direct {
-            match tail.append(active.base, active.size, bytes, direct, &active.file) {
+        if active.direct_writes {
+            let direct = match active.file.direct(true) {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    return Err(LogError::io("open O_DIRECT", &active.path)(
+                        std::io::Error::other("O_DIRECT refused on reopen"),
+                    ));
+                }
+                Err(e) => return Err(LogError::io("open O_DIRECT", &active.path)(e)),
+            };
+            let file = &active.file;
+            match tail.append(active.base, active.size, bytes, &direct, &|| file.plain()) {
                 Ok(()) => {
                     *direct_written = true;
                     return Ok(());
@@ -252,21 +262,22 @@ impl Inner {
                 // The first direct write is where some filesystems say no (alignment
                 // they do not take, or no direct IO behind an open that worked).
                 Err(e) if !*direct_written && tail::is_refusal(&e) => {
-                    let _ = active.file.set_len(active.size);
+                    let _ = active.plain().map(|f| f.set_len(active.size));
                     self.fall_back(dir, "direct write refused");
                 }
                 Err(e) => {
                     // Cut a partial append and the padding: the committed size stays
                     // the end of the file.
-                    let _ = active.file.set_len(active.size);
+                    let _ = active.plain().map(|f| f.set_len(active.size));
                     return Err(LogError::io("write", &active.path)(e));
                 }
             }
         }
         let active = self.active_mut();
-        if let Err(e) = active.file.write_all_at(bytes, active.size) {
+        let file = active.plain()?;
+        if let Err(e) = file.write_all_at(bytes, active.size) {
             // Leave no partial bytes behind the committed size.
-            let _ = active.file.set_len(active.size);
+            let _ = file.set_len(active.size);
             return Err(LogError::io("write", &active.path)(e));
         }
         Ok(())
@@ -313,6 +324,10 @@ pub struct Log {
     inner: RwLock<Inner>,
     /// Held by a cleaner pass, so that one log has one pass at a time.
     clean_lock: Mutex<()>,
+    /// The recovery point [`Log::checkpoint`] last wrote: an idle log's periodic
+    /// checkpoint writes (and fsyncs) nothing. Other writes of the file do not set it;
+    /// at worst the file then holds a lower value, which only means a longer scan.
+    checkpointed: std::sync::atomic::AtomicI64,
 }
 
 impl Log {
@@ -346,7 +361,7 @@ impl Log {
     /// refused direct IO ([`IoMode::Direct`] falls back to [`IoMode::Buffered`] for the
     /// log then) or a changed mode waits for the next segment.
     pub fn io_mode(&self) -> IoMode {
-        if self.read_lock().active().direct.is_some() {
+        if self.read_lock().active().direct_writes {
             IoMode::Direct
         } else {
             IoMode::Buffered
@@ -743,6 +758,7 @@ impl Log {
         active.max_timestamp = active.max_timestamp.max(max_ts);
         active.dirty = true;
         active.first_append_ms.get_or_insert(now);
+        g.last_append_ms = now;
         if update_producers {
             for s in stored {
                 // The stored header: offsets assigned, append time stamped.
@@ -844,10 +860,33 @@ impl Log {
         Ok(false)
     }
 
-    /// Writes the recovery-point checkpoint, so the next open rescans less.
+    /// Gives the tail buffer's memory back to the broker-wide budget (`tail::budget`)
+    /// if the log has taken no append for `idle_ms`: an idle partition holds none. The
+    /// next append reloads the partial last block from the file; reads of the newest
+    /// bytes go to the file until then. Returns whether it released anything. Does not
+    /// wait for a busy log.
+    pub fn release_idle_tail(&self, idle_ms: i64) -> bool {
+        let now = self.clock.now_ms();
+        let Ok(mut g) = self.inner.try_write() else {
+            return false;
+        };
+        if now - g.last_append_ms < idle_ms || !g.tail.holds_memory() {
+            return false;
+        }
+        g.tail.release();
+        true
+    }
+
+    /// Writes the recovery-point checkpoint, so the next open rescans less; nothing if
+    /// it has not moved since the last call.
     pub fn checkpoint(&self) -> Result<(), LogError> {
         let rp = self.read_lock().recovery_point;
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, false)
+        if self.checkpointed.load(Ordering::Relaxed) == rp {
+            return Ok(());
+        }
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, false)?;
+        self.checkpointed.store(rp, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Expires idle producers and writes the producer snapshot at `offset`, which must

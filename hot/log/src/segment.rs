@@ -12,6 +12,7 @@ use strata_proto::{LeaderEpoch, Offset};
 
 use crate::direct_read;
 use crate::error::LogError;
+use crate::files::SegmentFile;
 use crate::index::{IndexBuilder, Indexes, rel};
 use crate::tail::{BLOCK, ceil_block};
 use crate::txn_index::{self, AbortedTxn};
@@ -38,16 +39,15 @@ pub(crate) struct Segment {
     pub next_offset: Offset,
     pub size: u64,
     pub max_timestamp: i64,
-    /// The ordinary fd: reads, buffered writes, truncation, fsync.
-    pub file: Arc<File>,
-    /// Active segment in direct mode: the same file opened with `O_DIRECT`, for appends
-    /// (see `tail`). While it is open the file may end in up to 4095 zero bytes of
-    /// padding after `size`.
-    pub direct: Option<Arc<File>>,
-    /// Direct mode: the file opened with `O_DIRECT`, for reads (see `direct_read`): the
-    /// active segment's `direct` fd, kept when it is sealed, or one opened read-only on
-    /// the first direct read of a segment that recovery opened.
-    pub direct_read: OnceLock<Arc<File>>,
+    /// The segment's file; its descriptors come from the process-wide cache
+    /// (`files`): the ordinary one (reads, buffered writes, truncation, fsync) and,
+    /// in direct mode, one opened with `O_DIRECT` (appends to the active segment,
+    /// reads).
+    pub file: Arc<SegmentFile>,
+    /// Active segment in direct mode: appends are written with `O_DIRECT` (see
+    /// `tail`). While so the file may end in up to 4095 zero bytes of padding after
+    /// `size`.
+    pub direct_writes: bool,
     pub path: PathBuf,
     pub sealed: bool,
     /// Active segment: the index being built. Sealed segment: unused (see `sealed_index`).
@@ -117,9 +117,8 @@ impl Segment {
             next_offset: base,
             size: 0,
             max_timestamp: -1,
-            file: Arc::new(file),
-            direct: None,
-            direct_read: OnceLock::new(),
+            file: Arc::new(SegmentFile::with_plain(path.clone(), file)),
+            direct_writes: false,
             path,
             sealed: false,
             builder: IndexBuilder::new(index_interval),
@@ -144,17 +143,9 @@ impl Segment {
         self.path.parent().unwrap_or(Path::new("."))
     }
 
-    /// The segment's `O_DIRECT` fd for reads, opened (read-only) on first use.
-    /// `Ok(None)`: the filesystem refuses `O_DIRECT`.
-    pub fn direct_reader(&self) -> std::io::Result<Option<Arc<File>>> {
-        if let Some(f) = self.direct_read.get() {
-            return Ok(Some(f.clone()));
-        }
-        let Some(f) = direct_read::open(&self.path)? else {
-            return Ok(None);
-        };
-        // A concurrent reader may have won: its fd is kept, this one closed.
-        Ok(Some(self.direct_read.get_or_init(|| Arc::new(f)).clone()))
+    /// The ordinary descriptor (from the cache: see `files`).
+    pub fn plain(&self) -> Result<Arc<File>, LogError> {
+        self.file.plain().map_err(LogError::io("open", &self.path))
     }
 
     /// Scans the whole file, CRC-checking each batch, from the segment's base offset.
@@ -318,7 +309,7 @@ impl Segment {
             if pos + HEADER_LEN as u64 > self.size {
                 return Err(corrupt(pos, format!("no batch starts at offset {offset}")));
             }
-            let head = read_at(&self.file, &self.path, pos, HEADER_LEN)?;
+            let head = read_at(&*self.plain()?, &self.path, pos, HEADER_LEN)?;
             let h = batch::parse_header(&head).map_err(|e| corrupt(pos, e.to_string()))?;
             // The batch that starts at `offset`, or the first after a gap holding it
             // (compaction removed the batches there): the segment ends at `offset`.
@@ -357,7 +348,7 @@ impl Segment {
             pos,
             mut builder,
         } = cut;
-        rustix::fs::ftruncate(&*self.file, pos)
+        rustix::fs::ftruncate(&*self.plain()?, pos)
             .map_err(|e| LogError::io("truncate", &self.path)(e.into()))?;
         self.size = pos;
         self.next_offset = offset;
@@ -406,7 +397,9 @@ impl Segment {
         let decoded = decoded.and_then(|idx| {
             // Spot-check the last entry: it must start a batch at that offset.
             if let Some(e) = idx.offsets.last() {
-                let h = read_at(&self.file, &self.path, e.pos as u64, HEADER_LEN)
+                let h = self
+                    .plain()
+                    .and_then(|f| read_at(&f, &self.path, e.pos as u64, HEADER_LEN))
                     .map_err(|e| e.to_string())
                     .and_then(|b| batch::parse_header(&b).map_err(|e| e.to_string()))?;
                 if h.base_offset != self.base + e.rel as i64 {
@@ -426,7 +419,8 @@ impl Segment {
                 // A sealed segment's builder keeps the interval it was configured with.
                 let interval = self.builder.interval();
                 // Below the recovery point, where the data was trusted: gaps allowed.
-                let scan = Segment::scan(&self.file, None, &self.path, self.base, interval, true)?;
+                let scan =
+                    Segment::scan(&*self.plain()?, None, &self.path, self.base, interval, true)?;
                 // A sealed segment may end in a gap (its range runs to the next
                 // segment's base): its batches end at or before its recorded end.
                 if scan.valid_size != self.size || scan.next_offset > self.next_offset {
@@ -475,13 +469,13 @@ impl Segment {
     /// segment is sealed and when the log closes, so that only the active segment of a
     /// log that did not close cleanly has padding.
     pub fn trim_padding(&mut self) -> Result<(), LogError> {
-        let len = self
-            .file
+        let file = self.plain()?;
+        let len = file
             .metadata()
             .map_err(LogError::io("stat", &self.path))?
             .len();
         if len > self.size {
-            rustix::fs::ftruncate(&*self.file, self.size)
+            rustix::fs::ftruncate(&*file, self.size)
                 .map_err(|e| LogError::io("truncate", &self.path)(e.into()))?;
             // The next fsync must carry the new length.
             self.dirty = true;
@@ -492,7 +486,7 @@ impl Segment {
     /// fsyncs the log file (and the aborted-transaction index, if it grew).
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.dirty {
-            self.file
+            self.plain()?
                 .sync_data()
                 .map_err(LogError::io("fsync", &self.path))?;
             self.dirty = false;
@@ -546,9 +540,8 @@ impl Segment {
     /// fsynced. After this the segment never changes.
     pub fn seal(&mut self) -> Result<(), LogError> {
         self.builder.seal(rel(self.base, self.next_offset));
-        // No more appends: the O_DIRECT fd serves reads only (`direct_read` keeps it),
-        // and the padding its writes left goes.
-        self.direct = None;
+        // No more appends: the padding of direct writes goes.
+        self.direct_writes = false;
         self.trim_padding()?;
         self.sync()?;
         let dir = self.dir().to_path_buf();

@@ -48,13 +48,12 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use strata_proto::Offset;
-
-use crate::error::LogError;
 
 /// The alignment of direct writes: file positions, lengths and buffer addresses.
 pub(crate) const BLOCK: u64 = 4096;
@@ -67,11 +66,11 @@ pub(crate) fn ceil_block(x: u64) -> u64 {
     floor_block(x + (BLOCK - 1))
 }
 
-/// Opens a segment file for `O_DIRECT` writes, and reads: the same fd serves the
-/// active segment's direct reads, and keeps serving them once the segment is sealed.
+/// Opens a segment file for `O_DIRECT` writes, and reads: the same fd (cached by
+/// `files`) serves the active segment's direct reads.
 /// `Ok(None)`: the filesystem refuses `O_DIRECT` (EINVAL, or EOPNOTSUPP from some FUSE
 /// filesystems).
-pub(crate) fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
+pub(crate) fn open_direct(path: &Path) -> io::Result<Option<File>> {
     #[cfg(test)]
     if refuse::get() == Some(refuse::Refusal::Open) {
         return Ok(None);
@@ -83,7 +82,7 @@ pub(crate) fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
     ) {
         Ok(fd) => Ok(Some(File::from(fd))),
         Err(Errno::INVAL | Errno::OPNOTSUPP) => Ok(None),
-        Err(e) => Err(LogError::io("open O_DIRECT", path)(e.into())),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -212,11 +211,90 @@ impl AlignedBuf {
     }
 }
 
+/// The memory the tail windows of every log in the process take together: one budget
+/// for the broker, not a fixed amount per partition (10,000 partitions at the
+/// per-log 4 MiB default would be 40 GB).
+///
+/// A window asks for the log's configured size; while the budget is short it gets
+/// half, a quarter, and so on down to [`MIN_WINDOW`], which is always granted (so
+/// every log can append: the budget may be passed by at most two minimum windows per
+/// log that appends while it is short). A smaller window only means more, smaller
+/// direct writes for a large append, and fewer newest bytes served from memory. The
+/// memory goes back to the budget when the window is dropped: when the log closes,
+/// changes mode or size, or has taken no append for a while
+/// ([`crate::Log::release_idle_tail`]).
+pub mod budget {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{BLOCK, floor_block};
+
+    /// The smallest window: granted whatever the budget says.
+    pub const MIN_WINDOW: usize = 16 * 1024;
+
+    static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    static USED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Sets the budget in bytes (until called, there is none).
+    pub fn set_limit(bytes: usize) {
+        LIMIT.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn limit() -> usize {
+        LIMIT.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the windows of every log hold now.
+    pub fn used() -> usize {
+        USED.load(Ordering::Relaxed)
+    }
+
+    /// Bytes taken from the budget, given back on drop.
+    #[derive(Debug)]
+    pub(crate) struct Grant(usize);
+
+    impl Grant {
+        pub fn bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    impl Drop for Grant {
+        fn drop(&mut self) {
+            USED.fetch_sub(self.0, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `want` bytes (a multiple of the block size), or the largest halving of it
+    /// that fits, at least [`MIN_WINDOW`] (or `want` if smaller).
+    pub(crate) fn grant(want: usize) -> Grant {
+        let floor = MIN_WINDOW.min(want);
+        let mut size = want;
+        loop {
+            let used = USED.load(Ordering::Relaxed);
+            let fits = used.saturating_add(size) <= limit();
+            if (fits || size <= floor)
+                && USED
+                    .compare_exchange(used, used + size, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Grant(size);
+            }
+            if !fits && size > floor {
+                size = (floor_block(size as u64 / 2) as usize)
+                    .max(floor)
+                    .max(BLOCK as usize);
+            }
+        }
+    }
+}
+
 /// One buffer: `cap` bytes whose first byte is 4 KiB-aligned in memory, holding the
 /// bytes `[start, start + len)` of segment `seg`.
 struct Window {
     mem: AlignedBuf,
     cap: usize,
+    /// The memory's share of the process-wide budget.
+    _grant: budget::Grant,
     /// The segment (base offset) whose bytes the window holds; `None`: nothing valid.
     seg: Option<Offset>,
     /// File position of the window's first byte, a multiple of [`BLOCK`].
@@ -225,12 +303,15 @@ struct Window {
 }
 
 impl Window {
-    fn new(cap: usize) -> Window {
-        // Pages are only faulted in as appends reach them, so an idle partition costs
-        // address space.
+    /// A window of `want` bytes, or less if the budget is short (see [`budget`]).
+    fn new(want: usize) -> Window {
+        let grant = budget::grant(want);
+        let cap = grant.bytes();
+        // Pages are only faulted in as appends reach them.
         Window {
             mem: AlignedBuf::new(cap),
             cap,
+            _grant: grant,
             seg: None,
             start: 0,
             len: 0,
@@ -328,6 +409,11 @@ impl TailCache {
         self.prev = None;
     }
 
+    /// Whether a window is allocated.
+    pub fn holds_memory(&self) -> bool {
+        self.cur.is_some() || self.prev.is_some()
+    }
+
     /// Bytes allocated for windows.
     #[cfg(test)]
     pub fn allocated(&self) -> usize {
@@ -341,7 +427,7 @@ impl TailCache {
     /// Writes `data` at byte `size` (the logical end) of segment `seg`, through
     /// `direct` (the segment opened with `O_DIRECT`). If the window does not end at
     /// `size` (first append after an open or a roll, or after an error), the partial
-    /// last block is read from `file` (the ordinary fd) first.
+    /// last block is read from `file()` (the ordinary fd, opened only then) first.
     ///
     /// On error the cache is cleared, and the file may hold part of `data` (and zero
     /// padding) after `size`: the caller cuts the file back to `size`.
@@ -351,7 +437,7 @@ impl TailCache {
         size: u64,
         data: &[u8],
         direct: &File,
-        file: &File,
+        file: &dyn Fn() -> io::Result<Arc<File>>,
     ) -> io::Result<()> {
         let r = self.append_inner(seg, size, data, direct, file);
         if r.is_err() {
@@ -366,7 +452,7 @@ impl TailCache {
         size: u64,
         data: &[u8],
         direct: &File,
-        file: &File,
+        file: &dyn Fn() -> io::Result<Arc<File>>,
     ) -> io::Result<()> {
         self.ensure_tail(seg, size, file)?;
         let mut rest = data;
@@ -400,7 +486,12 @@ impl TailCache {
     }
 
     /// Makes `cur` a window of segment `seg` ending at `size`.
-    fn ensure_tail(&mut self, seg: Offset, size: u64, file: &File) -> io::Result<()> {
+    fn ensure_tail(
+        &mut self,
+        seg: Offset,
+        size: u64,
+        file: &dyn Fn() -> io::Result<Arc<File>>,
+    ) -> io::Result<()> {
         if self
             .cur
             .as_ref()
@@ -426,14 +517,14 @@ impl TailCache {
             None => None,
         };
         let mut w = reuse
-            .filter(|w| w.cap == self.window_cap)
+            .filter(|w| w.cap <= self.window_cap)
             .unwrap_or_else(|| Window::new(self.window_cap));
         w.forget();
         w.start = floor_block(size);
         let partial = (size - w.start) as usize;
         if partial > 0 {
             let start = w.start;
-            file.read_exact_at(&mut w.bytes_mut()[..partial], start)?;
+            file()?.read_exact_at(&mut w.bytes_mut()[..partial], start)?;
         }
         w.seg = Some(seg);
         w.len = partial;
@@ -447,7 +538,7 @@ impl TailCache {
         let mut next = self
             .prev
             .take()
-            .filter(|w| w.cap == self.window_cap)
+            .filter(|w| w.cap <= self.window_cap)
             .unwrap_or_else(|| Window::new(self.window_cap));
         let from = floor_block(cur.len as u64) as usize;
         let partial = cur.len - from;
@@ -516,7 +607,7 @@ mod tests {
 
     use super::*;
 
-    fn files(dir: &Path) -> (File, File) {
+    fn files(dir: &Path) -> (Arc<File>, File) {
         let path = dir.join("seg.log");
         let file = OpenOptions::new()
             .read(true)
@@ -529,7 +620,7 @@ mod tests {
         let direct = open_direct(&path)
             .unwrap()
             .expect("the temp dir's filesystem takes O_DIRECT");
-        (file, direct)
+        (Arc::new(file), direct)
     }
 
     #[test]
@@ -573,7 +664,7 @@ mod tests {
                 };
                 let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
                 cache
-                    .append(seg, want.len() as u64, &data, &direct, &file)
+                    .append(seg, want.len() as u64, &data, &direct, &|| Ok(file.clone()))
                     .unwrap();
                 want.extend_from_slice(&data);
                 assert!(cache.allocated() <= bound + 2 * BLOCK as usize);
@@ -622,11 +713,15 @@ mod tests {
         let (file, direct) = files(dir.path());
         let mut cache = TailCache::new(64 * 1024);
         let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
-        cache.append(7, 0, &a, &direct, &file).unwrap();
+        cache
+            .append(7, 0, &a, &direct, &|| Ok(file.clone()))
+            .unwrap();
         cache.clear();
         assert_eq!(cache.cached_from(7), None);
         let b: Vec<u8> = (0..3000u32).map(|i| (i * 3) as u8).collect();
-        cache.append(7, 5000, &b, &direct, &file).unwrap();
+        cache
+            .append(7, 5000, &b, &direct, &|| Ok(file.clone()))
+            .unwrap();
         let on_disk = std::fs::read(dir.path().join("seg.log")).unwrap();
         assert!(on_disk[..5000] == a[..] && on_disk[5000..8000] == b[..]);
         assert_eq!(cache.cached_from(7), Some(4096));

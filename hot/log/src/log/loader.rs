@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use strata_proto::{LeaderEpoch, Offset};
 
@@ -25,6 +25,7 @@ use crate::config::{IoMode, LogConfig};
 use crate::direct_read;
 use crate::epoch::LeaderEpochCache;
 use crate::error::LogError;
+use crate::files::SegmentFile;
 use crate::index::{TIME_ENTRY, TimeEntry, rel};
 use crate::producer::ProducerState;
 use crate::segment::{self, Segment};
@@ -137,19 +138,13 @@ impl Log {
                 report.deleted_segments.push(base);
                 continue;
             }
-            let file = Segment::open_file(&path)?;
             let next_base = bases.get(i + 1).copied();
             let is_last = next_base.is_none();
             let needs_scan = is_last || next_base.is_some_and(|nb| nb > recovery_point);
             if !needs_scan {
-                if let Some(seg) = open_trusted(
-                    dir,
-                    base,
-                    file,
-                    path.clone(),
-                    next_base.unwrap_or(base),
-                    interval,
-                )? {
+                if let Some(seg) =
+                    open_trusted(dir, base, path.clone(), next_base.unwrap_or(base), interval)?
+                {
                     segments.insert(base, seg);
                     continue;
                 }
@@ -158,22 +153,14 @@ impl Log {
             }
             let file = Segment::open_file(&path)?;
             report.scanned_segments.push(base);
-            // Direct mode scans with O_DIRECT (the scan must not fill the page cache);
-            // a sealed segment keeps the fd for its direct reads.
+            // Direct mode scans with O_DIRECT (the scan must not fill the page cache).
             let direct = match config.io_mode {
-                IoMode::Direct => direct_read::open(&path)
-                    .map_err(LogError::io("open O_DIRECT", &path))?
-                    .map(Arc::new),
+                IoMode::Direct => {
+                    direct_read::open(&path).map_err(LogError::io("open O_DIRECT", &path))?
+                }
                 IoMode::Buffered => None,
             };
-            let scan = Segment::scan(
-                &file,
-                direct.as_deref(),
-                &path,
-                base,
-                interval,
-                gaps_allowed,
-            )?;
+            let scan = Segment::scan(&file, direct.as_ref(), &path, base, interval, gaps_allowed)?;
             scanned_epochs.extend_from_slice(&scan.epochs);
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
             if scan.padding > 0 {
@@ -220,9 +207,8 @@ impl Log {
                 next_offset,
                 size: scan.valid_size,
                 max_timestamp: scan.builder.max_timestamp(),
-                file: Arc::new(file),
-                direct: None,
-                direct_read: OnceLock::new(),
+                file: Arc::new(SegmentFile::with_plain(path.clone(), file)),
+                direct_writes: false,
                 path,
                 sealed: false,
                 builder: scan.builder,
@@ -243,9 +229,6 @@ impl Log {
                 // Its direct fd is opened read-write for appends (`open_direct`).
             } else {
                 seg.seal()?;
-                if let Some(d) = direct {
-                    let _ = seg.direct_read.set(d);
-                }
             }
             segments.insert(base, seg);
         }
@@ -292,6 +275,7 @@ impl Log {
             producers: ProducerState::new(),
             epochs: LeaderEpochCache::new(),
             tail: TailCache::new(tail_cache_bytes),
+            last_append_ms: clock.now_ms(),
             direct_refused: false,
             direct_written: false,
             direct_reads_refused: AtomicBool::new(false),
@@ -325,10 +309,12 @@ impl Log {
             }
             None => (inner.log_start_offset, ProducerState::new()),
         };
+        let direct = inner.config.io_mode == IoMode::Direct;
         replay_producers(
             &mut inner.segments,
             from.max(inner.log_start_offset),
             &mut producers,
+            direct,
         )?;
         // Kafka drops expired producers when it loads a snapshot; do the same for the
         // rebuilt state as a whole.
@@ -360,6 +346,7 @@ impl Log {
                 clock,
                 inner: RwLock::new(inner),
                 clean_lock: Default::default(),
+                checkpointed: std::sync::atomic::AtomicI64::new(Offset::MIN),
             },
             report,
         ))
@@ -373,6 +360,7 @@ pub(super) fn replay_producers(
     segments: &mut BTreeMap<Offset, Segment>,
     from: Offset,
     state: &mut ProducerState,
+    direct: bool,
 ) -> Result<(), LogError> {
     // Aborted transactions the replay ended, for the segments that hold their markers
     // (entries the `.txnindex` files already have are not added twice).
@@ -386,10 +374,10 @@ pub(super) fn replay_producers(
         } else {
             seg.index()?.position_for(rel(seg.base, from)) as u64
         };
-        let direct = seg.direct_read.get().map(|d| &**d);
+        let (file, direct) = seg_files(seg, direct)?;
         segment::walk_headers_and_markers(
-            &seg.file,
-            direct,
+            &file,
+            direct.as_deref(),
             &seg.path,
             pos,
             seg.size,
@@ -456,7 +444,7 @@ fn recover_epochs(
     let rebuilt = checked.is_none() && leo > start;
     let cache = match checked {
         Some(c) => c,
-        None => rebuild_epochs(&g.segments, start)?,
+        None => rebuild_epochs(&g.segments, start, g.config.io_mode == IoMode::Direct)?,
     };
     if rebuilt {
         tracing::info!(dir = %dir.display(), found = on_disk.is_some(), entries = cache.entries().len(), "rebuilt the leader-epoch cache from the batches");
@@ -472,6 +460,7 @@ fn recover_epochs(
 fn rebuild_epochs(
     segments: &BTreeMap<Offset, Segment>,
     from: Offset,
+    direct: bool,
 ) -> Result<LeaderEpochCache, LogError> {
     let mut cache = LeaderEpochCache::new();
     for seg in segments.values() {
@@ -483,16 +472,38 @@ fn rebuild_epochs(
         } else {
             seg.index()?.position_for(rel(seg.base, from)) as u64
         };
-        let direct = seg.direct_read.get().map(|d| &**d);
-        segment::walk_headers(&seg.file, direct, &seg.path, pos, seg.size, &mut |h| {
-            let epoch = h.partition_leader_epoch;
-            if h.next_offset() > from && cache.latest_epoch().is_none_or(|l| epoch > l) {
-                cache.assign(epoch, h.base_offset);
-            }
-        })?;
+        let (file, direct) = seg_files(seg, direct)?;
+        segment::walk_headers(
+            &file,
+            direct.as_deref(),
+            &seg.path,
+            pos,
+            seg.size,
+            &mut |h| {
+                let epoch = h.partition_leader_epoch;
+                if h.next_offset() > from && cache.latest_epoch().is_none_or(|l| epoch > l) {
+                    cache.assign(epoch, h.base_offset);
+                }
+            },
+        )?;
     }
     cache.truncate_from_start(from);
     Ok(cache)
+}
+
+/// The descriptors a recovery walk reads `seg` through: the ordinary one, and in
+/// direct mode (`direct`) the `O_DIRECT` one of a sealed segment or of an active one
+/// written with `O_DIRECT` (`None` if the filesystem refuses it).
+fn seg_files(
+    seg: &Segment,
+    direct: bool,
+) -> Result<(Arc<std::fs::File>, Option<Arc<std::fs::File>>), LogError> {
+    let direct = if direct && (seg.direct_writes || seg.sealed) {
+        seg.file.direct(false).ok().flatten()
+    } else {
+        None
+    };
+    Ok((seg.plain()?, direct))
 }
 
 /// Opens a sealed segment below the recovery point without scanning it. Returns `None`
@@ -500,12 +511,14 @@ fn rebuild_epochs(
 fn open_trusted(
     dir: &Path,
     base: Offset,
-    file: std::fs::File,
     path: PathBuf,
     next_offset: Offset,
     interval: u64,
 ) -> Result<Option<Segment>, LogError> {
-    let size = file.metadata().map_err(LogError::io("stat", &path))?.len();
+    // A stat, not an open: the descriptor is opened on first use (see `files`).
+    let size = fs::metadata(&path)
+        .map_err(LogError::io("stat", &path))?
+        .len();
     let tpath = segment::time_index_path(dir, base);
     let tail = fs::read(&tpath).ok().and_then(|t| {
         if t.is_empty() || t.len() % TIME_ENTRY != 0 {
@@ -525,9 +538,8 @@ fn open_trusted(
         next_offset,
         size,
         max_timestamp,
-        file: Arc::new(file),
-        direct: None,
-        direct_read: OnceLock::new(),
+        file: Arc::new(SegmentFile::new(path.clone())),
+        direct_writes: false,
         path,
         sealed: true,
         builder: crate::index::IndexBuilder::new(interval),

@@ -109,7 +109,7 @@ impl Log {
             (
                 seg.base,
                 seg.sealed.then_some(seg.next_offset),
-                seg.file.clone(),
+                seg.plain()?,
                 g.direct_reader(&self.dir, seg),
                 seg.path.clone(),
                 pos as u64,
@@ -374,13 +374,7 @@ impl Log {
                 } else {
                     with_index(&seg.builder.idx)
                 };
-                out.push((
-                    seg.file.clone(),
-                    seg.path.clone(),
-                    pos as u64,
-                    seg.size,
-                    start,
-                ));
+                out.push((seg.plain()?, seg.path.clone(), pos as u64, seg.size, start));
             }
             out
         };

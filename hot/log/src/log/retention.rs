@@ -10,6 +10,7 @@ use super::{
     delete_segment_files, info,
 };
 use crate::checkpoint;
+use crate::config::IoMode;
 use crate::error::LogError;
 use crate::producer::ProducerState;
 use crate::sealed::RemoteEndState;
@@ -177,10 +178,12 @@ impl Log {
         let (from, mut producers) = loaded
             .snapshot
             .unwrap_or((g.log_start_offset, ProducerState::new()));
+        let direct = g.config.io_mode == IoMode::Direct && !g.direct_refused;
         replay_producers(
             &mut g.segments,
             from.max(g.log_start_offset),
             &mut producers,
+            direct,
         )?;
         producers.expire(self.clock.now_ms(), g.config.producer_expiration_ms);
         g.producers = producers;

@@ -118,10 +118,11 @@ fn fds_under(dir: &Path) -> usize {
 }
 
 /// In direct mode every byte outside the tail cache is read with O_DIRECT, from
-/// sealed segments, from the active one, and after a reopen (sealed segments then
-/// open their direct fd on first read); in buffered mode nothing is. Each segment
-/// holds at most two fds: its ordinary one and one O_DIRECT one, which the active
-/// segment shares between appends and reads and keeps once sealed.
+/// sealed segments, from the active one, and after a reopen; in buffered mode nothing
+/// is. Each segment holds at most two fds (from the process-wide cache, `files`): its
+/// ordinary one and one O_DIRECT one, which the active segment shares between appends
+/// and reads. A reopen opens only what recovery scans (the active segment); a sealed
+/// segment's fd is opened by its first read.
 #[test]
 fn direct_mode_reads_with_o_direct_through_at_most_one_more_fd_per_segment() {
     let dir = tempfile::tempdir().unwrap();
@@ -133,21 +134,22 @@ fn direct_mode_reads_with_o_direct_through_at_most_one_more_fd_per_segment() {
     }
     let stored = fill(&log).concat();
     let segments = log.segments().len();
-    // Appending left each sealed segment its O_DIRECT fd.
-    assert_eq!(fds_under(dir.path()), 2 * segments);
+    assert!(fds_under(dir.path()) <= 2 * segments);
     let before = direct_read::stats::direct_bytes();
     assert!(read_everything(&log) == stored);
     let direct = direct_read::stats::direct_bytes() - before;
     // Everything but what the cache holds (at most 12 KiB), at least once.
     assert!(direct + 12 * 1024 >= stored.len() as u64, "{direct}");
-    assert_eq!(fds_under(dir.path()), 2 * segments);
+    assert!(fds_under(dir.path()) <= 2 * segments);
     assert!(!log.read_lock().direct_reads_refused.load(Ordering::Relaxed));
     drop(log);
+    assert_eq!(fds_under(dir.path()), 0, "a dropped log's fds are closed");
 
-    // Reopened: only the active segment has its O_DIRECT fd until the others are
-    // read, and then each has exactly one.
+    // Reopened: only the active segment (scanned, and opened for direct appends) has
+    // fds until the others are read, and then each has its two (a read takes the
+    // ordinary one under the log's lock too, for what O_DIRECT cannot read).
     let (log, _) = Log::open(dir.path(), small_direct(), clock.clone()).unwrap();
-    assert_eq!(fds_under(dir.path()), segments + 1);
+    assert_eq!(fds_under(dir.path()), 2);
     let before = direct_read::stats::direct_bytes();
     assert!(read_everything(&log) == stored);
     // The tail cache starts empty: every byte comes from the file.

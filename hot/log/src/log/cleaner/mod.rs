@@ -48,6 +48,7 @@ pub use self::offset_map::{OffsetMap, SLOT_BYTES};
 pub(crate) use self::swap::{CLEANER_CHECKPOINT, recover_swaps};
 use crate::config::CompactionConfig;
 use crate::error::LogError;
+use crate::files::SegmentFile;
 use crate::index::{Indexes, rel};
 use crate::log::Log;
 use crate::segment::read_at;
@@ -136,8 +137,14 @@ struct Planned {
     base: Offset,
     next: Offset,
     size: u64,
-    file: Arc<std::fs::File>,
+    /// Opened when read: if retention deleted the segment since, the read fails and
+    /// the pass with it (the next pass plans afresh).
+    file: Arc<SegmentFile>,
     path: PathBuf,
+}
+
+fn plain(s: &Planned) -> Result<Arc<std::fs::File>, LogError> {
+    s.file.plain().map_err(LogError::io("open", &s.path))
 }
 
 /// What a pass decided to do, taken under the read lock.
@@ -186,7 +193,7 @@ impl Log {
         };
         c.ratio_due = c.dirty_ratio >= plan.config.min_cleanable_dirty_ratio();
         if let Some(s) = first_dirty_seg {
-            let head = read_at(&s.file, &s.path, 0, batch::HEADER_LEN)?;
+            let head = read_at(&*plain(s)?, &s.path, 0, batch::HEADER_LEN)?;
             if let Ok(h) = batch::parse_header(&head) {
                 c.first_dirty_timestamp = Some(h.max_timestamp);
                 c.lag_due = now.saturating_sub(h.max_timestamp) > plan.config.max_compaction_lag_ms;
@@ -462,17 +469,20 @@ impl Log {
 
     /// The header of the last batch of a sealed segment (read through its index).
     fn last_header(&self, s: &Planned) -> Result<batch::BatchHeader, LogError> {
-        let mut pos = {
+        let (mut pos, file) = {
             let g = self.read_lock();
             let seg = g.segments.get(&s.base).ok_or(LogError::NoBatch {
                 offset: s.base,
                 end: s.next,
             })?;
-            seg.index()?.position_for(rel(s.base, s.next - 1)) as u64
+            (
+                seg.index()?.position_for(rel(s.base, s.next - 1)) as u64,
+                seg.plain()?,
+            )
         };
         let mut last = None;
         while pos < s.size {
-            let head = read_at(&s.file, &s.path, pos, batch::HEADER_LEN)?;
+            let head = read_at(&file, &s.path, pos, batch::HEADER_LEN)?;
             let h = batch::parse_header(&head)?;
             pos += h.total_size() as u64;
             last = Some(h);

@@ -28,6 +28,7 @@ use strata_proto::Offset;
 
 use crate::checkpoint;
 use crate::error::LogError;
+use crate::files::SegmentFile;
 use crate::index::{IndexBuilder, Indexes};
 use crate::log::delete_segment_files;
 use crate::segment::{self, Segment};
@@ -201,15 +202,13 @@ pub(crate) fn commit(
     }
     fs::rename(&swap, &final_log).map_err(LogError::io("rename", &swap))?;
     checkpoint::sync_directory(dir)?;
-    let file = Segment::open_file(&final_log)?;
     Ok(Segment {
         base,
         next_offset: files.next_offset,
         size: files.size,
         max_timestamp: files.max_timestamp,
-        file: Arc::new(file),
-        direct: None,
-        direct_read: OnceLock::new(),
+        file: Arc::new(SegmentFile::new(final_log.clone())),
+        direct_writes: false,
         path: final_log,
         sealed: true,
         builder: IndexBuilder::new(interval),
