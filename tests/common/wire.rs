@@ -93,3 +93,46 @@ pub fn produce(
         response(read_frame(&mut s).expect("produce answer"), 1, 9);
     ErrorCode::from_code(r.responses[0].partition_responses[0].error_code).unwrap()
 }
+
+/// ListOffsets v7 (latest) for partitions `0..partitions` of `topic` in one request:
+/// each partition's error code and end offset, in partition order.
+pub fn end_offsets(addr: &str, topic: &str, partitions: i32) -> Vec<(ErrorCode, i64)> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = (0..partitions)
+        .map(|p| {
+            let mut part = ListOffsetsPartition::default();
+            part.partition_index = p;
+            part.timestamp = -1;
+            part
+        })
+        .collect();
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let mut s = connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(&frame(ApiKey::ListOffsets, 7, 1, &req))
+        .unwrap();
+    let (_, r): (i32, ListOffsetsResponse) = response(read_frame(&mut s).expect("an answer"), 1, 7);
+    let mut parts: Vec<_> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                ErrorCode::from_code(p.error_code).unwrap(),
+                p.offset,
+            )
+        })
+        .collect();
+    parts.sort_by_key(|p| p.0);
+    assert_eq!(
+        parts.len(),
+        partitions as usize,
+        "an answer for every partition"
+    );
+    parts.into_iter().map(|(_, e, o)| (e, o)).collect()
+}

@@ -103,7 +103,8 @@ impl Partition {
         }
         // Kafka's replication-offset-checkpoint: the mark a restarted replica starts from
         // (never past its own log end).
-        let hwm_seed = read_offset(&dir.join(HIGH_WATERMARK_FILE))
+        let hw_on_disk = read_offset(&dir.join(HIGH_WATERMARK_FILE));
+        let hwm_seed = hw_on_disk
             .unwrap_or(log.log_start_offset())
             .clamp(log.log_start_offset(), log.log_end_offset());
         let (hwm, _) = watch::channel(hwm_seed);
@@ -128,7 +129,9 @@ impl Partition {
                 last_isr: Mutex::new(Vec::new()),
                 cleaner_stats: Mutex::new(CleanerStats::default()),
                 traffic: crate::traffic::Traffic::default(),
-                hw_checkpointed: std::sync::atomic::AtomicI64::new(Offset::MIN),
+                hw_checkpointed: std::sync::atomic::AtomicI64::new(
+                    hw_on_disk.unwrap_or(Offset::MIN),
+                ),
             }),
             report,
         ))

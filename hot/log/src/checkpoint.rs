@@ -54,6 +54,27 @@ pub(crate) fn write_epochs(path: &Path, cache: &LeaderEpochCache) -> Result<(), 
     write_bytes(path, &epoch::encode(cache), true)
 }
 
+/// Writes the leader-epoch checkpoint without waiting for the device: temp file and
+/// rename, no fsync. For an epoch assigned at the log end or ahead of the batches it
+/// describes (Kafka does the same since KAFKA-15046): the log fsyncs it (with
+/// [`write_epochs`]) before its recovery point passes those batches, and recovery adds
+/// back an entry for batches above the recovery point that a power loss took from the
+/// file (a torn file reads as absent and is rebuilt from the batches).
+pub(crate) fn write_epochs_unsynced(path: &Path, cache: &LeaderEpochCache) -> Result<(), LogError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, epoch::encode(cache)).map_err(LogError::io("write", &tmp))?;
+    fs::rename(&tmp, path).map_err(LogError::io("rename", path))
+}
+
+/// fsyncs the file at `path` if it exists.
+pub(crate) fn sync_file(path: &Path) -> Result<(), LogError> {
+    match fs::File::open(path) {
+        Ok(f) => f.sync_all().map_err(LogError::io("fsync", path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LogError::io("open", path)(e)),
+    }
+}
+
 /// fsyncs a directory so that created, renamed and removed entries are durable.
 pub(crate) fn sync_directory(dir: &Path) -> Result<(), LogError> {
     fs::File::open(dir)

@@ -105,7 +105,10 @@
 //!
 //! - The leader-epoch cache ([`epoch`], Kafka's `LeaderEpochFileCache`, KIP-101 and
 //!   KIP-279): the first offset of every leader epoch, kept in
-//!   `leader-epoch-checkpoint` (written atomically, before the batches it describes)
+//!   `leader-epoch-checkpoint` (written atomically, before the batches it describes,
+//!   and fsynced before the recovery point passes them: an assignment does not wait
+//!   for the device, as in Kafka since KAFKA-15046, and recovery puts back an entry
+//!   a power loss took from the file from the batches above the recovery point)
 //!   and consistent with the batches: [`Log::append`] starts an entry when its epoch is
 //!   new, [`Log::assign_epoch_start`] when a replica becomes leader, truncation drops
 //!   the entries at and above the cut, a moved log start moves the first entry.

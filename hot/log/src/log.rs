@@ -129,8 +129,14 @@ struct Inner {
     /// append, so a check and the append it allows are atomic.
     producers: ProducerState,
     /// The leader-epoch cache (KIP-101), consistent with the batches: changed under the
-    /// write lock, durable before the batches it describes are written.
+    /// write lock, written before the batches it describes are, and fsynced before the
+    /// recovery point passes them (see `epochs_unsynced`).
     epochs: LeaderEpochCache,
+    /// The checkpoint file holds `epochs` but may not be on the device yet (an
+    /// assignment writes it without fsync, as Kafka does since KAFKA-15046: with
+    /// thousands of partitions changing leader, the fsyncs were most of a restart).
+    /// [`sync_epochs`] makes it durable before the recovery point moves.
+    epochs_unsynced: bool,
     /// Direct mode: the active segment's newest bytes, written through it and read
     /// from it (see `tail`).
     tail: TailCache,
@@ -693,7 +699,8 @@ impl Log {
     }
 
     /// Assigns leader epochs (epoch, first offset) in log order to the epoch cache,
-    /// and makes the change durable before returning. Nothing changes (and nothing is
+    /// and writes the change (without fsync: see `epochs_unsynced`) before returning.
+    /// Nothing changes (and nothing is
     /// written) in the common case of an epoch the cache already has as its latest.
     /// On error the cache is as it was.
     fn assign_epochs(
@@ -712,8 +719,9 @@ impl Log {
                 .assign(epoch, offset);
         }
         if let Some(cache) = changed {
-            checkpoint::write_epochs(&self.dir.join(LEADER_EPOCH_FILE), &cache)?;
+            checkpoint::write_epochs_unsynced(&self.dir.join(LEADER_EPOCH_FILE), &cache)?;
             g.epochs = cache;
+            g.epochs_unsynced = true;
         }
         Ok(())
     }
@@ -728,6 +736,7 @@ impl Log {
     ) -> Result<(), LogError> {
         if change(&mut g.epochs) {
             checkpoint::write_epochs(&self.dir.join(LEADER_EPOCH_FILE), &g.epochs)?;
+            g.epochs_unsynced = false;
         }
         Ok(())
     }
@@ -783,7 +792,7 @@ impl Log {
             || g.first_unflushed_ms
                 .is_some_and(|t| now - t >= g.config.flush_ms)
         {
-            flush_locked(g)?;
+            flush_locked(&self.dir, g)?;
         }
         Ok(())
     }
@@ -809,6 +818,7 @@ impl Log {
         g.open_direct(&self.dir)?;
         // Sealing fsynced the old active segment and every earlier one was fsynced when
         // it was sealed: everything below the new base is durable.
+        sync_epochs(&self.dir, g)?;
         g.recovery_point = base;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
@@ -842,7 +852,7 @@ impl Log {
     /// fsyncs everything appended so far. Returns the new recovery point.
     pub fn flush(&self) -> Result<Offset, LogError> {
         let mut g = self.write_lock();
-        flush_locked(&mut g)?;
+        flush_locked(&self.dir, &mut g)?;
         Ok(g.recovery_point)
     }
 
@@ -854,7 +864,7 @@ impl Log {
         if g.first_unflushed_ms
             .is_some_and(|t| now - t >= g.config.flush_ms)
         {
-            flush_locked(&mut g)?;
+            flush_locked(&self.dir, &mut g)?;
             return Ok(true);
         }
         Ok(false)
@@ -914,7 +924,13 @@ impl Log {
         {
             let mut g = self.write_lock();
             let leo = g.log_end_offset();
-            self.snapshot_producers(&mut g, leo, true)?;
+            // A snapshot at the log end describes every batch below it already (written
+            // by the roll or close that left the log there, or loaded by the open; a
+            // truncation removes the snapshots past its cut): a log closed with nothing
+            // appended since writes nothing.
+            if !snapshot::path(&self.dir, leo).exists() {
+                self.snapshot_producers(&mut g, leo, true)?;
+            }
         }
         self.checkpoint()
     }
@@ -982,7 +998,19 @@ impl Log {
     }
 }
 
-fn flush_locked(g: &mut Inner) -> Result<(), LogError> {
+/// fsyncs the leader-epoch checkpoint if an assignment wrote it without: called
+/// before the recovery point moves up, so that no batch below it has an epoch the
+/// checkpoint on the device lacks.
+fn sync_epochs(dir: &Path, g: &mut Inner) -> Result<(), LogError> {
+    if g.epochs_unsynced {
+        checkpoint::write_epochs(&dir.join(LEADER_EPOCH_FILE), &g.epochs)?;
+        g.epochs_unsynced = false;
+    }
+    Ok(())
+}
+
+fn flush_locked(dir: &Path, g: &mut Inner) -> Result<(), LogError> {
+    sync_epochs(dir, g)?;
     let leo = g.log_end_offset();
     let active = g.active_mut();
     active.persist_index()?;

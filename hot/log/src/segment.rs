@@ -578,6 +578,14 @@ pub(crate) fn write_index_files(
     Ok(())
 }
 
+/// Whether both index files of a segment hold exactly `idx` (a read of two small files
+/// instead of a rewrite, which truncates and reallocates them).
+pub(crate) fn index_files_hold(dir: &Path, base: Offset, idx: &Indexes) -> bool {
+    fs::read(index_path(dir, base)).is_ok_and(|b| b == Indexes::encode_offsets(&idx.offsets))
+        && fs::read(time_index_path(dir, base))
+            .is_ok_and(|b| b == Indexes::encode_times(&idx.times))
+}
+
 fn append_file(path: &Path, at: u64, bytes: &[u8]) -> Result<(), LogError> {
     let f = OpenOptions::new()
         .write(true)

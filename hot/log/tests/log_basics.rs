@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use common::*;
@@ -390,7 +392,14 @@ fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment(mode: IoMode) {
     let leo = log.log_end_offset();
     let nsegs = log.segments().len();
     log.close().unwrap();
+    let before = files_in(dir.path());
     let (log, report) = open(dir.path(), small_config(mode), &c);
+    // After a clean close everything is durable: the open writes (and fsyncs) nothing.
+    assert_eq!(
+        files_in(dir.path()),
+        before,
+        "a clean reopen changed no file"
+    );
     assert_eq!(report.log_end_offset, leo);
     assert!(report.truncations.is_empty() && report.deleted_segments.is_empty());
     assert_eq!(report.scanned_segments.len(), 1, "{report:?}");
@@ -405,6 +414,38 @@ fn clean_reopen_keeps_offsets_and_rescans_only_the_last_segment(mode: IoMode) {
         Some(59),
         "batch 29 holds ts 1029 and 1030"
     );
+    // Dropped without close after an append: the next open makes the tail durable and
+    // writes the recovery point anew.
+    drop(log);
+    let rp = dir.path().join("recovery-point");
+    let old = fs::metadata(&rp).unwrap().ino();
+    let (log, _) = open(dir.path(), small_config(mode), &c);
+    assert_ne!(
+        fs::metadata(&rp).unwrap().ino(),
+        old,
+        "recovery point rewritten"
+    );
+    assert_eq!(log.log_end_offset(), leo + 1);
+}
+
+/// Every file in `dir`: name, inode, length and modification time.
+fn files_in(dir: &std::path::Path) -> Vec<(String, u64, u64, i64, i64)> {
+    let mut out: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.ino(),
+                m.len(),
+                m.mtime(),
+                m.mtime_nsec(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn damaged_sealed_index_is_rebuilt(mode: IoMode) {

@@ -151,6 +151,37 @@ fn epoch_cache_follows_appends_and_survives_reopen(mode: IoMode) {
     assert_matches(&log, &m, "after a truncation to the log end");
 }
 
+/// An epoch assignment writes the checkpoint without fsync (the recovery point moves
+/// only after a flush that fsyncs it). If a power loss takes that write, the batches of
+/// the new epoch are above the recovery point, and recovery puts the entry back from
+/// them.
+fn an_unsynced_epoch_assignment_lost_with_the_checkpoint_is_recovered(mode: IoMode) {
+    let dir = tempdir(mode);
+    let c = clock();
+    // No roll: a roll fsyncs the checkpoint (the recovery point moves).
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        ..small_config(mode)
+    };
+    let (log, _) = open(dir.path(), config.clone(), &c);
+    let mut m = Model::default();
+    append_n(&log, &mut m, 4, 1, 0);
+    log.flush().unwrap();
+    let path = dir.path().join("leader-epoch-checkpoint");
+    let on_device = fs::read(&path).unwrap();
+    let end = m.end();
+    assert_eq!(log.assign_epoch_start(3).unwrap(), end);
+    append_n(&log, &mut m, 3, 3, 50);
+    assert_eq!(epochs(&log), vec![(1, 0), (3, end)]);
+    drop(log);
+    // The power loss: the file is what the last fsync left.
+    fs::write(&path, &on_device).unwrap();
+    let (log, report) = open(dir.path(), config, &c);
+    assert!(!report.rebuilt_leader_epochs, "{report:?}");
+    assert_matches(&log, &m, "after losing the unsynced assignment");
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, end)));
+}
+
 fn a_missing_damaged_or_inconsistent_epoch_checkpoint_is_rebuilt(mode: IoMode) {
     let dir = tempdir(mode);
     let c = clock();
@@ -708,6 +739,7 @@ fn a_moving_log_start_moves_the_first_epoch_entry(mode: IoMode) {
 }
 
 both_modes!(
+    an_unsynced_epoch_assignment_lost_with_the_checkpoint_is_recovered,
     epoch_cache_follows_appends_and_survives_reopen,
     a_missing_damaged_or_inconsistent_epoch_checkpoint_is_rebuilt,
     truncation_across_segment_boundaries,

@@ -120,6 +120,7 @@ impl Log {
             )?;
         }
         // The cut segment was fsynced, and every earlier one was when it was sealed.
+        super::sync_epochs(&self.dir, g)?;
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
@@ -165,6 +166,7 @@ impl Log {
         checkpoint::sync_directory(&self.dir)?;
         checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
         g.log_start_offset = offset;
+        super::sync_epochs(&self.dir, g)?;
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
