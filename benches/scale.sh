@@ -16,7 +16,7 @@ TOPICS=${1:-4}
 PARTS=${2:-2500}
 SECS=${3:-20}
 RATE=${RATE:-5000}
-BIN=target/release/strata
+BIN=${BIN:-target/release/strata}
 LG=target/release/strata-benches
 [ -x "$BIN" ] && [ -x "$LG" ] || { echo "build first: cargo build --release -p strata -p strata-benches" >&2; exit 1; }
 DIR=$(mktemp -d /tmp/strata-scale-bench.XXXXXX)

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod blocking;
 pub mod broker;
 pub mod cleaner;
 pub mod config;

@@ -486,7 +486,21 @@ impl Partition {
 
     /// Appends as leader (the caller checked leadership and acks). Returns the leader
     /// epoch the batch was appended in: an acks=all wait holds only while it lasts.
+    ///
+    /// An append that will wait on the device (an fsync by the flush policy, a roll)
+    /// runs in `tokio::task::block_in_place` when called on a worker of a multi-thread
+    /// runtime: the worker's other tasks (other connections, other partitions) move to
+    /// another thread meanwhile, instead of waiting milliseconds behind one partition's
+    /// fsync. Other appends (a copy into the tail buffer and one write) run inline.
     pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
+        if self.log.local().append_may_wait(records.len()) {
+            crate::blocking::may_wait(|| self.append_inline(records))
+        } else {
+            self.append_inline(records)
+        }
+    }
+
+    fn append_inline(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
         let info = self.log.local().append(records, epoch)?;
         self.after_local_append()?;

@@ -870,6 +870,21 @@ impl Log {
         Ok(false)
     }
 
+    /// Whether an append of `bytes` bytes will wait on the device for an fsync: the
+    /// flush policy is due (flush.messages, counting at least one record, or flush.ms)
+    /// or the active segment rolls (segment.bytes; a roll seals, fsyncs and creates
+    /// files). A caller on an async worker runs such an append where it cannot hold up
+    /// the worker's other tasks. A guess from the state now: a concurrent append may
+    /// change it either way, which costs only where the append runs.
+    pub fn append_may_wait(&self, bytes: usize) -> bool {
+        let now = self.clock.now_ms();
+        let g = self.read_lock();
+        g.unflushed_records + 1 >= g.config.flush_messages
+            || g.first_unflushed_ms
+                .is_some_and(|t| now - t >= g.config.flush_ms)
+            || g.active().size + bytes as u64 > g.config.segment_bytes
+    }
+
     /// Gives the tail buffer's memory back to the broker-wide budget (`tail::budget`)
     /// if the log has taken no append for `idle_ms`: an idle partition holds none. The
     /// next append reloads the partial last block from the file; reads of the newest
