@@ -552,6 +552,11 @@ impl Broker {
                         };
                         match result {
                             Ok((p, report)) => {
+                                // How many opens found everything durable (a clean stop)
+                                // and how many had to recover a tail.
+                                let recovery = if report.clean { "none" } else { "tail" };
+                                metrics::counter!("strata_partition_opens_total", "recovery" => recovery)
+                                    .increment(1);
                                 if !report.truncations.is_empty() {
                                     tracing::warn!(topic = %rec.name, partition = pr.partition, ?report.truncations, "partition recovered with truncation");
                                 }

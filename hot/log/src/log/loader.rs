@@ -66,6 +66,11 @@ pub struct RecoveryReport {
     /// Cleaned segments whose swap a crash had interrupted and recovery completed
     /// (their base offsets).
     pub completed_swaps: Vec<Offset>,
+    /// Everything the open found was durable already (the recovery checkpoint at the
+    /// log end, as after a clean close) and it changed nothing: it wrote and fsynced
+    /// nothing. `false`: it made the tail durable (a crash left appends past the last
+    /// flush) or repaired something.
+    pub clean: bool,
 }
 
 impl RecoveryReport {
@@ -322,6 +327,7 @@ impl Log {
             checkpoint::write(&dir.join(LOG_START_FILE), inner.log_start_offset, true)?;
         }
         let recovery_point_written = inner.recovery_point;
+        report.clean = durable;
         report.log_start_offset = inner.log_start_offset;
         report.log_end_offset = inner.log_end_offset();
 
