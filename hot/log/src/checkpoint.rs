@@ -31,11 +31,7 @@ pub(crate) fn write(path: &Path, value: Offset, sync_dir: bool) -> Result<(), Lo
 /// Replaces the file at `path` with `bytes` atomically: temp file, fsync, rename, and
 /// with `sync_dir` an fsync of the directory.
 pub(crate) fn write_bytes(path: &Path, bytes: &[u8], sync_dir: bool) -> Result<(), LogError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(LogError::io("create", &tmp))?;
-    f.write_all(bytes).map_err(LogError::io("write", &tmp))?;
-    f.sync_all().map_err(LogError::io("fsync", &tmp))?;
-    fs::rename(&tmp, path).map_err(LogError::io("rename", path))?;
+    replace(path, bytes, true)?;
     if sync_dir && let Some(dir) = path.parent() {
         sync_directory(dir)?;
     }
@@ -56,13 +52,22 @@ pub(crate) fn write_epochs(path: &Path, cache: &LeaderEpochCache) -> Result<(), 
 
 /// Writes the leader-epoch checkpoint without waiting for the device: temp file and
 /// rename, no fsync. For an epoch assigned at the log end or ahead of the batches it
-/// describes (Kafka does the same since KAFKA-15046): the log fsyncs it (with
-/// [`write_epochs`]) before its recovery point passes those batches, and recovery adds
+/// describes (Kafka does the same since KAFKA-15046): the log fsyncs it and its rename
+/// (`sync_epochs`) before its recovery point passes those batches, and recovery adds
 /// back an entry for batches above the recovery point that a power loss took from the
 /// file (a torn file reads as absent and is rebuilt from the batches).
 pub(crate) fn write_epochs_unsynced(path: &Path, cache: &LeaderEpochCache) -> Result<(), LogError> {
+    replace(path, &epoch::encode(cache), false)
+}
+
+/// Writes `bytes` to a temp file (fsynced with `sync`) and renames it over `path`.
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<(), LogError> {
     let tmp = path.with_extension("tmp");
-    fs::write(&tmp, epoch::encode(cache)).map_err(LogError::io("write", &tmp))?;
+    let mut f = fs::File::create(&tmp).map_err(LogError::io("create", &tmp))?;
+    f.write_all(bytes).map_err(LogError::io("write", &tmp))?;
+    if sync {
+        f.sync_all().map_err(LogError::io("fsync", &tmp))?;
+    }
     fs::rename(&tmp, path).map_err(LogError::io("rename", path))
 }
 

@@ -1018,7 +1018,9 @@ impl Log {
 /// checkpoint on the device lacks.
 fn sync_epochs(dir: &Path, g: &mut Inner) -> Result<(), LogError> {
     if g.epochs_unsynced {
-        checkpoint::write_epochs(&dir.join(LEADER_EPOCH_FILE), &g.epochs)?;
+        // The file holds the cache already: fsync it and its rename, not a rewrite.
+        checkpoint::sync_file(&dir.join(LEADER_EPOCH_FILE))?;
+        checkpoint::sync_directory(dir)?;
         g.epochs_unsynced = false;
     }
     Ok(())
