@@ -433,8 +433,13 @@ impl Node {
         };
         for cmd in commands {
             tracing::info!(node = self.id, command = ?cmd, "controller duty");
-            if let Err(e) = self.propose(cmd).await {
-                tracing::warn!(node = self.id, error = ?e, "controller duty failed");
+            let fencing = matches!(cmd, Command::FenceBroker { .. });
+            match self.propose(cmd).await {
+                Ok(_) if fencing => {
+                    metrics::counter!("strata_controller_broker_fencings_total").increment(1)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(node = self.id, error = ?e, "controller duty failed"),
             }
         }
         Ok(())
@@ -597,7 +602,7 @@ impl Node {
                     .await?;
                 match out {
                     CommandOutput::Broker(b) => {
-                        lock(&self.duties).registered(self.clock.now(), b.id);
+                        lock(&self.duties).registered(self.clock.now(), b.id, b.epoch);
                         Ok(ClientReply::Broker(b))
                     }
                     other => Err(unexpected(other)),

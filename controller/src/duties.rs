@@ -39,7 +39,11 @@ pub enum HeartbeatAction {
 #[derive(Debug)]
 pub struct Duties {
     settings: DutySettings,
-    last_seen: BTreeMap<BrokerId, Instant>,
+    /// When each broker was last heard from, and under which broker epoch: a session
+    /// belongs to one incarnation, so a registration this map has not seen yet (applied
+    /// through the log, or racing a tick between its apply and [`Duties::registered`])
+    /// starts a fresh session rather than inheriting the old incarnation's silence.
+    last_seen: BTreeMap<BrokerId, (i64, Instant)>,
     /// Partitions whose preferred leader is eligible but not leading, since when.
     imbalanced_since: BTreeMap<(TopicId, i32), Instant>,
 }
@@ -67,13 +71,17 @@ impl Duties {
         let start = now
             .checked_sub(self.settings.session_timeout / 2)
             .unwrap_or(now);
-        self.last_seen = meta.brokers.keys().map(|b| (*b, start)).collect();
+        self.last_seen = meta
+            .brokers
+            .values()
+            .map(|b| (b.id, (b.epoch, start)))
+            .collect();
         self.imbalanced_since.clear();
     }
 
-    /// A broker registered (its session starts now).
-    pub fn registered(&mut self, now: Instant, broker: BrokerId) {
-        self.last_seen.insert(broker, now);
+    /// A broker registered at `epoch` (its session starts now).
+    pub fn registered(&mut self, now: Instant, broker: BrokerId, epoch: i64) {
+        self.last_seen.insert(broker, (epoch, now));
     }
 
     /// A heartbeat from `broker` at `epoch`.
@@ -94,7 +102,7 @@ impl Duties {
                 requested: epoch,
             });
         }
-        self.last_seen.insert(broker, now);
+        self.last_seen.insert(broker, (epoch, now));
         Ok(if b.fenced {
             HeartbeatAction::Unfence { epoch }
         } else {
@@ -109,9 +117,15 @@ impl Duties {
         self.last_seen.retain(|b, _| meta.brokers.contains_key(b));
         let mut fencing = BTreeSet::new();
         for b in meta.brokers.values().filter(|b| !b.fenced) {
-            // A broker registered through a log entry this leader has not seen yet gets
-            // its session from now.
-            let seen = *self.last_seen.entry(b.id).or_insert(now);
+            // A registration this leader has not seen yet (another epoch) gets its
+            // session from now.
+            let seen = match self.last_seen.get(&b.id) {
+                Some((epoch, at)) if *epoch == b.epoch => *at,
+                _ => {
+                    self.last_seen.insert(b.id, (b.epoch, now));
+                    now
+                }
+            };
             if now.saturating_duration_since(seen) >= self.settings.session_timeout {
                 fencing.insert(b.id);
                 out.push(Command::FenceBroker {
@@ -248,6 +262,57 @@ mod tests {
         d.became_leader(t0 + Duration::from_secs(30), &m);
         assert!(d.tick(t0 + Duration::from_secs(34), &m).is_empty());
         assert_eq!(d.tick(t0 + Duration::from_millis(34_500), &m).len(), 3);
+    }
+
+    /// A broker restarted after the leader took over: its new registration is applied
+    /// (the state machine has the new epoch) before `registered` is called, and a tick
+    /// can run in between. The old incarnation's silence must not fence the new one.
+    #[test]
+    fn a_new_incarnation_starts_a_fresh_session() {
+        let mut m = cluster();
+        let mut d = Duties::new(settings());
+        let t0 = Instant::now();
+        d.became_leader(t0, &m);
+        let old = m.broker(3).unwrap().epoch;
+        m.apply(
+            &Command::RegisterBroker {
+                broker: 3,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                listeners: vec![],
+            },
+            30,
+        )
+        .unwrap();
+        let new = m.broker(3).unwrap().epoch;
+        assert_ne!(old, new);
+        for b in [1, 2] {
+            let e = m.broker(b).unwrap().epoch;
+            d.heartbeat(t0 + Duration::from_secs(4), &m, b, e).unwrap();
+        }
+        // The old session would have run out at 4.5 s; the new one started at the
+        // first tick that saw it (5 s here).
+        assert!(d.tick(t0 + Duration::from_secs(5), &m).is_empty());
+        d.registered(t0 + Duration::from_secs(5), 3, new);
+        assert_eq!(d.tick(t0 + Duration::from_secs(13), &m).len(), 2);
+        assert_eq!(
+            d.tick(t0 + Duration::from_secs(14), &m),
+            vec![
+                Command::FenceBroker {
+                    broker: 1,
+                    epoch: m.broker(1).unwrap().epoch
+                },
+                Command::FenceBroker {
+                    broker: 2,
+                    epoch: m.broker(2).unwrap().epoch
+                },
+                Command::FenceBroker {
+                    broker: 3,
+                    epoch: new
+                }
+            ]
+        );
     }
 
     #[test]

@@ -99,6 +99,10 @@ pub struct Broker {
     advertised: Vec<Endpoint>,
     /// This broker's registration epoch with the controller.
     broker_epoch: AtomicI64,
+    /// Stops the heartbeats, which start as soon as the broker registers (before its
+    /// partitions open: opening thousands can outlast the session timeout) and end
+    /// with the server ([`crate::Server`]) or when the broker is dropped.
+    pub(crate) heartbeats_stop: tokio_util::sync::CancellationToken,
     /// Tiered storage, when an object store is configured.
     pub(crate) tier: Option<Arc<Tier>>,
     /// Local bytes of tiered partitions, refreshed by housekeeping (for the disk cap).
@@ -171,6 +175,7 @@ impl Broker {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             advertised,
             broker_epoch: AtomicI64::new(-1),
+            heartbeats_stop: tokio_util::sync::CancellationToken::new(),
             tier,
             tiered_local_bytes: AtomicU64::new(0),
             groups: crate::groups::Groups::default(),
@@ -188,6 +193,10 @@ impl Broker {
             }
         });
         broker.register().await?;
+        tokio::spawn(crate::replication::heartbeats(
+            Arc::downgrade(&broker),
+            broker.heartbeats_stop.clone(),
+        ));
         broker.remove_stray_directories();
         broker.reconcile().await?;
         Ok(broker)

@@ -29,7 +29,13 @@ const REPLICA_FETCH_VERSION: i16 = 15;
 pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
     tokio::spawn(broker.metadata.clone().run(shutdown.clone()));
     tokio::spawn(apply_metadata_changes(broker.clone(), shutdown.clone()));
-    tokio::spawn(heartbeats(broker.clone(), shutdown.clone()));
+    // The heartbeats started when the broker registered ([`Broker::open`]); they end
+    // with the server.
+    let (stop, shutdown_) = (broker.heartbeats_stop.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        shutdown_.cancelled().await;
+        stop.cancel();
+    });
     tokio::spawn(leader_ticks(broker.clone(), shutdown.clone()));
     tokio::spawn(fetcher_manager(broker.clone(), shutdown.clone()));
 }
@@ -49,15 +55,24 @@ async fn apply_metadata_changes(broker: Arc<Broker>, shutdown: CancellationToken
 
 /// Heartbeats keep this broker unfenced (the controller fences it after 9 s of silence
 /// and moves its leaderships). A rejected heartbeat (stale epoch: the controller forgot
-/// or fenced us) registers again.
-async fn heartbeats(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(broker.config.heartbeat_interval);
+/// or fenced us) registers again. They run from registration on, while the partitions
+/// are still opening, until `stop` or the broker is dropped.
+pub(crate) async fn heartbeats(broker: std::sync::Weak<Broker>, stop: CancellationToken) {
+    let Some(interval) = broker.upgrade().map(|b| b.config.heartbeat_interval) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is immediate; registration just started the session.
+    tick.tick().await;
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
         match broker
             .controller()
             .heartbeat(broker.node_id(), broker.broker_epoch())

@@ -1780,7 +1780,7 @@ impl Controller {
                 let Ok(CommandOutput::Broker(rec)) = self.apply(&cmd) else {
                     fail(format!("the controller refused to register b{b}"));
                 };
-                self.duties.registered(self.at(cx.now), b);
+                self.duties.registered(self.at(cx.now), b, rec.epoch);
                 cx.note(|| format!("controller: b{b} registered, epoch {}", rec.epoch));
                 Some(Reply::Registered {
                     epoch: rec.epoch,
