@@ -201,6 +201,16 @@ fn killing_leaders_repeatedly_loses_no_acknowledged_record() {
             }
         }
     }
+    // The followers fetched through fetch sessions (KIP-227), across every restart.
+    let incremental: f64 = (1..=3)
+        .map(|b| {
+            metric(
+                c.broker(b),
+                "strata_fetch_requests_total{session=\"incremental\"}",
+            )
+        })
+        .sum();
+    assert!(incremental > 0.0, "no incremental fetch");
     eprintln!(
         "{} records acknowledged ({implicit} without an offset) and read back exactly once across {kills} leader kills and {stops} SIGSTOPs",
         acked.len()

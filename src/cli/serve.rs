@@ -116,6 +116,11 @@ pub struct ServeArgs {
     /// the open-file limit, at most 1000]
     #[arg(long, env = "STRATA_LOG_OPEN_FILES")]
     pub log_open_files: Option<usize>,
+    /// How many fetch sessions (KIP-227: followers and consumers fetch only what
+    /// changed) the broker keeps at once; 0 turns them off (Kafka's
+    /// max.incremental.fetch.session.cache.slots) [default: 1000]
+    #[arg(long, env = "STRATA_FETCH_SESSION_CACHE_SLOTS")]
+    pub fetch_session_cache_slots: Option<usize>,
     /// How often retention runs, local and remote (Kafka's
     /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
@@ -240,6 +245,7 @@ struct FileSettings {
     log_tail_cache: Option<String>,
     log_tail_cache_total: Option<String>,
     log_open_files: Option<usize>,
+    fetch_session_cache_slots: Option<usize>,
     broker_session_timeout: Option<String>,
     http_auth: Option<String>,
     http_max_body: Option<String>,
@@ -310,6 +316,7 @@ pub struct ServeConfig {
     pub log_tail_cache_total: u64,
     /// `None`: derived from the open-file limit at start (see [`log_open_files`]).
     pub log_open_files: Option<usize>,
+    pub fetch_session_cache_slots: usize,
     pub broker_session_timeout: std::time::Duration,
     /// REST gateway settings.
     pub http_auth: Option<strata_gateway::Auth>,
@@ -861,6 +868,10 @@ impl ServeConfig {
             log_tail_cache,
             log_tail_cache_total,
             log_open_files,
+            fetch_session_cache_slots: args
+                .fetch_session_cache_slots
+                .or(file.fetch_session_cache_slots)
+                .unwrap_or(BrokerConfig::default().fetch_session_slots),
             broker_session_timeout,
         })
     }
@@ -888,6 +899,7 @@ impl ServeConfig {
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
             heartbeat_interval: self.broker_session_timeout / 6,
+            fetch_session_slots: self.fetch_session_cache_slots,
             max_request_bytes: self.max_request_bytes,
             limits: self.limits.clone(),
             log_cleaner_threads: self.log_cleaner_threads,

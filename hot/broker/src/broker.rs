@@ -103,6 +103,8 @@ pub struct Broker {
     /// partitions open: opening thousands can outlast the session timeout) and end
     /// with the server ([`crate::Server`]) or when the broker is dropped.
     pub(crate) heartbeats_stop: tokio_util::sync::CancellationToken,
+    /// Fetch sessions (KIP-227).
+    pub(crate) fetch_sessions: crate::api::fetch_session::FetchSessions,
     /// Tiered storage, when an object store is configured.
     pub(crate) tier: Option<Arc<Tier>>,
     /// Local bytes of tiered partitions, refreshed by housekeeping (for the disk cap).
@@ -166,6 +168,10 @@ impl Broker {
             transactional_id_expiration_ms: config.transactional_id_expiration.as_millis() as i64,
             txn_state_partitions: config.transaction_state_partitions,
         };
+        let fetch_sessions = crate::api::fetch_session::FetchSessions::new(
+            config.fetch_session_slots,
+            config.fetch_session_partitions,
+        );
         let broker = Arc::new(Broker {
             config,
             metadata,
@@ -176,6 +182,7 @@ impl Broker {
             advertised,
             broker_epoch: AtomicI64::new(-1),
             heartbeats_stop: tokio_util::sync::CancellationToken::new(),
+            fetch_sessions,
             tier,
             tiered_local_bytes: AtomicU64::new(0),
             groups: crate::groups::Groups::default(),

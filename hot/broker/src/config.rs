@@ -41,6 +41,11 @@ pub struct BrokerConfig {
     pub max_in_flight_per_connection: usize,
     /// Upper bound on a fetch's max_wait_ms.
     pub max_fetch_wait: Duration,
+    /// Fetch sessions (KIP-227) the broker keeps at once (Kafka's
+    /// max.incremental.fetch.session.cache.slots); 0 turns sessions off.
+    pub fetch_session_slots: usize,
+    /// Partitions all fetch sessions together may name (each costs ~100 bytes).
+    pub fetch_session_partitions: usize,
     /// How often rolls by segment.ms and flushes by flush.ms are checked.
     pub housekeeping_interval: Duration,
     /// How often local retention runs (Kafka's log.retention.check.interval.ms).
@@ -111,6 +116,8 @@ impl Default for BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             max_in_flight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(30),
+            fetch_session_slots: 1000,
+            fetch_session_partitions: 200_000,
             housekeeping_interval: Duration::from_millis(500),
             retention_check_interval: Duration::from_secs(30),
             checkpoint_interval: Duration::from_secs(60),

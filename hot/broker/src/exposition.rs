@@ -11,11 +11,27 @@ impl Broker {
     /// render): per group and partition the lag (`strata_group_lag_*`), and per
     /// partition led here that has had traffic since it opened,
     /// `strata_partition_produce_bytes_total`, `strata_partition_produce_records_total`
-    /// and `strata_partition_fetch_bytes_total` (consumers only); and the segment-file
-    /// descriptor cache (`strata_log_segment_files_*`), read at the scrape.
+    /// and `strata_partition_fetch_bytes_total` (consumers only); the segment-file
+    /// descriptor cache (`strata_log_segment_files_*`) and the fetch sessions
+    /// (`strata_fetch_sessions`, `strata_fetch_session_partitions`), read at the scrape.
     pub fn render_metrics(&self, out: &mut String) {
         self.groups.render_lag_metrics(out);
         render_segment_files(out);
+        let (sessions, partitions) = self.fetch_sessions.usage();
+        for (name, help, v) in [
+            (
+                "strata_fetch_sessions",
+                "Fetch sessions (KIP-227) held now",
+                sessions,
+            ),
+            (
+                "strata_fetch_session_partitions",
+                "Partitions all fetch sessions name together",
+                partitions,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
         let mut rows = Vec::new();
         for t in self.topics() {
             for p in &t.partitions {

@@ -32,6 +32,7 @@ pub mod tiering;
 pub mod tls;
 pub mod traffic;
 pub mod txns;
+pub mod waker;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

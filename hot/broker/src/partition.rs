@@ -45,9 +45,9 @@ pub struct Partition {
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     /// The high-water mark; fetchers and acks=all produce requests wait on it.
-    hwm: watch::Sender<Offset>,
+    hwm: crate::waker::Mark,
     /// The log end; followers' long-poll fetches wait on it.
-    leo: watch::Sender<Offset>,
+    leo: crate::waker::Mark,
     replica: Mutex<PartitionReplica>,
     config: RwLock<TopicConfig>,
     /// The ISR last applied, to tell shrinks from expands in the metrics.
@@ -107,8 +107,8 @@ impl Partition {
         let hwm_seed = hw_on_disk
             .unwrap_or(log.log_start_offset())
             .clamp(log.log_start_offset(), log.log_end_offset());
-        let (hwm, _) = watch::channel(hwm_seed);
-        let (leo, _) = watch::channel(log.log_end_offset());
+        let hwm = crate::waker::Mark::new(hwm_seed);
+        let leo = crate::waker::Mark::new(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
         let log = Arc::new(TieredLog::new(log, topic.clone(), topic_id, index, tier));
         log.set_policy(config.remote_storage_enable, config.parquet_enable);
@@ -326,7 +326,7 @@ impl Partition {
     }
 
     pub fn high_watermark(&self) -> Offset {
-        *self.hwm.borrow()
+        self.hwm.get()
     }
 
     /// The last stable offset (KIP-98): where read_committed consumers stop.
@@ -355,8 +355,8 @@ impl Partition {
 
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).
     pub fn reset_high_watermark(&self, hwm: Offset) {
-        self.hwm.send_replace(hwm);
-        self.leo.send_replace(self.log.local().log_end_offset());
+        self.hwm.set(hwm);
+        self.leo.set(self.log.local().log_end_offset());
     }
 
     /// A receiver that changes whenever the high-water mark moves.
@@ -364,9 +364,14 @@ impl Partition {
         self.hwm.subscribe()
     }
 
-    /// A receiver that changes whenever the log end moves (for followers' fetches).
-    pub fn watch_log_end(&self) -> watch::Receiver<Offset> {
-        self.leo.subscribe()
+    /// Registers a long-polling fetch's waker: woken when the high-water mark moves
+    /// (a consumer's) or the log end (a follower's).
+    pub fn register_fetch(&self, waker: &std::sync::Arc<crate::waker::FetchWaker>, follower: bool) {
+        if follower {
+            self.leo.register(waker)
+        } else {
+            self.hwm.register(waker)
+        }
     }
 
     pub fn config(&self) -> TopicConfig {
@@ -442,14 +447,7 @@ impl Partition {
                 }
                 Command::AlterPartition(req) => out.push(req),
                 Command::HighWatermarkAdvanced(h) => {
-                    self.hwm.send_if_modified(|cur| {
-                        if h > *cur {
-                            *cur = h;
-                            true
-                        } else {
-                            false
-                        }
-                    });
+                    self.hwm.raise(h);
                 }
                 Command::IsrChanged {
                     isr,
@@ -470,14 +468,14 @@ impl Partition {
                             tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
                         }
                         self.log.local().truncate_to(offset)?;
-                        self.leo.send_replace(self.log.local().log_end_offset());
+                        self.leo.set(self.log.local().log_end_offset());
                     }
                 }
                 Command::TruncateFullyAndStartAt(offset) => {
                     tracing::info!(topic = %self.topic, partition = self.index, offset, "restarting the log at the leader's start");
                     self.log.local().truncate_fully_and_start_at(offset)?;
-                    self.hwm.send_replace(offset);
-                    self.leo.send_replace(offset);
+                    self.hwm.set(offset);
+                    self.leo.set(offset);
                 }
             }
         }
@@ -533,14 +531,7 @@ impl Partition {
     /// The replica state machine's part of a leader's append.
     fn after_local_append(&self) -> Result<(), LogError> {
         let leo = self.log.local().log_end_offset();
-        self.leo.send_if_modified(|l| {
-            if leo > *l {
-                *l = leo;
-                true
-            } else {
-                false
-            }
-        });
+        self.leo.raise(leo);
         let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
         self.execute(cmds)
     }
@@ -555,7 +546,7 @@ impl Partition {
             self.log.local().append_replicated(records)?;
         }
         let leo = self.log.local().log_end_offset();
-        self.leo.send_replace(leo);
+        self.leo.set(leo);
         let cmds = self.replica().on_fetch_response(leader_hwm, leo);
         self.execute(cmds)?;
         Ok(())

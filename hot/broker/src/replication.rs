@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use strata_proto::ErrorCode;
@@ -169,6 +169,7 @@ async fn fetcher_manager(broker: Arc<Broker>, shutdown: CancellationToken) {
 /// Copies the logs of the partitions `leader` leads to their replicas here.
 async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
     let mut conn: Option<KafkaConnection> = None;
+    let mut session = FetchSession::default();
     let client_id = format!("strata-replica-fetcher-{}", broker.node_id());
     loop {
         if token.is_cancelled() {
@@ -211,16 +212,17 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
         }
         let Some(c) = conn.as_mut() else { continue };
-        let req = fetch_request(broker.node_id(), broker.broker_epoch(), &parts);
+        let req = session.request(broker.node_id(), broker.broker_epoch(), &parts);
         let r: Result<FetchResponse, _> = tokio::select! {
             _ = token.cancelled() => return,
             r = c.call(ApiKey::Fetch, REPLICA_FETCH_VERSION, &req, Duration::from_secs(10)) => r,
         };
         match r {
             Ok(resp) => {
+                session.answered(&resp);
                 // Every partition refused (leadership is moving): wait for the metadata
                 // instead of asking again at once (Kafka's replica.fetch.backoff.ms).
-                if !handle_fetch_response(&broker, leader, &parts, resp) {
+                if handle_fetch_response(&broker, leader, &parts, resp) {
                     tokio::select! {
                         _ = token.cancelled() => return,
                         _ = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -229,6 +231,7 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
             Err(e) => {
                 tracing::debug!(leader, error = %e, "replica fetch failed");
+                session.failed();
                 conn = None;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -236,44 +239,123 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
     }
 }
 
-fn fetch_request(node: i32, broker_epoch: i64, parts: &[Arc<Partition>]) -> FetchRequest {
-    let mut topics: BTreeMap<(Arc<str>, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
-    for p in parts {
-        let (offset, epoch) = p.fetch_position();
-        let mut fp = FetchPartition::default();
-        fp.partition = p.index;
-        fp.current_leader_epoch = p.leader_epoch();
-        fp.fetch_offset = offset;
-        fp.last_fetched_epoch = epoch.unwrap_or(-1);
-        fp.log_start_offset = p.log().local_start();
-        fp.partition_max_bytes = 1 << 20;
-        topics
-            .entry((p.topic.clone(), p.topic_id.0))
-            .or_default()
-            .push(fp);
-    }
-    let mut req = FetchRequest::default();
-    // v15 names the replica in ReplicaState only (replica_id is gone from the wire).
-    req.replica_state.replica_id = BrokerId(node);
-    req.replica_state.replica_epoch = broker_epoch;
-    req.max_wait_ms = 500;
-    req.min_bytes = 1;
-    req.max_bytes = 16 << 20;
-    req.session_id = 0;
-    req.session_epoch = -1;
-    req.topics = topics
-        .into_iter()
-        .map(|((name, id), partitions)| {
-            let mut t = FetchTopic::default();
-            t.topic = TopicName(StrBytes::from_string(name.to_string()));
-            t.topic_id = id;
-            t.partitions = partitions;
-            t
-        })
-        .collect();
-    req
+/// This follower's side of a fetch session with one leader (KIP-227): the first fetch
+/// names every partition and asks for a session; later ones name only partitions whose
+/// position, epoch or log start moved, and forget those no longer followed from this
+/// leader. Any failure starts over with a full fetch (closing the old session).
+#[derive(Default)]
+struct FetchSession {
+    id: i32,
+    /// The next request's epoch: 0 asks for a new session (a full fetch).
+    epoch: i32,
+    /// What the leader's session holds of each partition (as last sent).
+    sent: HashMap<(uuid::Uuid, i32), FetchPartition>,
+    /// Whether the request in flight is a full one.
+    full: bool,
 }
 
+impl FetchSession {
+    fn request(&mut self, node: i32, broker_epoch: i64, parts: &[Arc<Partition>]) -> FetchRequest {
+        let full = self.epoch == 0;
+        let mut topics: BTreeMap<(Arc<str>, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
+        let mut current = std::collections::HashSet::with_capacity(parts.len());
+        if full {
+            self.sent.clear();
+        }
+        for p in parts {
+            let (offset, epoch) = p.fetch_position();
+            let mut fp = FetchPartition::default();
+            fp.partition = p.index;
+            fp.current_leader_epoch = p.leader_epoch();
+            fp.fetch_offset = offset;
+            fp.last_fetched_epoch = epoch.unwrap_or(-1);
+            fp.log_start_offset = p.log().local_start();
+            fp.partition_max_bytes = 1 << 20;
+            let key = (p.topic_id.0, p.index);
+            current.insert(key);
+            if self.sent.get(&key) == Some(&fp) {
+                continue;
+            }
+            self.sent.insert(key, fp.clone());
+            topics
+                .entry((p.topic.clone(), p.topic_id.0))
+                .or_default()
+                .push(fp);
+        }
+        let mut forgotten: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
+        self.sent.retain(|key, _| {
+            let keep = current.contains(key);
+            if !keep {
+                forgotten.entry(key.0).or_default().push(key.1);
+            }
+            keep
+        });
+        self.full = full;
+        let mut req = FetchRequest::default();
+        // v15 names the replica in ReplicaState only (replica_id is gone from the wire).
+        req.replica_state.replica_id = BrokerId(node);
+        req.replica_state.replica_epoch = broker_epoch;
+        req.max_wait_ms = 500;
+        req.min_bytes = 1;
+        req.max_bytes = 16 << 20;
+        req.session_id = self.id;
+        req.session_epoch = self.epoch;
+        req.topics = topics
+            .into_iter()
+            .map(|((name, id), partitions)| {
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(StrBytes::from_string(name.to_string()));
+                t.topic_id = id;
+                t.partitions = partitions;
+                t
+            })
+            .collect();
+        req.forgotten_topics_data = forgotten
+            .into_iter()
+            .map(|(id, partitions)| {
+                let mut f = ForgottenTopic::default();
+                f.topic_id = id;
+                f.partitions = partitions;
+                f
+            })
+            .collect();
+        req
+    }
+
+    /// The leader answered the request made last.
+    fn answered(&mut self, resp: &FetchResponse) {
+        if resp.error_code != 0 {
+            // The session is gone or out of step (or the whole fetch was refused):
+            // start over. FETCH_SESSION_ID_NOT_FOUND means there is nothing to close.
+            if resp.error_code == ErrorCode::FetchSessionIdNotFound.code() {
+                self.id = 0;
+            }
+            self.epoch = 0;
+        } else if resp.session_id == 0 {
+            // No session (the leader's cache is full), or the leader closed it.
+            self.id = 0;
+            self.epoch = 0;
+        } else if self.full {
+            self.id = resp.session_id;
+            self.epoch = 1;
+        } else {
+            self.epoch = if self.epoch == i32::MAX {
+                1
+            } else {
+                self.epoch + 1
+            };
+        }
+    }
+
+    /// The request failed on the way: the next one is full and closes this session.
+    fn failed(&mut self) {
+        self.epoch = 0;
+    }
+}
+
+/// Applies a leader's answer; true if it refused every partition it answered (or the
+/// whole fetch), so the fetcher waits before asking again. An incremental answer with no
+/// partitions (nothing new) is not a refusal.
 fn handle_fetch_response(
     broker: &Broker,
     leader: i32,
@@ -282,8 +364,14 @@ fn handle_fetch_response(
 ) -> bool {
     if resp.error_code != 0 {
         tracing::debug!(leader, error = resp.error_code, "replica fetch refused");
-        return false;
+        return resp.error_code != ErrorCode::FetchSessionIdNotFound.code()
+            && resp.error_code != ErrorCode::InvalidFetchSessionEpoch.code();
     }
+    let answered = resp
+        .responses
+        .iter()
+        .map(|t| t.partitions.len())
+        .sum::<usize>();
     let mut any_served = false;
     // By (topic id, partition): a follower of thousands of partitions matches each
     // answer in constant time, not by a walk of all of them.
@@ -341,5 +429,5 @@ fn handle_fetch_response(
         }
     }
     let _ = broker;
-    any_served
+    answered > 0 && !any_served
 }

@@ -1,8 +1,8 @@
 //! Fetch, with min_bytes/max_wait long polling, from the partition's tiered log (which
 //! serves below the local log start from the remote tier).
 //!
-//! Fetch sessions (KIP-227) are refused cleanly: a client asking for one gets session id
-//! 0, which tells it to keep sending full fetch requests.
+//! Fetch sessions (KIP-227, [`super::fetch_session`]): an incremental fetch names only
+//! what changed and is answered with only what has news.
 //!
 //! Remote reads run concurrently across the partitions of one fetch (Kafka served one
 //! remote partition per fetch until 2025) on the tier's bounded pool; they are async,
@@ -17,7 +17,6 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use strata_authz::Operation;
 use strata_proto::{ErrorCode, Offset, TopicId};
-use tokio::sync::watch;
 
 use super::frame::MoreRecords;
 use super::{Pending, RequestContext, authz, encode_response};
@@ -30,17 +29,23 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
         let wait =
             Duration::from_millis(req.max_wait_ms.max(0) as u64).min(broker.config.max_fetch_wait);
         let deadline = started + wait;
-        let mut resp = FetchResponse::default();
-        // Sessionless (epoch -1) and "create a session" (id 0, epoch 0) get full fetches
-        // and session id 0; anything naming a session we never created is an error.
-        if req.session_id != 0 {
-            resp.error_code = ErrorCode::FetchSessionIdNotFound.code();
-            return encode_response(&ctx, &resp);
-        }
-        if req.session_epoch > 0 {
-            resp.error_code = ErrorCode::InvalidFetchSessionEpoch.code();
-            return encode_response(&ctx, &resp);
-        }
+        let privileged = replica_id(&ctx, &req) >= 0;
+        // An incremental fetch stands for its session's partitions: `req` from here on is
+        // that request.
+        let (session, req) = match broker.fetch_sessions.begin(
+            ctx.version,
+            &req,
+            &ctx.principal,
+            privileged,
+            started,
+        ) {
+            Ok((kind, effective)) => (kind, effective.unwrap_or(req)),
+            Err(code) => {
+                let mut resp = FetchResponse::default();
+                resp.error_code = code.code();
+                return encode_response(&ctx, &resp);
+            }
+        };
         // Authorization, once per request (as Kafka's KafkaApis.handleFetchRequest): a
         // follower needs ClusterAction on the cluster, else every partition answers
         // TOPIC_AUTHORIZATION_FAILED; a consumer needs Read on each topic, checked
@@ -61,17 +66,25 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 })
                 .collect()
         };
+        // One waker for the whole wait, registered with every partition in the first
+        // pass (before it reads them, so no move is missed).
+        let waker = crate::waker::FetchWaker::new();
+        let mut register = Some(&waker);
         loop {
-            let (resp, more, total, has_error, mut watches) =
-                fetch_once(&broker, &ctx, &req, &denied).await;
+            let (mut resp, mut more, total, has_error, waits) =
+                fetch_once(&broker, &ctx, &req, &denied, register.take()).await;
             let now = Instant::now();
-            if total >= req.min_bytes.max(0) as usize
-                || has_error
-                || now >= deadline
-                || watches.is_empty()
-            {
+            if total >= req.min_bytes.max(0) as usize || has_error || now >= deadline || !waits {
                 metrics::counter!("strata_fetch_bytes_total").increment(total as u64);
-                let mut resp = resp;
+                resp.session_id = broker.fetch_sessions.finish(
+                    session,
+                    ctx.version,
+                    &req,
+                    &ctx.principal,
+                    &mut resp,
+                    &mut more,
+                    Instant::now(),
+                );
                 // consumer_byte_rate: what this response carries (followers are exempt).
                 if replica_id(&ctx, &req) < 0 {
                     resp.throttle_time_ms = broker.quotas.record(
@@ -83,21 +96,16 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 }
                 return super::frame::encode_fetch_response(&ctx, resp, more);
             }
-            // Wait for any requested partition's high-water mark to move, or the deadline.
-            let changed =
-                futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
-            let _ = tokio::time::timeout_at(deadline.into(), changed).await;
+            // Wait for any requested partition's high-water mark (a follower's: log end)
+            // to move, or the deadline.
+            let _ = tokio::time::timeout_at(deadline.into(), waker.woken()).await;
         }
     })
 }
 
-type FetchOnce = (
-    FetchResponse,
-    MoreRecords,
-    usize,
-    bool,
-    Vec<watch::Receiver<i64>>,
-);
+/// The answer, its further record pieces, its record bytes, whether it failed anywhere,
+/// and whether any partition it reads could move (there is something to wait for).
+type FetchOnce = (FetchResponse, MoreRecords, usize, bool, bool);
 
 /// The most a consumer's local read asks the log for at once: a partition's records
 /// past it come in further pieces (pooled read buffers, spliced into the response).
@@ -163,12 +171,14 @@ fn refuse_all(req: &FetchRequest) -> FetchResponse {
 }
 
 /// One pass over the requested partitions. `denied` marks the topics (by request index)
-/// the consumer may not read.
+/// the consumer may not read; `waker`, in the first pass, is registered with every
+/// partition read.
 async fn fetch_once(
     broker: &Broker,
     ctx: &RequestContext,
     req: &FetchRequest,
     denied: &[bool],
+    waker: Option<&Arc<crate::waker::FetchWaker>>,
 ) -> FetchOnce {
     let replica = replica_id(ctx, req);
     let follower = (replica >= 0).then_some(replica);
@@ -182,12 +192,12 @@ async fn fetch_once(
         // Nothing of this fetch may move a high-water mark or an ISR (KIP-903).
         tracing::debug!(replica, %reason, "replica fetch refused");
         resp.error_code = ErrorCode::StaleBrokerEpoch.code();
-        return (resp, MoreRecords::new(), 0, true, Vec::new());
+        return (resp, MoreRecords::new(), 0, true, false);
     }
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
     let mut has_error = false;
-    let mut watches = Vec::new();
+    let mut waits = false;
     // First pass: checks, and the plan for each partition.
     let mut slots: Vec<(usize, usize, Arc<Partition>, Offset, usize)> = Vec::new(); // (topic i, partition i, p, offset, max)
     let mut remote: Vec<(usize, usize)> = Vec::new();
@@ -228,11 +238,17 @@ async fn fetch_once(
                     (code, Plan::Done)
                 }
                 (Some(p), Some(replica)) => {
-                    watches.push(p.watch_log_end());
+                    if let Some(w) = waker {
+                        p.register_fetch(w, true);
+                    }
+                    waits = true;
                     check_follower(p, replica, fp, &mut pd)
                 }
                 (Some(p), None) => {
-                    watches.push(p.watch_high_watermark());
+                    if let Some(w) = waker {
+                        p.register_fetch(w, false);
+                    }
+                    waits = true;
                     check_partition(
                         p,
                         fp.fetch_offset,
@@ -367,7 +383,7 @@ async fn fetch_once(
             .flatten()
             .map(bytes::Bytes::len)
             .sum::<usize>();
-    (resp, more, total, has_error, watches)
+    (resp, more, total, has_error, waits)
 }
 
 /// A replica fetch must come from a registered, unfenced broker in its current

@@ -12,6 +12,7 @@ pub(crate) mod authz;
 mod cluster;
 mod epochs;
 mod fetch;
+pub(crate) mod fetch_session;
 mod frame;
 mod group;
 mod list_offsets;
