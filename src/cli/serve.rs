@@ -111,6 +111,11 @@ pub struct ServeArgs {
     /// to two 16KiB windows a partition), e.g. 4GiB [default: 1GiB]
     #[arg(long, env = "STRATA_LOG_TAIL_CACHE_TOTAL")]
     pub log_tail_cache_total: Option<String>,
+    /// In direct mode, recently read segment bytes kept in memory for every reader of
+    /// every partition (a second consumer group, a consumer behind another, reads
+    /// memory rather than the device); 0 turns it off, e.g. 1GiB [default: 256MiB]
+    #[arg(long, env = "STRATA_LOG_READ_CACHE")]
+    pub log_read_cache: Option<String>,
     /// How many segment files the broker keeps open at most, for all partitions
     /// together (least recently used closed first; reopened on demand) [default: half
     /// the open-file limit, at most 1000]
@@ -244,6 +249,7 @@ struct FileSettings {
     log_io: Option<String>,
     log_tail_cache: Option<String>,
     log_tail_cache_total: Option<String>,
+    log_read_cache: Option<String>,
     log_open_files: Option<usize>,
     fetch_session_cache_slots: Option<usize>,
     broker_session_timeout: Option<String>,
@@ -314,6 +320,7 @@ pub struct ServeConfig {
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
     pub log_tail_cache_total: u64,
+    pub log_read_cache: u64,
     /// `None`: derived from the open-file limit at start (see [`log_open_files`]).
     pub log_open_files: Option<usize>,
     pub fetch_session_cache_slots: usize,
@@ -547,6 +554,12 @@ impl ServeConfig {
             args.log_tail_cache_total,
             file.log_tail_cache_total,
             1 << 30,
+        )?;
+        let log_read_cache = size(
+            "--log-read-cache",
+            args.log_read_cache,
+            file.log_read_cache,
+            256 << 20,
         )?;
         let log_open_files = args.log_open_files.or(file.log_open_files);
         if log_open_files.is_some_and(|n| n < 16) {
@@ -867,6 +880,7 @@ impl ServeConfig {
             log_io,
             log_tail_cache,
             log_tail_cache_total,
+            log_read_cache,
             log_open_files,
             fetch_session_cache_slots: args
                 .fetch_session_cache_slots
@@ -957,6 +971,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     strata_log::tail_budget::set_limit(
         usize::try_from(config.log_tail_cache_total).unwrap_or(usize::MAX),
     );
+    strata_log::read_cache::set_limit(usize::try_from(config.log_read_cache).unwrap_or(usize::MAX));
     tracing::info!(
         segment_files = open_files,
         "at most {open_files} segment files open at once (--log-open-files)"

@@ -6,17 +6,19 @@
 //! `flush.messages=1`, say) or rolls a segment waits on the device, and every task
 //! queued behind it on that worker (other connections, other partitions) waited too.
 //! [`may_wait`] runs such work in `tokio::task::block_in_place`: the runtime hands the
-//! worker's queue to another thread first, so only the caller waits.
+//! worker's queue to another thread first, so only the caller waits. Local reads that
+//! will go to the device (direct mode, below the tail buffer) run the same way.
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// Runs `f`, which may block for milliseconds: in `block_in_place` on a worker of a
 /// multi-thread runtime, inline anywhere else (a current-thread runtime, where
-/// `block_in_place` is not allowed, or a plain thread).
-pub fn may_wait<T>(f: impl FnOnce() -> T) -> T {
+/// `block_in_place` is not allowed, or a plain thread). Counted in
+/// `strata_blocking_calls_total{what}`.
+pub fn may_wait<T>(what: &'static str, f: impl FnOnce() -> T) -> T {
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            metrics::counter!("strata_blocking_appends_total").increment(1);
+            metrics::counter!("strata_blocking_calls_total", "what" => what).increment(1);
             tokio::task::block_in_place(f)
         }
         _ => f(),
@@ -29,12 +31,12 @@ mod tests {
 
     #[test]
     fn runs_inline_outside_a_runtime() {
-        assert_eq!(may_wait(|| 7), 7);
+        assert_eq!(may_wait("test", || 7), 7);
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn runs_inline_on_a_current_thread_runtime() {
-        assert_eq!(may_wait(|| 8), 8);
+        assert_eq!(may_wait("test", || 8), 8);
     }
 
     /// While one task blocks in `may_wait`, another task spawned on the same worker
@@ -46,7 +48,9 @@ mod tests {
             tx.send(()).unwrap();
         });
         // With one worker, `other` can only run if this task gives the worker up.
-        let got = may_wait(|| rx.recv_timeout(std::time::Duration::from_secs(10)));
+        let got = may_wait("test", || {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+        });
         assert!(got.is_ok(), "the other task ran while this one blocked");
         other.await.unwrap();
     }

@@ -78,8 +78,32 @@ impl Broker {
 /// The segment-file descriptor cache (`strata_log::files`, `--log-open-files`) and the
 /// tail buffers' budget (`strata_log::tail_budget`, `--log-tail-cache-total`).
 fn render_segment_files(out: &mut String) {
-    use strata_log::files;
-    let series: [(&str, &str, &str, u64); 5] = [
+    use strata_log::{files, read_cache};
+    let series: [(&str, &str, &str, u64); 9] = [
+        (
+            "strata_log_read_cache_bytes",
+            "Bytes of recently read segments in memory (direct mode, all partitions)",
+            "gauge",
+            read_cache::used() as u64,
+        ),
+        (
+            "strata_log_read_cache_limit_bytes",
+            "The read cache's budget (--log-read-cache)",
+            "gauge",
+            read_cache::limit() as u64,
+        ),
+        (
+            "strata_log_read_cache_hits_total",
+            "Reads of a chunk the read cache held",
+            "counter",
+            read_cache::hits(),
+        ),
+        (
+            "strata_log_read_cache_misses_total",
+            "Chunks read from the device into the read cache",
+            "counter",
+            read_cache::misses(),
+        ),
         (
             "strata_log_tail_cache_bytes",
             "Bytes all partitions' tail buffers hold (direct mode)",

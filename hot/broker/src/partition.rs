@@ -492,7 +492,7 @@ impl Partition {
     /// fsync. Other appends (a copy into the tail buffer and one write) run inline.
     pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         if self.log.local().append_may_wait(records.len()) {
-            crate::blocking::may_wait(|| self.append_inline(records))
+            crate::blocking::may_wait("append", || self.append_inline(records))
         } else {
             self.append_inline(records)
         }

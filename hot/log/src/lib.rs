@@ -144,6 +144,7 @@ pub mod files;
 pub mod index;
 mod log;
 pub mod producer;
+pub mod read_cache;
 mod sealed;
 mod segment;
 mod snapshot;

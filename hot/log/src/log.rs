@@ -153,6 +153,9 @@ struct Inner {
     cleaner: cleaner::CleanerState,
     /// The log may hold offset gaps (`GAPS_FILE` exists).
     gaps_allowed: bool,
+    /// Moves with every change that can make segment bytes differ from what a read saw
+    /// (a truncation, a reset, a cleaner swap): the read cache's chunks are keyed by it.
+    read_generation: u64,
 }
 
 impl Inner {
@@ -334,6 +337,14 @@ pub struct Log {
     /// checkpoint writes (and fsyncs) nothing. Other writes of the file do not set it;
     /// at worst the file then holds a lower value, which only means a longer scan.
     checkpointed: std::sync::atomic::AtomicI64,
+    /// This log's number in the read cache (`read_cache`).
+    read_cache_id: u64,
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        crate::read_cache::forget_log(self.read_cache_id);
+    }
 }
 
 impl Log {

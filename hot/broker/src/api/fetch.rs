@@ -320,17 +320,26 @@ async fn fetch_once(
                 }
                 // Consumers read below the high-water mark (read_committed: below the
                 // last stable offset, without aborted batches); followers to the log end.
-                let read = if read_committed {
-                    p.log().read_local_committed(
-                        offset,
-                        limit.max(1),
-                        pd.last_stable_offset,
-                        READ_PIECE,
-                    )
+                let read = || {
+                    if read_committed {
+                        p.log().read_local_committed(
+                            offset,
+                            limit.max(1),
+                            pd.last_stable_offset,
+                            READ_PIECE,
+                        )
+                    } else {
+                        let upper = follower.is_none().then_some(pd.high_watermark);
+                        p.log()
+                            .read_local_pieces(offset, limit.max(1), upper, READ_PIECE)
+                    }
+                };
+                // A read that goes to the device leaves the async worker to the other
+                // connections while it waits.
+                let read = if p.log().local().read_may_wait(offset) {
+                    crate::blocking::may_wait("read", read)
                 } else {
-                    let upper = follower.is_none().then_some(pd.high_watermark);
-                    p.log()
-                        .read_local_pieces(offset, limit.max(1), upper, READ_PIECE)
+                    read()
                 };
                 read.map_err(|e| e.error_code())
             }

@@ -308,6 +308,7 @@ impl Log {
             direct_refused: false,
             direct_written: false,
             direct_reads_refused: AtomicBool::new(false),
+            read_generation: 0,
             cleaner: super::cleaner::CleanerState::default(),
             gaps_allowed,
         };
@@ -384,6 +385,7 @@ impl Log {
                 inner: RwLock::new(inner),
                 clean_lock: Default::default(),
                 checkpointed: std::sync::atomic::AtomicI64::new(recovery_point_written),
+                read_cache_id: crate::read_cache::new_log_id(),
             },
             report,
         ))

@@ -13,10 +13,20 @@ use super::{Log, RANGE_CHUNK, READ_SLACK, ReadResult};
 use crate::direct_read::{self, AlignedBuf};
 use crate::error::LogError;
 use crate::index::{Indexes, rel};
+use crate::read_cache;
 use crate::segment::{self, read_at};
 use crate::tail::{ceil_block, floor_block};
 use crate::txn_index::{self, AbortedTxn};
 use crate::window::{self, Window};
+
+/// What a read needs to use the read cache: the log's generation when it started, and
+/// whether the segment was sealed and how large.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CacheCtx {
+    generation: u64,
+    sealed: bool,
+    size: u64,
+}
 
 impl Log {
     /// The last stable offset with the high-water mark at `high_watermark` (KIP-98): the
@@ -70,6 +80,27 @@ impl Log {
         out
     }
 
+    /// Whether a read from `offset` may wait on the device: in direct mode, unless the
+    /// active segment's tail buffer holds it (judged by the index position the read
+    /// starts at). A sealed segment's bytes may be in the read cache; this says "may".
+    pub fn read_may_wait(&self, offset: Offset) -> bool {
+        let g = self.read_lock();
+        if g.config.io_mode != crate::IoMode::Direct || g.direct_refused {
+            return false;
+        }
+        let Some(seg) = g.segment_for(offset) else {
+            return false;
+        };
+        if seg.sealed {
+            return true;
+        }
+        let pos = seg
+            .builder
+            .idx
+            .position_for(rel(seg.base, offset.max(seg.base))) as u64;
+        g.tail.cached_from(seg.base).is_none_or(|c| pos < c)
+    }
+
     /// Reads whole batches starting with the one that contains `offset`, up to
     /// `max_bytes` (but always at least one whole batch, as Kafka does since KIP-74), and
     /// only batches that end at or below `max_offset` when given (the high-water mark).
@@ -84,7 +115,7 @@ impl Log {
             data: Bytes::new(),
             next_offset: offset,
         };
-        let (seg_base, seg_next, file, direct, path, mut pos, limit) = {
+        let (seg_base, seg_next, file, direct, path, mut pos, limit, cache) = {
             let g = self.read_lock();
             let (start, end) = (g.log_start_offset, g.log_end_offset());
             if offset < start || offset > end {
@@ -114,6 +145,11 @@ impl Log {
                 seg.path.clone(),
                 pos as u64,
                 seg.size,
+                Some(CacheCtx {
+                    generation: g.read_generation,
+                    sealed: seg.sealed,
+                    size: seg.size,
+                }),
             )
         };
         // One read from the index entry covers the walk to the wanted batch (at most an
@@ -137,6 +173,7 @@ impl Log {
                 .min(limit - pos);
             let data = self.read_segment(
                 seg_base,
+                cache,
                 &file,
                 direct.as_deref(),
                 &path,
@@ -178,8 +215,15 @@ impl Log {
                     // KIP-74: the first batch is returned whole even when larger than
                     // max_bytes.
                     let at = pos + start as u64;
-                    let data =
-                        self.read_segment(seg_base, &file, direct.as_deref(), &path, at, len)?;
+                    let data = self.read_segment(
+                        seg_base,
+                        cache,
+                        &file,
+                        direct.as_deref(),
+                        &path,
+                        at,
+                        len,
+                    )?;
                     if data.len() < len {
                         return Err(corrupt(
                             at,
@@ -252,9 +296,11 @@ impl Log {
     /// `file` and the page cache. Bytes below a segment's size never change, so it does
     /// not matter whether a byte comes from the cache or the file, nor that the cache
     /// moves on meanwhile.
+    #[allow(clippy::too_many_arguments)]
     fn read_segment(
         &self,
         seg: Offset,
+        cache: Option<CacheCtx>,
         file: &std::fs::File,
         direct: Option<&std::fs::File>,
         path: &Path,
@@ -262,7 +308,7 @@ impl Log {
         len: usize,
     ) -> Result<Bytes, LogError> {
         match direct {
-            Some(direct) => self.read_segment_direct(seg, file, direct, path, pos, len),
+            Some(direct) => self.read_segment_direct(seg, cache, file, direct, path, pos, len),
             None => self.read_segment_buffered(seg, file, path, pos, len),
         }
     }
@@ -305,9 +351,11 @@ impl Log {
     /// copied after it, and the result is a slice of the buffer. A direct read may
     /// rewrite bytes of the buffer already copied from the cache (the start of a block,
     /// or a gap between the windows): below the segment's size, file and cache agree.
+    #[allow(clippy::too_many_arguments)]
     fn read_segment_direct(
         &self,
         seg: Offset,
+        cache: Option<CacheCtx>,
         file: &std::fs::File,
         direct: &std::fs::File,
         path: &Path,
@@ -333,7 +381,8 @@ impl Log {
             let stop = cached_from.filter(|&c| c > at && c < end).unwrap_or(end);
             let from = floor_block(at);
             let region = &mut buf.bytes_mut()[(from - base) as usize..];
-            let got = direct_read::fill(file, &mut direct, region, from, (stop - from) as usize)
+            let got = self
+                .fill_cached(seg, cache, file, &mut direct, region, from, stop)
                 .map_err(LogError::io("read", path))?;
             if direct.is_none() {
                 self.read_lock()
@@ -349,6 +398,70 @@ impl Log {
         }
         let (from, to) = ((pos - base) as usize, (at.max(pos) - base) as usize);
         Ok(buf.into_bytes(from, to))
+    }
+
+    /// Fills `buf` (file position `from`, a block boundary) with the file's bytes up to
+    /// `stop`, as `direct_read::fill` does, through the read cache ([`read_cache`]) for
+    /// the bytes that cannot change in this generation: a sealed segment's, and whole
+    /// chunks of the active segment below `stop` (where its tail buffer starts, or the
+    /// end of the read). A miss reads up to [`read_cache::READ_AHEAD`] chunks at once.
+    /// Returns how many bytes it filled from `from` (fewer than asked only at the end of
+    /// the file).
+    #[allow(clippy::too_many_arguments)]
+    fn fill_cached(
+        &self,
+        seg: Offset,
+        cache: Option<CacheCtx>,
+        file: &std::fs::File,
+        direct: &mut Option<&std::fs::File>,
+        buf: &mut [u8],
+        from: u64,
+        stop: u64,
+    ) -> std::io::Result<usize> {
+        let Some(ctx) = cache.filter(|_| read_cache::enabled()) else {
+            return direct_read::fill(file, direct, buf, from, (stop - from) as usize);
+        };
+        let chunk_len = read_cache::chunk();
+        // Chunks may be cached up to here.
+        let cacheable = if ctx.sealed {
+            ctx.size
+        } else {
+            stop / chunk_len * chunk_len
+        };
+        let mut at = from;
+        while at < stop {
+            let c0 = at / chunk_len * chunk_len;
+            let off = (at - from) as usize;
+            if c0 >= cacheable || (!ctx.sealed && c0 + chunk_len > cacheable) {
+                // The rest is not cached: straight from the file (`at` is a block
+                // boundary: `from`, or a chunk's start).
+                let got =
+                    direct_read::fill(file, direct, &mut buf[off..], at, (stop - at) as usize)?;
+                return Ok(off + got);
+            }
+            // This chunk and the following cacheable ones, read at once on a miss.
+            let end = (c0 + read_cache::READ_AHEAD * chunk_len).min(cacheable);
+            let keys: Vec<read_cache::Key> = (c0..end)
+                .step_by(chunk_len as usize)
+                .map(|c| (self.read_cache_id, ctx.generation, seg, c))
+                .collect();
+            let chunk = read_cache::get_or_load(&keys, chunk_len as usize, |n| {
+                let len = (n as u64 * chunk_len).min(end - c0) as usize;
+                direct_read::read_range(file, direct, c0, len)
+            })?;
+            let within = (at - c0) as usize;
+            let upto = ((stop - c0) as usize).min(chunk.len());
+            if upto <= within {
+                // The file ends before `at`.
+                break;
+            }
+            buf[off..off + upto - within].copy_from_slice(&chunk[within..upto]);
+            at += (upto - within) as u64;
+            if chunk.len() < chunk_len as usize {
+                break;
+            }
+        }
+        Ok((at - from) as usize)
     }
 
     /// The first record with a timestamp at or after `timestamp` (Kafka's ListOffsets by

@@ -43,6 +43,8 @@ impl Log {
     /// may be left part-way: close and reopen it.
     pub fn truncate_to(&self, offset: Offset) -> Result<(), LogError> {
         let mut g = self.write_lock();
+        // What reads cached before this is not what the log holds after it.
+        g.read_generation += 1;
         let g = &mut *g;
         let (start, end) = (g.log_start_offset, g.log_end_offset());
         if offset < start || offset > end {
@@ -138,6 +140,8 @@ impl Log {
     /// state and epochs recovery rebuilds from its batches) or the new empty one.
     pub fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), LogError> {
         let mut g = self.write_lock();
+        // What reads cached before this is not what the log holds after it.
+        g.read_generation += 1;
         let g = &mut *g;
         if offset < 0 {
             return Err(LogError::OffsetOutOfRange {
@@ -264,6 +268,7 @@ impl Log {
     /// dense across the tiers.
     pub fn reset_empty(&self, offset: Offset) -> Result<(), LogError> {
         let mut g = self.write_lock();
+        g.read_generation += 1;
         let (start, end) = (g.log_start_offset, g.log_end_offset());
         if start != end || g.size() != 0 || offset < end {
             return Err(LogError::NotEmpty {

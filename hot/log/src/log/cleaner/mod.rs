@@ -513,6 +513,7 @@ impl Log {
             swap::discard(&files);
             return Ok(false);
         }
+        g.read_generation += 1;
         let seg = swap::commit(self.dir(), bases, files, index, interval)?;
         for b in bases {
             g.segments.remove(b);
