@@ -5,7 +5,7 @@
 #      flat out (acks=1): the produce rate;
 #   2. the broker restarted with --log-read-cache 0 (no read cache: the build before
 #      it): two consumers at once, each reading everything from the start;
-#   3. restarted with the default read cache: the same two consumers;
+#   3. restarted with --log-read-cache 256MiB: the same two consumers;
 #   4. restarted in buffered mode, the data in the page cache: the same two consumers
 #      (the ceiling on this machine, where all of it shares the cores).
 # A restart leaves nothing in memory; the data on the device is the same for 2 and 3.
@@ -52,7 +52,7 @@ stop
 start --log-read-cache 0
 two "no read cache "
 stop
-start
+start --log-read-cache 256MiB
 two "read cache    "
 curl -s "http://$(grep -o 'http=[0-9.:]*' "$DIR/out" | cut -d= -f2)/metrics" | grep -E "^strata_log_read_cache_(hits|misses)_total" || true
 stop

@@ -113,7 +113,7 @@ pub struct ServeArgs {
     pub log_tail_cache_total: Option<String>,
     /// In direct mode, recently read segment bytes kept in memory for every reader of
     /// every partition (a second consumer group, a consumer behind another, reads
-    /// memory rather than the device); 0 turns it off, e.g. 1GiB [default: 256MiB]
+    /// memory rather than the device), e.g. 1GiB; off unless given [default: 0]
     #[arg(long, env = "STRATA_LOG_READ_CACHE")]
     pub log_read_cache: Option<String>,
     /// How many segment files the broker keeps open at most, for all partitions
@@ -559,7 +559,7 @@ impl ServeConfig {
             "--log-read-cache",
             args.log_read_cache,
             file.log_read_cache,
-            256 << 20,
+            0,
         )?;
         let log_open_files = args.log_open_files.or(file.log_open_files);
         if log_open_files.is_some_and(|n| n < 16) {
