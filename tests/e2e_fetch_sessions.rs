@@ -169,20 +169,9 @@ fn a_broker_without_sessions_answers_in_full_with_session_id_0() {
     assert_eq!(answered(&r).len(), 2);
 }
 
-/// A metric's value in the broker's /metrics (the line starting with `series`), 0 if
-/// absent.
+/// A metric's value in the broker's /metrics, 0 if absent.
 fn metric(broker: &common::Broker, series: &str) -> f64 {
-    broker
-        .http_get("/metrics")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
+    broker.metric(series).unwrap_or(0.0)
 }
 
 #[test]

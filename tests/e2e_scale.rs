@@ -34,9 +34,8 @@ fn fds(pid: u32) -> usize {
 
 /// A metric's value in the broker's /metrics.
 fn metric(broker: &common::Broker, name: &str) -> f64 {
-    let body = broker.http_get("/metrics");
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    broker
+        .metric(name)
         .unwrap_or_else(|| panic!("no {name} in /metrics"))
 }
 
@@ -251,10 +250,10 @@ fn ten_thousand_partitions_restart_intact_after_a_clean_stop_and_after_kill_9() 
 
 /// `strata_partition_opens_total{recovery="..."}`, 0 if absent.
 fn opens(broker: &common::Broker, recovery: &str) -> f64 {
-    let body = broker.http_get("/metrics");
-    let prefix = format!("strata_partition_opens_total{{recovery=\"{recovery}\"}} ");
-    body.lines()
-        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+    broker
+        .metric(&format!(
+            "strata_partition_opens_total{{recovery=\"{recovery}\"}}"
+        ))
         .unwrap_or(0.0)
 }
 
@@ -262,12 +261,6 @@ fn opens(broker: &common::Broker, recovery: &str) -> f64 {
 /// 0 if never.
 fn fencings(broker: &common::Broker) -> f64 {
     broker
-        .http_get("/metrics")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("strata_controller_broker_fencings_total ")?
-                .parse()
-                .ok()
-        })
+        .metric("strata_controller_broker_fencings_total")
         .unwrap_or(0.0)
 }

@@ -198,6 +198,18 @@ impl Broker {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         body.to_string()
     }
+
+    /// The value of one series in the broker's /metrics (`series` is the name with its
+    /// labels, as the line starts), if it is there.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        self.http_get("/metrics").lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
 }
 
 impl Drop for Broker {

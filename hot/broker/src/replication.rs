@@ -250,16 +250,13 @@ struct FetchSession {
     epoch: i32,
     /// What the leader's session holds of each partition (as last sent).
     sent: HashMap<(uuid::Uuid, i32), FetchPartition>,
-    /// Whether the request in flight is a full one.
-    full: bool,
 }
 
 impl FetchSession {
     fn request(&mut self, node: i32, broker_epoch: i64, parts: &[Arc<Partition>]) -> FetchRequest {
-        let full = self.epoch == 0;
         let mut topics: BTreeMap<(Arc<str>, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
         let mut current = std::collections::HashSet::with_capacity(parts.len());
-        if full {
+        if self.epoch == 0 {
             self.sent.clear();
         }
         for p in parts {
@@ -290,7 +287,6 @@ impl FetchSession {
             }
             keep
         });
-        self.full = full;
         let mut req = FetchRequest::default();
         // v15 names the replica in ReplicaState only (replica_id is gone from the wire).
         req.replica_state.replica_id = BrokerId(node);
@@ -322,7 +318,7 @@ impl FetchSession {
         req
     }
 
-    /// The leader answered the request made last.
+    /// The leader answered the request made last (a full one if the epoch is 0).
     fn answered(&mut self, resp: &FetchResponse) {
         if resp.error_code != 0 {
             // The session is gone or out of step (or the whole fetch was refused):
@@ -335,15 +331,9 @@ impl FetchSession {
             // No session (the leader's cache is full), or the leader closed it.
             self.id = 0;
             self.epoch = 0;
-        } else if self.full {
-            self.id = resp.session_id;
-            self.epoch = 1;
         } else {
-            self.epoch = if self.epoch == i32::MAX {
-                1
-            } else {
-                self.epoch + 1
-            };
+            self.id = resp.session_id;
+            self.epoch = crate::api::fetch_session::next_epoch(self.epoch);
         }
     }
 

@@ -159,24 +159,22 @@ fn hit(c: &mut Lru, key: &Key) -> Option<Bytes> {
     Some(bytes.clone())
 }
 
-/// The chunk at `keys[0]`: from the cache; from another reader's read of it in
-/// progress; or read with `load(n)`, which returns the bytes of the first `n` of `keys`
-/// (consecutive chunks of `chunk` bytes) back to back, fewer at the end of the file.
+/// The chunk at `first`: from the cache; from another reader's read of it in progress;
+/// or read with `load(n)`, which returns the bytes of the first `n` of the `count`
+/// chunks of `chunk` bytes from `first` on, back to back (fewer at the end of the file).
 /// `n` stops short of a chunk already cached or being read.
 pub(crate) fn get_or_load(
-    keys: &[Key],
-    chunk: usize,
+    first: Key,
+    count: usize,
+    chunk: u64,
     load: impl FnOnce(usize) -> std::io::Result<Bytes>,
 ) -> std::io::Result<Bytes> {
-    let Some(first) = keys.first() else {
-        return Ok(Bytes::new());
-    };
     let mine: Vec<(Key, Arc<Flight>)> = {
         let mut c = lock();
-        if let Some(b) = hit(&mut c, first) {
+        if let Some(b) = hit(&mut c, &first) {
             return Ok(b);
         }
-        if let Some(f) = c.loading.get(first).cloned() {
+        if let Some(f) = c.loading.get(&first).cloned() {
             drop(c);
             HITS.fetch_add(1, Ordering::Relaxed);
             if let Some(b) = f.wait() {
@@ -186,16 +184,18 @@ pub(crate) fn get_or_load(
             return load(1);
         }
         let mut mine = Vec::new();
-        for (i, k) in keys.iter().enumerate() {
-            if i > 0 && (c.chunks.contains_key(k) || c.loading.contains_key(k)) {
+        for i in 0..count.max(1) {
+            let k = (first.0, first.1, first.2, first.3 + i as u64 * chunk);
+            if i > 0 && (c.chunks.contains_key(&k) || c.loading.contains_key(&k)) {
                 break;
             }
             let f = Arc::new(Flight::default());
-            c.loading.insert(*k, f.clone());
-            mine.push((*k, f));
+            c.loading.insert(k, f.clone());
+            mine.push((k, f));
         }
         mine
     };
+    let chunk = chunk as usize;
     let result = load(mine.len());
     let data = result.as_ref().ok().cloned().unwrap_or_default();
     let mut out = Bytes::new();
@@ -302,6 +302,8 @@ mod tests {
         set_limit(1 << 20);
         let log = new_log_id();
         let keys: Vec<Key> = (0..2).map(|i| (log, 0, 0, i * 10)).collect();
+        let get_two =
+            |load: &dyn Fn(usize) -> std::io::Result<Bytes>| get_or_load(keys[0], 2, 10, load);
         let loads = std::sync::atomic::AtomicUsize::new(0);
         let load = |n: usize| {
             loads.fetch_add(1, Ordering::SeqCst);
@@ -309,9 +311,9 @@ mod tests {
             Ok(Bytes::from(vec![7u8; 10 * n]))
         };
         let (a, b) = std::thread::scope(|s| {
-            let a = s.spawn(|| get_or_load(&keys, 10, load).unwrap());
+            let a = s.spawn(|| get_two(&load).unwrap());
             std::thread::sleep(std::time::Duration::from_millis(50));
-            let b = s.spawn(|| get_or_load(&keys, 10, load).unwrap());
+            let b = s.spawn(|| get_two(&load).unwrap());
             (a.join().unwrap(), b.join().unwrap())
         });
         assert_eq!(loads.load(Ordering::SeqCst), 1, "one device read");
@@ -319,16 +321,16 @@ mod tests {
         // The read-ahead chunk was cached by the same read.
         assert!(get(&keys[1]).is_some());
 
-        let other: Vec<Key> = vec![(log, 0, 0, 100)];
+        let other: Key = (log, 0, 0, 100);
         let (a, b) = std::thread::scope(|s| {
             let a = s.spawn(|| {
-                get_or_load(&other, 10, |_| {
+                get_or_load(other, 1, 10, |_| {
                     std::thread::sleep(std::time::Duration::from_millis(200));
                     Err(std::io::Error::other("the device failed"))
                 })
             });
             std::thread::sleep(std::time::Duration::from_millis(50));
-            let b = s.spawn(|| get_or_load(&other, 10, |n| Ok(Bytes::from(vec![1u8; 10 * n]))));
+            let b = s.spawn(|| get_or_load(other, 1, 10, |n| Ok(Bytes::from(vec![1u8; 10 * n]))));
             (a.join().unwrap(), b.join().unwrap())
         });
         assert!(a.is_err());

@@ -78,9 +78,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 metrics::counter!("strata_fetch_bytes_total").increment(total as u64);
                 resp.session_id = broker.fetch_sessions.finish(
                     session,
-                    ctx.version,
                     &req,
-                    &ctx.principal,
                     &mut resp,
                     &mut more,
                     Instant::now(),

@@ -177,12 +177,17 @@ impl Session {
 pub(crate) enum Kind {
     /// In full, without a session (session id 0).
     Sessionless,
-    /// In full; the answer creates a session.
-    Full { privileged: bool },
+    /// In full; the answer creates a session for `principal`.
+    Full {
+        privileged: bool,
+        uses_ids: bool,
+        principal: Arc<str>,
+    },
     /// Only partitions with news, on session `id` (which now expects `next_epoch`).
     Incremental {
         id: i32,
         next_epoch: i32,
+        principal: Arc<str>,
         /// The session's partitions, as the effective request lists them.
         keys: Vec<Vec<Key>>,
         sent: Vec<Vec<Option<Sent>>>,
@@ -258,16 +263,17 @@ impl Inner {
     }
 }
 
-fn topic_ref(version: i16, id: Uuid, name: &TopicName) -> TopicRef {
-    if version >= 13 {
+fn topic_ref(uses_ids: bool, id: Uuid, name: &TopicName) -> TopicRef {
+    if uses_ids {
         TopicRef::Id(id)
     } else {
         TopicRef::Name(Arc::from(name.0.as_str()))
     }
 }
 
-/// The next epoch after `epoch` (wrapping past i32::MAX to 1, as Kafka's).
-fn next_epoch(epoch: i32) -> i32 {
+/// The next epoch after `epoch` (0, the full fetch that made the session, is followed
+/// by 1; past i32::MAX it wraps to 1, as Kafka's).
+pub(crate) fn next_epoch(epoch: i32) -> i32 {
     if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
 
@@ -321,7 +327,14 @@ impl FetchSessions {
                 return Ok(sessionless);
             }
             count("full");
-            return Ok((Kind::Full { privileged }, None));
+            return Ok((
+                Kind::Full {
+                    privileged,
+                    uses_ids: version >= 13,
+                    principal: principal.clone(),
+                },
+                None,
+            ));
         }
         count("incremental");
         if epoch < -1 {
@@ -343,7 +356,7 @@ impl FetchSessions {
         }
         let mut added = 0usize;
         for t in &req.topics {
-            let topic = topic_ref(version, t.topic_id, &t.topic);
+            let topic = topic_ref(version >= 13, t.topic_id, &t.topic);
             for fp in &t.partitions {
                 if session.upsert((topic.clone(), fp.partition), Params::of(fp)) {
                     added += 1;
@@ -352,7 +365,7 @@ impl FetchSessions {
         }
         let mut removed = 0usize;
         for t in &req.forgotten_topics_data {
-            let topic = topic_ref(version, t.topic_id, &t.topic);
+            let topic = topic_ref(version >= 13, t.topic_id, &t.topic);
             for p in &t.partitions {
                 if session.remove(&(topic.clone(), *p)) {
                     removed += 1;
@@ -372,6 +385,7 @@ impl FetchSessions {
             Kind::Incremental {
                 id,
                 next_epoch,
+                principal: principal.clone(),
                 keys,
                 sent,
             },
@@ -384,28 +398,29 @@ impl FetchSessions {
     /// partitions it holds pieces of) and remembers what they said. `req` is the
     /// effective request (the one the answer was built from). Returns the session id
     /// for the answer.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish(
         &self,
         kind: Kind,
-        version: i16,
         req: &FetchRequest,
-        principal: &Arc<str>,
         resp: &mut FetchResponse,
         more: &mut MoreRecords,
         now: Instant,
     ) -> i32 {
         match kind {
             Kind::Sessionless | Kind::Closed => 0,
-            Kind::Full { privileged } => {
+            Kind::Full {
+                privileged,
+                uses_ids,
+                principal,
+            } => {
                 // Quota-throttled or failed answers do not create sessions.
                 if resp.error_code != 0 {
                     return 0;
                 }
                 let mut session = Session {
-                    principal: principal.clone(),
+                    principal,
                     privileged,
-                    uses_ids: version >= 13,
+                    uses_ids,
                     epoch: 1,
                     parts: HashMap::new(),
                     order: BTreeMap::new(),
@@ -413,7 +428,7 @@ impl FetchSessions {
                     last_used: now,
                 };
                 for (t, rt) in req.topics.iter().zip(&resp.responses) {
-                    let topic = topic_ref(version, t.topic_id, &t.topic);
+                    let topic = topic_ref(uses_ids, t.topic_id, &t.topic);
                     for (fp, pd) in t.partitions.iter().zip(&rt.partitions) {
                         let key = (topic.clone(), fp.partition);
                         session.upsert(key.clone(), Params::of(fp));
@@ -441,6 +456,7 @@ impl FetchSessions {
             Kind::Incremental {
                 id,
                 next_epoch,
+                principal,
                 keys,
                 sent,
             } => {
@@ -449,7 +465,7 @@ impl FetchSessions {
                 // Another request on the session since (a client bug): its marks win.
                 if let Some(s) = inner.sessions.get_mut(&id)
                     && s.epoch == next_epoch
-                    && s.principal == *principal
+                    && s.principal == principal
                 {
                     for (key, now_sent, with_records) in answered {
                         if let Some(c) = s.parts.get_mut(&key) {
@@ -653,20 +669,23 @@ mod tests {
         hw: &dyn Fn(&str, i32) -> i64,
         data: &[(&str, i32)],
     ) -> Result<Round, ErrorCode> {
+        round_with(s, req, hw, data, &|_| {})
+    }
+
+    /// [`round`], with the answer changed by `edit` before it is finished.
+    fn round_with(
+        s: &FetchSessions,
+        req: &FetchRequest,
+        hw: &dyn Fn(&str, i32) -> i64,
+        data: &[(&str, i32)],
+        edit: &dyn Fn(&mut FetchResponse),
+    ) -> Result<Round, ErrorCode> {
         let now = Instant::now();
         let (kind, effective) = s.begin(12, req, &principal(), false, now)?;
         let effective = effective.unwrap_or_else(|| req.clone());
         let mut resp = answer(&effective, hw, data);
-        let mut more = MoreRecords::new();
-        let id = s.finish(
-            kind,
-            12,
-            &effective,
-            &principal(),
-            &mut resp,
-            &mut more,
-            now,
-        );
+        edit(&mut resp);
+        let id = s.finish(kind, &effective, &mut resp, &mut MoreRecords::new(), now);
         Ok((resp, id, listed(&effective)))
     }
 
@@ -731,30 +750,13 @@ mod tests {
         // An error is answered every time; once it clears, the partition is answered.
         let mut errors = 0;
         for epoch in 5..8 {
-            let (kind, effective) = s
-                .begin(
-                    12,
-                    &request(id, epoch, &[]),
-                    &principal(),
-                    false,
-                    Instant::now(),
-                )
-                .unwrap();
-            let effective = effective.unwrap();
-            let mut resp = answer(&effective, &hw, &[]);
-            if epoch < 7 {
-                resp.responses[0].partitions[0].error_code = ErrorCode::NotLeaderOrFollower.code();
-            }
-            let mut more = MoreRecords::new();
-            s.finish(
-                kind,
-                12,
-                &effective,
-                &principal(),
-                &mut resp,
-                &mut more,
-                Instant::now(),
-            );
+            let fail = |resp: &mut FetchResponse| {
+                if epoch < 7 {
+                    resp.responses[0].partitions[0].error_code =
+                        ErrorCode::NotLeaderOrFollower.code();
+                }
+            };
+            let (resp, _, _) = round_with(&s, &request(id, epoch, &[]), &hw, &[], &fail).unwrap();
             errors += answered(&resp).len();
         }
         assert_eq!(errors, 3);
@@ -774,15 +776,7 @@ mod tests {
             let req = request(0, 0, &parts);
             let (kind, _) = s.begin(12, &req, &principal(), privileged, at).unwrap();
             let mut resp = answer(&req, &|_, _| 0, &[]);
-            s.finish(
-                kind,
-                12,
-                &req,
-                &principal(),
-                &mut resp,
-                &mut MoreRecords::new(),
-                at,
-            )
+            s.finish(kind, &req, &mut resp, &mut MoreRecords::new(), at)
         };
         let a = create(false, 4, now);
         let b = create(false, 4, now);

@@ -19,13 +19,15 @@ use crate::tail::{ceil_block, floor_block};
 use crate::txn_index::{self, AbortedTxn};
 use crate::window::{self, Window};
 
-/// What a read needs to use the read cache: the log's generation when it started, and
-/// whether the segment was sealed and how large.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CacheCtx {
-    generation: u64,
+/// One segment as a read found it: its files, whether it was sealed and how large,
+/// and the log's read generation then (for the read cache).
+struct SegmentRead<'a> {
+    base: Offset,
+    file: &'a std::fs::File,
+    path: &'a Path,
     sealed: bool,
     size: u64,
+    generation: u64,
 }
 
 impl Log {
@@ -115,7 +117,7 @@ impl Log {
             data: Bytes::new(),
             next_offset: offset,
         };
-        let (seg_base, seg_next, file, direct, path, mut pos, limit, cache) = {
+        let (seg_base, seg_next, file, direct, path, mut pos, limit, sealed, generation) = {
             let g = self.read_lock();
             let (start, end) = (g.log_start_offset, g.log_end_offset());
             if offset < start || offset > end {
@@ -145,12 +147,17 @@ impl Log {
                 seg.path.clone(),
                 pos as u64,
                 seg.size,
-                Some(CacheCtx {
-                    generation: g.read_generation,
-                    sealed: seg.sealed,
-                    size: seg.size,
-                }),
+                seg.sealed,
+                g.read_generation,
             )
+        };
+        let src = SegmentRead {
+            base: seg_base,
+            file: &file,
+            path: &path,
+            sealed,
+            size: limit,
+            generation,
         };
         // One read from the index entry covers the walk to the wanted batch (at most an
         // index interval plus one batch) and the data: no separate header reads.
@@ -171,15 +178,7 @@ impl Log {
             let want = (max_bytes as u64)
                 .saturating_add(READ_SLACK)
                 .min(limit - pos);
-            let data = self.read_segment(
-                seg_base,
-                cache,
-                &file,
-                direct.as_deref(),
-                &path,
-                pos,
-                want as usize,
-            )?;
+            let data = self.read_segment(&src, direct.as_deref(), pos, want as usize)?;
             let window = window::find_window(&data, offset, max_bytes, max_offset)
                 .map_err(|e| corrupt(pos + e.at as u64, e.error))?;
             match window {
@@ -215,15 +214,7 @@ impl Log {
                     // KIP-74: the first batch is returned whole even when larger than
                     // max_bytes.
                     let at = pos + start as u64;
-                    let data = self.read_segment(
-                        seg_base,
-                        cache,
-                        &file,
-                        direct.as_deref(),
-                        &path,
-                        at,
-                        len,
-                    )?;
+                    let data = self.read_segment(&src, direct.as_deref(), at, len)?;
                     if data.len() < len {
                         return Err(corrupt(
                             at,
@@ -296,31 +287,26 @@ impl Log {
     /// `file` and the page cache. Bytes below a segment's size never change, so it does
     /// not matter whether a byte comes from the cache or the file, nor that the cache
     /// moves on meanwhile.
-    #[allow(clippy::too_many_arguments)]
     fn read_segment(
         &self,
-        seg: Offset,
-        cache: Option<CacheCtx>,
-        file: &std::fs::File,
+        src: &SegmentRead<'_>,
         direct: Option<&std::fs::File>,
-        path: &Path,
         pos: u64,
         len: usize,
     ) -> Result<Bytes, LogError> {
         match direct {
-            Some(direct) => self.read_segment_direct(seg, cache, file, direct, path, pos, len),
-            None => self.read_segment_buffered(seg, file, path, pos, len),
+            Some(direct) => self.read_segment_direct(src, direct, pos, len),
+            None => self.read_segment_buffered(src, pos, len),
         }
     }
 
     fn read_segment_buffered(
         &self,
-        seg: Offset,
-        file: &std::fs::File,
-        path: &Path,
+        src: &SegmentRead<'_>,
         pos: u64,
         len: usize,
     ) -> Result<Bytes, LogError> {
+        let (seg, file, path) = (src.base, src.file, src.path);
         let end = pos + len as u64;
         let mut out = Vec::with_capacity(len);
         let mut at = pos;
@@ -351,17 +337,14 @@ impl Log {
     /// copied after it, and the result is a slice of the buffer. A direct read may
     /// rewrite bytes of the buffer already copied from the cache (the start of a block,
     /// or a gap between the windows): below the segment's size, file and cache agree.
-    #[allow(clippy::too_many_arguments)]
     fn read_segment_direct(
         &self,
-        seg: Offset,
-        cache: Option<CacheCtx>,
-        file: &std::fs::File,
+        src: &SegmentRead<'_>,
         direct: &std::fs::File,
-        path: &Path,
         pos: u64,
         len: usize,
     ) -> Result<Bytes, LogError> {
+        let seg = src.base;
         let end = pos + len as u64;
         let base = floor_block(pos);
         let mut buf = AlignedBuf::for_read((ceil_block(end) - base) as usize);
@@ -382,8 +365,8 @@ impl Log {
             let from = floor_block(at);
             let region = &mut buf.bytes_mut()[(from - base) as usize..];
             let got = self
-                .fill_cached(seg, cache, file, &mut direct, region, from, stop)
-                .map_err(LogError::io("read", path))?;
+                .fill_cached(src, &mut direct, region, from, stop)
+                .map_err(LogError::io("read", src.path))?;
             if direct.is_none() {
                 self.read_lock()
                     .refuse_direct_reads(&self.dir, "direct read refused");
@@ -407,24 +390,22 @@ impl Log {
     /// end of the read). A miss reads up to [`read_cache::READ_AHEAD`] chunks at once.
     /// Returns how many bytes it filled from `from` (fewer than asked only at the end of
     /// the file).
-    #[allow(clippy::too_many_arguments)]
     fn fill_cached(
         &self,
-        seg: Offset,
-        cache: Option<CacheCtx>,
-        file: &std::fs::File,
+        src: &SegmentRead<'_>,
         direct: &mut Option<&std::fs::File>,
         buf: &mut [u8],
         from: u64,
         stop: u64,
     ) -> std::io::Result<usize> {
-        let Some(ctx) = cache.filter(|_| read_cache::enabled()) else {
+        let file = src.file;
+        if !read_cache::enabled() {
             return direct_read::fill(file, direct, buf, from, (stop - from) as usize);
-        };
+        }
         let chunk_len = read_cache::chunk();
         // Chunks may be cached up to here.
-        let cacheable = if ctx.sealed {
-            ctx.size
+        let cacheable = if src.sealed {
+            src.size
         } else {
             stop / chunk_len * chunk_len
         };
@@ -432,7 +413,7 @@ impl Log {
         while at < stop {
             let c0 = at / chunk_len * chunk_len;
             let off = (at - from) as usize;
-            if c0 >= cacheable || (!ctx.sealed && c0 + chunk_len > cacheable) {
+            if c0 >= cacheable || (!src.sealed && c0 + chunk_len > cacheable) {
                 // The rest is not cached: straight from the file (`at` is a block
                 // boundary: `from`, or a chunk's start).
                 let got =
@@ -441,11 +422,9 @@ impl Log {
             }
             // This chunk and the following cacheable ones, read at once on a miss.
             let end = (c0 + read_cache::READ_AHEAD * chunk_len).min(cacheable);
-            let keys: Vec<read_cache::Key> = (c0..end)
-                .step_by(chunk_len as usize)
-                .map(|c| (self.read_cache_id, ctx.generation, seg, c))
-                .collect();
-            let chunk = read_cache::get_or_load(&keys, chunk_len as usize, |n| {
+            let first = (self.read_cache_id, src.generation, src.base, c0);
+            let chunks = (end - c0).div_ceil(chunk_len) as usize;
+            let chunk = read_cache::get_or_load(first, chunks, chunk_len, |n| {
                 let len = (n as u64 * chunk_len).min(end - c0) as usize;
                 direct_read::read_range(file, direct, c0, len)
             })?;
