@@ -36,22 +36,8 @@ serve() { # id extra...
   PIDS+=($!)
 }
 wait_up() { for _ in $(seq 600); do grep -q "strata listening" "$DIR/n$1.out" 2>/dev/null && return; sleep 0.1; done; echo "n$1 did not start" >&2; tail "$DIR/n$1.err" >&2; exit 1; }
-# TCP payload bytes (sent + received) on process PID's connections to 127.0.0.N:PORT.
-wire_bytes() {
-  ss -tinpH "dst 127.0.0.$2:$PORT" 2>/dev/null | python3 -c '
-import re, sys
-pid, total, own = sys.argv[1], 0, False
-for line in sys.stdin:
-    if "users:" in line:
-        own = ("pid=%s," % pid) in line
-    if own:
-        for k in ("bytes_acked", "bytes_received"):
-            m = re.search(k + r":(\d+)", line)
-            if m:
-                total += int(m.group(1))
-print(total)' "$1"
-}
-replica_bytes() { echo $(( $(wire_bytes "${PIDS[1]}" 1) + $(wire_bytes "${PIDS[0]}" 2) )); }
+. benches/lib/wire.sh
+replica_bytes() { echo $(( $(wire_bytes "${PIDS[1]}" "127.0.0.1:$PORT") + $(wire_bytes "${PIDS[0]}" "127.0.0.2:$PORT") )); }
 
 run() { # label slots
   rm -rf "$DIR"/n1 "$DIR"/n2 "$DIR"/cold; sync; sleep 5; PIDS=()

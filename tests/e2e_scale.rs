@@ -204,6 +204,19 @@ fn ten_thousand_partitions_restart_intact_after_a_clean_stop_and_after_kill_9() 
     for t in 0..TOPICS {
         create_topic(&b, &format!("r{t}"), WIDE, &[]);
     }
+    // Each creation reached the broker as a delta of the metadata (the commands since
+    // its version), not as the whole metadata of every partition again.
+    let updates = |kind: &str| {
+        broker
+            .metric(&format!("strata_metadata_updates_total{{kind=\"{kind}\"}}"))
+            .unwrap_or(0.0)
+    };
+    assert!(
+        updates("delta") >= TOPICS as f64,
+        "{} deltas",
+        updates("delta")
+    );
+    assert_eq!(updates("full"), 0.0, "whole metadata sent after the start");
     let produce_round = |bootstrap: &str, topics: std::ops::Range<usize>, i: i64| {
         let (p, deliveries) = producer(bootstrap, &[("linger.ms", "20"), ("acks", "all")]);
         for t in topics.clone() {

@@ -25,7 +25,7 @@ use crate::rpc::{
 use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType,
-    PartitionRecord, TopicRecord,
+    MetadataUpdate, PartitionRecord, TopicRecord,
 };
 use crate::types::BrokerId;
 
@@ -281,9 +281,30 @@ impl ControllerClient {
         let req = ClientRequest::Metadata {
             since_version,
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            deltas: false,
         };
         match self.call(req, wait).await? {
             ClientReply::Metadata(m) => Ok(m.map(|m| *m)),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// As [`metadata`](Self::metadata), but the answer may be a delta: the commands
+    /// since `since_version`, for a caller that holds that version and applies them with
+    /// [`ClusterMetadata::apply_delta`](crate::ClusterMetadata::apply_delta).
+    pub async fn metadata_update(
+        &self,
+        since_version: u64,
+        wait: Duration,
+    ) -> Result<Option<MetadataUpdate>, ControllerError> {
+        let req = ClientRequest::Metadata {
+            since_version,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            deltas: true,
+        };
+        match self.call(req, wait).await? {
+            ClientReply::Metadata(m) => Ok(m.map(MetadataUpdate::Full)),
+            ClientReply::MetadataDelta(d) => Ok(Some(MetadataUpdate::Delta(*d))),
             other => Err(self.unexpected(other)),
         }
     }
@@ -476,6 +497,18 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         since_version: u64,
         wait: Duration,
     ) -> Result<Option<ClusterMetadata>, ControllerError>;
+    /// The whole metadata or the changes since `since_version`; by default always the
+    /// whole metadata.
+    async fn metadata_update(
+        &self,
+        since_version: u64,
+        wait: Duration,
+    ) -> Result<Option<MetadataUpdate>, ControllerError> {
+        Ok(self
+            .metadata(since_version, wait)
+            .await?
+            .map(|m| MetadataUpdate::Full(Box::new(m))))
+    }
 }
 
 #[async_trait::async_trait]
@@ -550,5 +583,12 @@ impl ControllerApi for ControllerClient {
         wait: Duration,
     ) -> Result<Option<ClusterMetadata>, ControllerError> {
         ControllerClient::metadata(self, since_version, wait).await
+    }
+    async fn metadata_update(
+        &self,
+        since_version: u64,
+        wait: Duration,
+    ) -> Result<Option<MetadataUpdate>, ControllerError> {
+        ControllerClient::metadata_update(self, since_version, wait).await
     }
 }

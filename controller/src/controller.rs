@@ -26,7 +26,8 @@ use crate::rpc::{
     RpcResponse, WireError,
 };
 use crate::state::{
-    ClusterMetadata, Command, CommandOutput, NewTopic, validate_configs, validate_topic_name,
+    ClusterMetadata, Command, CommandOutput, MetadataDelta, NewTopic, validate_configs,
+    validate_topic_name,
 };
 use crate::store::{LogStore, StateMachineStore};
 use crate::types::{NodeId, TypeConfig};
@@ -545,7 +546,12 @@ impl Node {
         }))
     }
 
-    async fn long_poll(&self, since: u64, wait: Duration) -> Result<ClientReply, WireError> {
+    async fn long_poll(
+        &self,
+        since: u64,
+        wait: Duration,
+        deltas: bool,
+    ) -> Result<ClientReply, WireError> {
         let mut rx = self.sm.subscribe();
         let changed = tokio::select! {
             _ = self.stop.cancelled() => {
@@ -558,8 +564,27 @@ impl Node {
         if !changed {
             return Ok(ClientReply::Metadata(None));
         }
-        let mut meta = (*self.sm.metadata()).clone();
-        meta.controller_leader = self.raft.metrics().borrow().current_leader;
+        let leader = self.raft.metrics().borrow().current_leader;
+        let (meta, commands) = self.sm.metadata_since(since);
+        // Version 0 asks for the whole metadata (a broker starting, or one that could
+        // not apply a delta).
+        if deltas
+            && since > 0
+            && let Some(commands) = commands
+        {
+            metrics::counter!("strata_controller_metadata_replies_total", "kind" => "delta")
+                .increment(1);
+            return Ok(ClientReply::MetadataDelta(Box::new(MetadataDelta {
+                from_version: since,
+                to_version: meta.version,
+                controller_leader: leader,
+                commands,
+            })));
+        }
+        metrics::counter!("strata_controller_metadata_replies_total", "kind" => "full")
+            .increment(1);
+        let mut meta = (*meta).clone();
+        meta.controller_leader = leader;
         Ok(ClientReply::Metadata(Some(Box::new(meta))))
     }
 
@@ -567,13 +592,14 @@ impl Node {
         if let ClientRequest::Metadata {
             since_version,
             wait_ms,
+            deltas,
         } = req
         {
             // Served by the leader only: a follower cut off from the quorum would serve
             // stale metadata for as long as it stays cut off.
             self.leader_term()?;
             return self
-                .long_poll(since_version, Duration::from_millis(wait_ms))
+                .long_poll(since_version, Duration::from_millis(wait_ms), deltas)
                 .await;
         }
         self.ensure_ready().await?;

@@ -72,7 +72,8 @@ pub use security::{
     SecurityMetadata, SecurityOutcome, UserOutcome,
 };
 pub use state::{
-    AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, ElectionOutcome,
-    ElectionType, Endpoint, NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
+    AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, DeltaError,
+    ElectionOutcome, ElectionType, Endpoint, MetadataDelta, MetadataUpdate, NO_LEADER,
+    PartitionRecord, TopicRecord, validate_topic_name,
 };
 pub use types::{BrokerId, NodeId, TypeConfig};

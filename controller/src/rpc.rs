@@ -15,7 +15,7 @@ use crate::error::{ControllerError, Rejection};
 use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType, Endpoint,
-    PartitionRecord, TopicRecord,
+    MetadataDelta, PartitionRecord, TopicRecord,
 };
 use crate::types::{BrokerId, NodeId, TypeConfig};
 
@@ -96,6 +96,10 @@ pub(crate) enum ClientRequest {
     Metadata {
         since_version: u64,
         wait_ms: u64,
+        /// The asker can apply a [`ClientReply::MetadataDelta`] (older brokers leave it
+        /// out and get the whole metadata).
+        #[serde(default)]
+        deltas: bool,
     },
 }
 
@@ -105,10 +109,14 @@ pub(crate) enum ClientReply {
     Heartbeat(HeartbeatReply),
     Topic(TopicRecord),
     Partition(PartitionRecord),
-    ProducerIds { first: i64 },
+    ProducerIds {
+        first: i64,
+    },
     Elections(Vec<ElectionOutcome>),
     Security(SecurityOutcome),
     Metadata(Option<Box<ClusterMetadata>>),
+    /// The commands since the asker's version, when the controller still has them all.
+    MetadataDelta(Box<MetadataDelta>),
 }
 
 /// A failure as it travels back to a client.

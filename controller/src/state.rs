@@ -16,7 +16,8 @@
 //!   unclean.leader.election.enable=true and no such member, from any unfenced replica
 //!   (whose ISR becomes itself alone); otherwise the partition has no leader (offline).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use strata_proto::{TopicConfig, TopicId};
@@ -164,13 +165,66 @@ pub struct ClusterMetadata {
     #[serde(default)]
     pub controller_leader: Option<NodeId>,
     pub brokers: BTreeMap<BrokerId, BrokerRecord>,
-    /// Topics by name.
-    pub topics: BTreeMap<String, TopicRecord>,
+    /// Topics by name. Shared between copies: a change copies the topics it touches
+    /// (`Arc::make_mut`), not every partition of the cluster.
+    pub topics: BTreeMap<String, Arc<TopicRecord>>,
     /// The next producer id AllocateProducerIds hands out. Ids are never reused.
     pub next_producer_id: i64,
     /// SCRAM credentials (and, as they are built, ACLs and quotas).
     #[serde(default, skip_serializing_if = "SecurityMetadata::is_empty")]
     pub security: SecurityMetadata,
+    /// Topic names by id, derived from `topics`.
+    #[serde(skip)]
+    topic_ids: TopicIds,
+}
+
+/// Topic names by id: built on first use, dropped by every command that adds or removes
+/// a topic. Derived data: neither serialized nor compared.
+#[derive(Clone, Debug, Default)]
+struct TopicIds(OnceLock<HashMap<TopicId, String>>);
+
+impl PartialEq for TopicIds {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TopicIds {}
+
+/// The metadata changes between two versions: the commands that were accepted, in log
+/// order, with their raft log indexes. What a broker that has version `from_version`
+/// applies (with [`ClusterMetadata::apply_delta`]) to reach `to_version`, instead of
+/// receiving the whole metadata again (KRaft's metadata records play this part).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataDelta {
+    pub from_version: u64,
+    pub to_version: u64,
+    /// The raft leader when this delta was served.
+    pub controller_leader: Option<NodeId>,
+    /// `(log index, command)`: one per version in `from_version + 1 ..= to_version`.
+    pub commands: Vec<(u64, Command)>,
+}
+
+/// What a long poll for metadata brings: the whole metadata, or the changes since the
+/// asker's version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetadataUpdate {
+    Full(Box<ClusterMetadata>),
+    Delta(MetadataDelta),
+}
+
+/// Why a delta could not be applied: the copy it was applied to is not the one it was
+/// made for. The broker then asks for the whole metadata.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeltaError {
+    #[error("the delta starts at version {delta} but this copy is at version {have}")]
+    WrongBase { have: u64, delta: u64 },
+    #[error(
+        "the command at log index {index} was rejected here ({rejection}) but accepted by the controller"
+    )]
+    Diverged { index: u64, rejection: Rejection },
+    #[error("the delta ends at version {delta} but applying it reached {reached}")]
+    WrongEnd { reached: u64, delta: u64 },
 }
 
 impl Default for ClusterMetadata {
@@ -183,6 +237,7 @@ impl Default for ClusterMetadata {
             topics: BTreeMap::new(),
             next_producer_id: FIRST_PRODUCER_ID,
             security: SecurityMetadata::default(),
+            topic_ids: TopicIds::default(),
         }
     }
 }
@@ -366,11 +421,51 @@ pub fn validate_configs(configs: &BTreeMap<String, String>) -> Result<TopicConfi
 
 impl ClusterMetadata {
     pub fn topic(&self, name: &str) -> Option<&TopicRecord> {
-        self.topics.get(name)
+        self.topics.get(name).map(Arc::as_ref)
     }
 
+    /// The topic with id `id` (through an index built on first use).
     pub fn topic_by_id(&self, id: TopicId) -> Option<&TopicRecord> {
-        self.topics.values().find(|t| t.id == id)
+        let ids = self.topic_ids.0.get_or_init(|| {
+            self.topics
+                .values()
+                .map(|t| (t.id, t.name.clone()))
+                .collect()
+        });
+        let t = self.topics.get(ids.get(&id)?)?;
+        (t.id == id).then_some(&**t)
+    }
+
+    fn topic_by_id_mut(&mut self, id: TopicId) -> Option<&mut TopicRecord> {
+        let name = self.topic_by_id(id)?.name.clone();
+        self.topics.get_mut(&name).map(Arc::make_mut)
+    }
+
+    /// Applies the commands of `delta` to this copy, which must be at its
+    /// `from_version`. On an error this copy is left part way: the caller drops it.
+    pub fn apply_delta(&mut self, delta: &MetadataDelta) -> Result<(), DeltaError> {
+        if self.version != delta.from_version {
+            return Err(DeltaError::WrongBase {
+                have: self.version,
+                delta: delta.from_version,
+            });
+        }
+        for (index, command) in &delta.commands {
+            if let Err(rejection) = self.apply(command, *index) {
+                return Err(DeltaError::Diverged {
+                    index: *index,
+                    rejection,
+                });
+            }
+        }
+        if self.version != delta.to_version {
+            return Err(DeltaError::WrongEnd {
+                reached: self.version,
+                delta: delta.to_version,
+            });
+        }
+        self.controller_leader = delta.controller_leader;
+        Ok(())
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionRecord> {
@@ -407,7 +502,7 @@ impl ClusterMetadata {
     pub fn partitions(&self) -> impl Iterator<Item = (&TopicRecord, &PartitionRecord)> {
         self.topics
             .values()
-            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+            .flat_map(|t| t.partitions.iter().map(move |p| (&**t, p)))
     }
 
     /// Applies a command as the log entry at `index`. A rejected command changes
@@ -440,7 +535,7 @@ impl ClusterMetadata {
             Command::DeleteTopic { name } => self
                 .topics
                 .remove(name)
-                .map(CommandOutput::Topic)
+                .map(|t| CommandOutput::Topic(Arc::unwrap_or_clone(t)))
                 .ok_or_else(|| Rejection::UnknownTopic { name: name.clone() }),
             Command::CreatePartitions {
                 name,
@@ -474,6 +569,13 @@ impl ClusterMetadata {
         };
         if out.is_ok() {
             self.version += 1;
+            if matches!(
+                command,
+                Command::CreateTopic(_) | Command::RestoreTopic(_) | Command::DeleteTopic { .. }
+            ) {
+                // After the change: creating a topic looks its id up first.
+                self.topic_ids = TopicIds::default();
+            }
         }
         out
     }
@@ -564,6 +666,10 @@ impl ClusterMetadata {
             .collect();
         let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
         for t in self.topics.values_mut() {
+            if !t.partitions.iter().any(|p| p.replicas.contains(&broker)) {
+                continue; // not copied
+            }
+            let t = Arc::make_mut(t);
             let unclean = t.unclean_leader_election();
             for p in t.partitions.iter_mut() {
                 if p.replicas.contains(&broker) {
@@ -640,7 +746,7 @@ impl ClusterMetadata {
             // The same request again (a client retrying after a lost answer or a leader
             // change) finds its own topic: the topic exists once.
             if existing.id == t.id {
-                return Ok(CommandOutput::Topic(existing.clone()));
+                return Ok(CommandOutput::Topic(TopicRecord::clone(existing)));
             }
             return Err(Rejection::TopicAlreadyExists {
                 name: t.name.clone(),
@@ -671,7 +777,7 @@ impl ClusterMetadata {
             partitions,
             storage_cluster_id: t.storage_cluster_id.clone(),
         };
-        self.topics.insert(t.name.clone(), record.clone());
+        self.topics.insert(t.name.clone(), Arc::new(record.clone()));
         Ok(CommandOutput::Topic(record))
     }
 
@@ -706,10 +812,11 @@ impl ClusterMetadata {
         }
         self.validate_assignment(assignment)?;
         let new = self.new_partitions(current, assignment)?;
-        let t = self
-            .topics
-            .get_mut(name)
-            .expect("checked above, under the same &mut");
+        let t = Arc::make_mut(
+            self.topics
+                .get_mut(name)
+                .expect("checked above, under the same &mut"),
+        );
         t.partitions.extend(new);
         Ok(CommandOutput::Topic(t.clone()))
     }
@@ -724,6 +831,7 @@ impl ClusterMetadata {
         let t = self
             .topics
             .get_mut(name)
+            .map(Arc::make_mut)
             .ok_or_else(|| Rejection::UnknownTopic {
                 name: name.to_string(),
             })?;
@@ -749,9 +857,7 @@ impl ClusterMetadata {
             .map(|(id, b)| (*id, !b.fenced))
             .collect();
         let t = self
-            .topics
-            .values_mut()
-            .find(|t| t.id == req.topic_id)
+            .topic_by_id_mut(req.topic_id)
             .ok_or(Rejection::UnknownTopicId { id: req.topic_id })?;
         let topic = t.name.clone();
         let p = usize::try_from(req.partition)
@@ -834,7 +940,7 @@ impl ClusterMetadata {
         let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
         let mut outcomes = Vec::with_capacity(which.len());
         for (topic, partition) in which {
-            let p = self.topics.get_mut(topic).and_then(|t| {
+            let p = self.topics.get_mut(topic).map(Arc::make_mut).and_then(|t| {
                 usize::try_from(*partition)
                     .ok()
                     .and_then(|i| t.partitions.get_mut(i))

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use strata_controller::{
     AlterPartitionRequest, BrokerRegistration, ClusterMetadata, Controller, ControllerClient,
-    ControllerConfig, ControllerError, ElectionType, ManualClock, NO_LEADER, NewTopicRequest,
-    NodeId, RaftTuning, Rejection, StartOptions,
+    ControllerConfig, ControllerError, ElectionType, ManualClock, MetadataUpdate, NO_LEADER,
+    NewTopicRequest, NodeId, RaftTuning, Rejection, StartOptions,
 };
 use strata_proto::{ErrorCode, TopicId};
 use tempfile::TempDir;
@@ -814,4 +814,129 @@ async fn a_client_gives_up_at_its_deadline_or_when_cancelled() {
     let e = call.await.unwrap().unwrap_err();
     assert!(matches!(e, ControllerError::Cancelled), "{e}");
     assert!(!e.is_retriable());
+}
+
+/// Brings `copy` up to the controller's version as a broker does: a delta applied, or the
+/// whole metadata. Returns whether a delta did it.
+async fn follow(client: &ControllerClient, copy: &mut ClusterMetadata) -> bool {
+    match client
+        .metadata_update(copy.version, Duration::from_secs(5))
+        .await
+        .unwrap()
+    {
+        Some(MetadataUpdate::Delta(d)) => {
+            assert_eq!(d.from_version, copy.version);
+            copy.apply_delta(&d).unwrap();
+            true
+        }
+        Some(MetadataUpdate::Full(m)) => {
+            *copy = *m;
+            false
+        }
+        None => panic!("no change after version {}", copy.version),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_kept_by_deltas_equals_the_whole_metadata_through_every_kind_of_change() {
+    let mut q = Quorum::start(3).await;
+    let client = q.client();
+    let mut epochs = BTreeMap::new();
+    for b in 1..=3 {
+        epochs.insert(b, register(&client, b).await);
+    }
+    // Version 0 always gets the whole metadata.
+    let mut copy = ClusterMetadata::default();
+    assert!(!follow(&client, &mut copy).await);
+    let mut deltas = 0;
+    let check = |copy: &ClusterMetadata, whole: &ClusterMetadata| {
+        assert_eq!(copy.version, whole.version);
+        assert_eq!(
+            copy, whole,
+            "a copy kept by deltas differs from the whole metadata"
+        );
+    };
+
+    let t = client
+        .create_topic("orders", 6, 3, BTreeMap::new())
+        .await
+        .unwrap();
+    deltas += follow(&client, &mut copy).await as usize;
+    // Several changes in one delta.
+    client
+        .create_topic("audit", 2, 2, BTreeMap::new())
+        .await
+        .unwrap();
+    client
+        .set_configs(
+            "orders",
+            BTreeMap::from([("retention.ms".into(), "60000".into())]),
+        )
+        .await
+        .unwrap();
+    client.create_partitions("audit", 4).await.unwrap();
+    client.allocate_producer_ids(100).await.unwrap();
+    deltas += follow(&client, &mut copy).await as usize;
+    check(
+        &copy,
+        &client.metadata(0, Duration::ZERO).await.unwrap().unwrap(),
+    );
+
+    // An ISR shrink, then a broker fenced by its missed heartbeats (ISRs and leaders
+    // move), then unfenced.
+    let p0 = t.partitions[0].clone();
+    client
+        .alter_partition(AlterPartitionRequest {
+            broker: p0.leader,
+            broker_epoch: epochs[&p0.leader],
+            topic_id: t.id,
+            partition: 0,
+            leader_epoch: p0.leader_epoch,
+            partition_epoch: p0.partition_epoch,
+            new_isr: vec![p0.leader],
+        })
+        .await
+        .unwrap();
+    deltas += follow(&client, &mut copy).await as usize;
+    let leader = q.leader().await;
+    q.clock.advance(Duration::from_secs(5));
+    for b in [1, 2] {
+        client.heartbeat(b, epochs[&b]).await.unwrap();
+    }
+    q.clock.advance(Duration::from_secs(5));
+    q.running[&leader].run_duties().await.unwrap();
+    while !copy.brokers[&3].fenced {
+        deltas += follow(&client, &mut copy).await as usize;
+    }
+    check(
+        &copy,
+        &client.metadata(0, Duration::ZERO).await.unwrap().unwrap(),
+    );
+    client.heartbeat(3, epochs[&3]).await.unwrap();
+    client
+        .elect_leaders(ElectionType::Preferred, None)
+        .await
+        .unwrap();
+    client.delete_topic("audit").await.unwrap();
+    while copy.topics.contains_key("audit") || copy.brokers[&3].fenced {
+        deltas += follow(&client, &mut copy).await as usize;
+    }
+    let whole = client.metadata(0, Duration::ZERO).await.unwrap().unwrap();
+    check(&copy, &whole);
+    // The topic index follows deletions and creations.
+    assert!(copy.topic_by_id(t.id).is_some());
+    assert!(whole.topic_by_id(t.id).is_some());
+
+    // A new controller leader serves deltas from the same log.
+    q.stop(leader).await;
+    let recreated = client
+        .create_topic("audit", 1, 2, BTreeMap::new())
+        .await
+        .unwrap();
+    deltas += follow(&client, &mut copy).await as usize;
+    let whole = client.metadata(0, Duration::ZERO).await.unwrap().unwrap();
+    check(&copy, &whole);
+    assert_eq!(copy.topic_by_id(recreated.id).unwrap().name, "audit");
+    assert!(deltas >= 6, "only {deltas} of the updates were deltas");
+    q.stop_all().await;
 }

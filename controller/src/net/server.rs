@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Io;
 use super::frame::{encode, read_frame, write_frame};
-use crate::rpc::{RpcRequest, RpcResponse};
+use crate::rpc::{ClientReply, RpcRequest, RpcResponse};
 
 /// Answers requests.
 pub(crate) trait RpcHandler: Send + Sync + 'static {
@@ -83,7 +83,18 @@ async fn secured<H: RpcHandler>(
 async fn connection<H: RpcHandler>(mut conn: Box<dyn Io>, handler: Arc<H>) -> std::io::Result<()> {
     while let Some(req) = read_frame::<_, RpcRequest>(&mut conn).await? {
         let resp = handler.handle(req).await;
-        write_frame(&mut conn, &encode(&resp)?).await?;
+        let frame = encode(&resp)?;
+        // What metadata costs on the wire: the whole of it, or a delta.
+        let kind = match &resp {
+            RpcResponse::Client(Ok(ClientReply::Metadata(Some(_)))) => Some("full"),
+            RpcResponse::Client(Ok(ClientReply::MetadataDelta(_))) => Some("delta"),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            metrics::counter!("strata_controller_metadata_reply_bytes_total", "kind" => kind)
+                .increment(frame.len() as u64);
+        }
+        write_frame(&mut conn, &frame).await?;
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::StoreError;
 use super::file::{read_frames, write_atomic};
-use crate::state::{ClusterMetadata, CommandOutput, CommandResult};
+use crate::state::{ClusterMetadata, Command, CommandOutput, CommandResult};
 use crate::types::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 
 type Snapshot = openraft::Snapshot<TypeConfig>;
@@ -43,6 +43,62 @@ struct SmState {
     membership: StoredMembership,
     meta: Arc<ClusterMetadata>,
     current: Option<StoredSnapshot>,
+    recent: RecentCommands,
+}
+
+/// Most commands kept for deltas; a broker further behind gets the whole metadata.
+const RECENT_COMMANDS: usize = 1024;
+/// Most bytes (as JSON) of commands kept for deltas.
+const RECENT_BYTES: usize = 16 << 20;
+
+/// The accepted commands that made the last versions of the metadata, oldest first: what
+/// a delta from a recent version is made of. Empty after a start or a snapshot install
+/// (the snapshot has no commands); filled again as commands apply.
+#[derive(Default)]
+struct RecentCommands {
+    /// `(version it made, log index, command, its JSON size)`.
+    commands: std::collections::VecDeque<(u64, u64, Command, usize)>,
+    bytes: usize,
+}
+
+impl RecentCommands {
+    fn push(&mut self, version: u64, index: u64, command: Command) {
+        let size = serde_json::to_vec(&command).map_or(usize::MAX, |v| v.len());
+        if size > RECENT_BYTES {
+            // Too big to keep: the next delta cannot reach over it.
+            self.clear();
+            return;
+        }
+        self.bytes += size;
+        self.commands.push_back((version, index, command, size));
+        while self.commands.len() > RECENT_COMMANDS || self.bytes > RECENT_BYTES {
+            if let Some((.., size)) = self.commands.pop_front() {
+                self.bytes -= size;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.commands.clear();
+        self.bytes = 0;
+    }
+
+    /// The commands after `since` up to `current`, if every one is kept.
+    fn since(&self, since: u64, current: u64) -> Option<Vec<(u64, Command)>> {
+        let first = self.commands.front()?.0;
+        let last = self.commands.back()?.0;
+        if since + 1 < first || last != current || since >= current {
+            return None;
+        }
+        let skip = usize::try_from(since + 1 - first).ok()?;
+        Some(
+            self.commands
+                .iter()
+                .skip(skip)
+                .map(|(_, index, c, _)| (*index, c.clone()))
+                .collect(),
+        )
+    }
 }
 
 #[derive(Clone)]
@@ -78,6 +134,7 @@ impl StateMachineStore {
             membership: StoredMembership::default(),
             meta: Arc::new(ClusterMetadata::default()),
             current: None,
+            recent: RecentCommands::default(),
         };
         if let Some(frames) = read_frames(&path)? {
             let [meta, data] = frames.as_slice() else {
@@ -125,6 +182,17 @@ impl StateMachineStore {
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.read().last_applied
+    }
+
+    /// The metadata now and, if it is newer than `since` and every command after `since`
+    /// is still kept, those commands with their log indexes (a delta from `since`).
+    pub fn metadata_since(
+        &self,
+        since: u64,
+    ) -> (Arc<ClusterMetadata>, Option<Vec<(u64, Command)>>) {
+        let st = self.read();
+        let commands = st.recent.since(since, st.meta.version);
+        (st.meta.clone(), commands)
     }
 
     /// Watches the metadata version.
@@ -213,6 +281,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 last_applied,
                 membership,
                 meta,
+                recent,
                 ..
             } = &mut *st;
             // Copy-on-write: readers holding the previous Arc keep a consistent copy.
@@ -222,7 +291,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 *last_applied = Some(e.log_id);
                 out.push(match e.payload {
                     EntryPayload::Blank => Ok(CommandOutput::Done),
-                    EntryPayload::Normal(cmd) => meta.apply(&cmd, e.log_id.index),
+                    EntryPayload::Normal(cmd) => {
+                        let out = meta.apply(&cmd, e.log_id.index);
+                        if out.is_ok() {
+                            recent.push(meta.version, e.log_id.index, cmd);
+                        }
+                        out
+                    }
                     EntryPayload::Membership(m) => {
                         *membership = StoredMembership::new(Some(e.log_id), m);
                         Ok(CommandOutput::Done)
@@ -272,6 +347,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             st.membership = meta.last_membership.clone();
             st.meta = Arc::new(metadata);
             st.current = Some(snap);
+            st.recent.clear();
         }
         self.shared.version.send_replace(version);
         Ok(())
@@ -282,5 +358,68 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn cmd(count: i64) -> Command {
+        Command::AllocateProducerIds { count }
+    }
+
+    #[test]
+    fn a_delta_needs_every_command_since_the_asked_version() {
+        let mut r = RecentCommands::default();
+        assert_eq!(r.since(0, 0), None);
+        for v in 11..=20 {
+            r.push(v, v * 10, cmd(v as i64));
+        }
+        // From 10 (the version before the oldest kept command) to 20.
+        let all = r.since(10, 20).unwrap();
+        assert_eq!(all.len(), 10);
+        assert_eq!(all[0], (110, cmd(11)));
+        assert_eq!(
+            r.since(17, 20).unwrap(),
+            vec![(180, cmd(18)), (190, cmd(19)), (200, cmd(20))]
+        );
+        // Older than what is kept, already current, or kept commands behind the state.
+        assert_eq!(r.since(9, 20), None);
+        assert_eq!(r.since(20, 20), None);
+        assert_eq!(r.since(15, 21), None);
+    }
+
+    #[test]
+    fn kept_commands_are_bounded_by_count_and_bytes() {
+        let mut r = RecentCommands::default();
+        for v in 1..=(RECENT_COMMANDS as u64 + 10) {
+            r.push(v, v, cmd(1));
+        }
+        assert_eq!(r.commands.len(), RECENT_COMMANDS);
+        assert_eq!(r.commands.front().unwrap().0, 11);
+        assert!(r.since(10, RECENT_COMMANDS as u64 + 10).is_some());
+        assert!(r.since(9, RECENT_COMMANDS as u64 + 10).is_none());
+
+        // A command bigger than the whole budget is not kept, and no delta reaches over
+        // it.
+        let big = Command::SetTopicConfigs {
+            name: "t".into(),
+            configs: BTreeMap::from([("x".into(), "y".repeat(RECENT_BYTES))]),
+        };
+        r.push(RECENT_COMMANDS as u64 + 11, 1, big);
+        assert!(r.commands.is_empty());
+        assert_eq!(r.bytes, 0);
+        r.push(RECENT_COMMANDS as u64 + 12, 2, cmd(1));
+        assert!(
+            r.since(RECENT_COMMANDS as u64 + 10, RECENT_COMMANDS as u64 + 12)
+                .is_none()
+        );
+        assert!(
+            r.since(RECENT_COMMANDS as u64 + 11, RECENT_COMMANDS as u64 + 12)
+                .is_some()
+        );
     }
 }

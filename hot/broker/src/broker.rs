@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use strata_controller::{BrokerRegistration, ClusterMetadata, ControllerApi, Endpoint};
+use strata_controller::{
+    BrokerRegistration, ClusterMetadata, ControllerApi, Endpoint, TopicRecord,
+};
 use strata_log::Clock;
 use strata_proto::{TopicConfig, TopicId};
 use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr, PartitionState};
@@ -57,6 +59,35 @@ pub struct TopicState {
     pub offline: BTreeMap<i32, String>,
 }
 
+/// The topics with a replica here (or assigned here and offline), by name and by id.
+#[derive(Debug, Default)]
+struct HostedTopics {
+    by_name: BTreeMap<Arc<str>, Arc<TopicState>>,
+    by_id: std::collections::HashMap<TopicId, Arc<TopicState>>,
+}
+
+impl HostedTopics {
+    fn new(by_name: BTreeMap<Arc<str>, Arc<TopicState>>) -> HostedTopics {
+        let by_id = by_name.values().map(|t| (t.id, t.clone())).collect();
+        HostedTopics { by_name, by_id }
+    }
+}
+
+/// The hosted state of `rec`'s topic if applying `rec` would not change it: the record
+/// is the one applied last time, and every replica of it assigned here is open (an
+/// offline one is retried at every reconcile).
+fn unchanged<'a>(
+    rec: &Arc<TopicRecord>,
+    existing: Option<&'a Arc<TopicState>>,
+    last: Option<&ClusterMetadata>,
+) -> Option<&'a Arc<TopicState>> {
+    let state = existing?;
+    let before = last?.topics.get(&rec.name)?;
+    // Usually the same record: a change copies only the topics it touches.
+    let same = Arc::ptr_eq(before, rec) || before == rec;
+    (state.offline.is_empty() && same).then_some(state)
+}
+
 impl TopicState {
     /// The hosted replica of partition `index`, if any (`partitions` is sorted by
     /// index: a lookup is a binary search, not a walk of a 2,500-partition topic).
@@ -91,9 +122,10 @@ pub struct Broker {
     pub(crate) config: BrokerConfig,
     pub(crate) metadata: Arc<MetadataCache>,
     pub(crate) clock: Arc<dyn Clock>,
-    topics: RwLock<BTreeMap<Arc<str>, Arc<TopicState>>>,
-    /// Serialises the application of metadata to local state.
-    reconcile_lock: tokio::sync::Mutex<()>,
+    topics: RwLock<HostedTopics>,
+    /// Serialises the application of metadata to local state, and holds the metadata
+    /// last applied (a topic whose record did not change since is not looked at again).
+    reconcile_lock: tokio::sync::Mutex<Option<Arc<ClusterMetadata>>>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     /// Every listener's advertised address (registered with the controller).
     advertised: Vec<Endpoint>,
@@ -176,8 +208,8 @@ impl Broker {
             config,
             metadata,
             clock,
-            topics: RwLock::new(BTreeMap::new()),
-            reconcile_lock: tokio::sync::Mutex::new(()),
+            topics: RwLock::new(HostedTopics::default()),
+            reconcile_lock: tokio::sync::Mutex::new(None),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             advertised,
             broker_epoch: AtomicI64::new(-1),
@@ -278,6 +310,7 @@ impl Broker {
         self.topics
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .by_name
             .get(name)
             .cloned()
     }
@@ -286,8 +319,8 @@ impl Broker {
         self.topics
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .find(|t| t.id == id)
+            .by_id
+            .get(&id)
             .cloned()
     }
 
@@ -295,6 +328,7 @@ impl Broker {
         self.topics
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .by_name
             .values()
             .cloned()
             .collect()
@@ -320,8 +354,10 @@ impl Broker {
     /// tiered partitions.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
         {
-            let _g = self.reconcile_lock.lock().await;
-            self.reconcile_locked()?;
+            let mut last = self.reconcile_lock.lock().await;
+            let md = self.cluster();
+            self.reconcile_locked(&md, last.as_deref())?;
+            *last = Some(md);
         }
         // Offsets partitions may be led here now: load their groups without waiting for
         // the coordinator loop's next tick.
@@ -497,15 +533,19 @@ impl Broker {
 
     /// Applies the cached metadata: opens the replicas assigned here, makes each leader
     /// or follower as metadata says, updates configs, forgets deleted topics.
-    fn reconcile_locked(&self) -> Result<(), ApiError> {
-        let md = self.cluster();
+    fn reconcile_locked(
+        &self,
+        md: &ClusterMetadata,
+        last: Option<&ClusterMetadata>,
+    ) -> Result<(), ApiError> {
         let node = self.node_id();
         let current = self
             .topics
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .by_name
             .clone();
-        let mut opened = self.open_new_partitions(&md, &current);
+        let mut opened = self.open_new_partitions(md, last, &current);
         let mut next: BTreeMap<Arc<str>, Arc<TopicState>> = BTreeMap::new();
         let mut removed = Vec::new();
         for (name, state) in &current {
@@ -516,6 +556,10 @@ impl Broker {
         }
         for rec in md.topics.values() {
             let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
+            if let Some(state) = unchanged(rec, existing, last) {
+                next.insert(state.name.clone(), state.clone());
+                continue;
+            }
             let name: Arc<str> = Arc::from(rec.name.as_str());
             let mut partitions = Vec::new();
             let mut offline = BTreeMap::new();
@@ -631,7 +675,7 @@ impl Broker {
         }
         let offline: usize = next.values().map(|t| t.offline.len()).sum();
         metrics::gauge!("strata_offline_partitions").set(offline as f64);
-        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = HostedTopics::new(next);
         for t in removed {
             self.remove_topic_files(&t);
         }
@@ -669,6 +713,7 @@ impl Broker {
     fn open_new_partitions(
         &self,
         md: &ClusterMetadata,
+        last: Option<&ClusterMetadata>,
         current: &BTreeMap<Arc<str>, Arc<TopicState>>,
     ) -> std::collections::HashMap<
         (Arc<str>, i32),
@@ -678,6 +723,9 @@ impl Broker {
         let mut jobs = Vec::new();
         for rec in md.topics.values() {
             let existing = current.get(rec.name.as_str()).filter(|s| s.id == rec.id);
+            if unchanged(rec, existing, last).is_some() {
+                continue;
+            }
             let Ok(config) = TopicConfig::resolve(&rec.configs) else {
                 continue;
             };

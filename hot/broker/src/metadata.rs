@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_controller::{ClusterMetadata, ControllerApi, ControllerError};
+use strata_controller::{
+    ClusterMetadata, ControllerApi, ControllerError, MetadataDelta, MetadataUpdate,
+};
 use strata_proto::ErrorCode;
 use tokio::sync::watch;
 
@@ -128,13 +130,64 @@ impl MetadataCache {
         self.tx.subscribe()
     }
 
-    /// Fetches the full metadata now (after a change this broker asked for, so that the
-    /// change is visible here when the request is answered).
+    /// Brings the copy up to the controller's version now (after a change this broker
+    /// asked for, so that the change is visible here when the request is answered).
     pub async fn refresh(&self) -> Result<Arc<ClusterMetadata>, ApiError> {
-        if let Some(md) = self.controller.metadata(0, Duration::ZERO).await? {
-            self.publish(md);
+        let since = self.current().version;
+        if let Some(update) = self
+            .controller
+            .metadata_update(since, Duration::ZERO)
+            .await?
+        {
+            self.absorb(update).await?;
         }
         Ok(self.current())
+    }
+
+    /// Takes what a long poll brought. A delta that does not fit this copy (another
+    /// update came between, or it cannot be applied) is replaced by the whole metadata.
+    async fn absorb(&self, update: MetadataUpdate) -> Result<(), ControllerError> {
+        match update {
+            MetadataUpdate::Full(md) => {
+                metrics::counter!("strata_metadata_updates_total", "kind" => "full").increment(1);
+                self.publish(*md);
+            }
+            MetadataUpdate::Delta(delta) => {
+                metrics::counter!("strata_metadata_updates_total", "kind" => "delta").increment(1);
+                if let Err(reason) = self.apply_delta(&delta) {
+                    tracing::warn!(%reason, "a metadata delta does not apply; fetching the whole metadata");
+                    if let Some(md) = self.controller.metadata(0, Duration::ZERO).await? {
+                        metrics::counter!("strata_metadata_updates_total", "kind" => "full")
+                            .increment(1);
+                        self.publish(md);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `delta` to a copy of the current metadata and publishes it; nothing when
+    /// the copy is already at or past the delta's end.
+    fn apply_delta(&self, delta: &MetadataDelta) -> Result<(), String> {
+        let mut result = Ok(());
+        self.tx.send_if_modified(|cur| {
+            if cur.version >= delta.to_version {
+                return false;
+            }
+            let mut next = ClusterMetadata::clone(cur);
+            match next.apply_delta(delta) {
+                Ok(()) => {
+                    *cur = Arc::new(next);
+                    true
+                }
+                Err(e) => {
+                    result = Err(e.to_string());
+                    false
+                }
+            }
+        });
+        result
     }
 
     fn publish(&self, md: ClusterMetadata) {
@@ -156,15 +209,16 @@ impl MetadataCache {
             let since = self.current().version;
             let r = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                r = self.controller.metadata(since, Duration::from_secs(5)) => r,
+                r = self.controller.metadata_update(since, Duration::from_secs(5)) => r,
             };
-            match r {
-                Ok(Some(md)) => self.publish(md),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::debug!(error = %e, "metadata long poll failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
+            let r = match r {
+                Ok(Some(update)) => self.absorb(update).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "metadata long poll failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
     }

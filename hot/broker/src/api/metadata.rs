@@ -54,7 +54,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: MetadataRequ
             for rt in req.topics.unwrap_or_default() {
                 let md = broker.cluster();
                 let found = match &rt.name {
-                    Some(n) => md.topics.get(n.0.as_str()).cloned(),
+                    Some(n) => md.topic(n.0.as_str()).cloned(),
                     None => md.topic_by_id(strata_proto::TopicId(rt.topic_id)).cloned(),
                 };
                 let name = match (&found, &rt.name) {
