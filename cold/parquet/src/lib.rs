@@ -60,6 +60,8 @@ mod json;
 mod options;
 mod schema;
 pub mod sink;
+pub mod source;
+pub mod stream;
 pub mod txn;
 mod value_schema;
 
@@ -76,6 +78,7 @@ pub use sink::{
     DeadLetter, Manifest, ManifestEntry, ParquetLayout, ParquetSink, SegmentOutcome, SinkError,
     TopicFile, WrittenFile,
 };
+pub use source::{ByteSource, READ_CHUNK, SliceSource, SourceError};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};
 pub use value_schema::{SchemaError, ValueSchema};
 
