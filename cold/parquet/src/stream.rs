@@ -22,7 +22,7 @@
 use std::io::Write;
 use std::ops::Range;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use strata_proto::batch::BatchError;
 use strata_proto::ids::Offset;
 use strata_store::{BlobStore, FileMode, MultipartUpload, PartId, PutMode, StoreError};
@@ -213,9 +213,11 @@ pub(crate) async fn convert_and_upload(
     written
 }
 
-/// The converter's output not yet uploaded.
+/// The converter's output not yet uploaded. A `Vec` whose parts are copied out, not a
+/// `BytesMut` split into them: a `BytesMut` that keeps growing after `split_to` extends
+/// its original allocation past the bytes already sent, and would hold the whole file.
 #[derive(Debug, Default)]
-struct PartBuffer(BytesMut);
+struct PartBuffer(Vec<u8>);
 
 impl Write for PartBuffer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -247,7 +249,7 @@ impl Upload<'_> {
     /// Uploads the full parts at the front of `buf` (and, with `last`, the rest).
     async fn send(
         &mut self,
-        buf: &mut BytesMut,
+        buf: &mut Vec<u8>,
         ts: i64,
         key: &(dyn Fn(i64) -> String + Sync),
         last: bool,
@@ -265,21 +267,23 @@ impl Upload<'_> {
                     self.multipart.insert(m)
                 }
             };
-            let data = buf.split_to(self.part_size.min(buf.len())).freeze();
+            let n = self.part_size.min(buf.len());
+            let data = Bytes::copy_from_slice(&buf[..n]);
+            buf.drain(..n);
             let index = self.parts.len();
             self.parts.push(multipart.put_part(index, data).await?);
         }
-        // The parts sent shared the buffer's allocation (as large as a row group after
-        // a flush): move the remainder to a fresh one so that it can go.
+        // A row group's flush grew the buffer to its size: give that back, so that
+        // between flushes only the part being filled is held.
         if buf.capacity() > 2 * self.part_size {
-            *buf = BytesMut::from(&buf[..]);
+            buf.shrink_to(self.part_size);
         }
         Ok(())
     }
 
     async fn send_parts(
         &mut self,
-        buf: &mut BytesMut,
+        buf: &mut Vec<u8>,
         ts: i64,
         key: &(dyn Fn(i64) -> String + Sync),
     ) -> Result<(), StoreError> {
@@ -289,7 +293,7 @@ impl Upload<'_> {
     /// Uploads the rest and completes the object; returns its key.
     async fn finish(
         &mut self,
-        mut buf: BytesMut,
+        mut buf: Vec<u8>,
         ts: i64,
         key: &(dyn Fn(i64) -> String + Sync),
     ) -> Result<String, StoreError> {
@@ -297,7 +301,7 @@ impl Upload<'_> {
         if self.multipart.is_none() && buf.len() < self.part_size {
             // Overwrite, as above.
             self.store
-                .put(&path, buf.freeze(), PutMode::Overwrite)
+                .put(&path, Bytes::from(buf), PutMode::Overwrite)
                 .await?;
             return Ok(path);
         }
