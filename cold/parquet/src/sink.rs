@@ -17,13 +17,20 @@
 //! included, so the files of a partition cover its log without gaps (see [`crate`]).
 //! Hive-style `key=value` directories let engines prune on topic, partition and date.
 //!
-//! # Atomicity
+//! # Streaming, and atomicity
 //!
-//! A file is written in one PUT of the whole body. On S3 (and memory) a PUT is atomic: a
-//! reader sees the old object, the new one, or none, never a part. On the local-directory
-//! backend object_store's `LocalFileSystem` writes the body to a temporary file next to
-//! the target (`{key}#{n}`, which its listings skip), fsyncs it (the backend enables
-//! fsync) and renames it over the key, so a local reader never sees a partial file either.
+//! A segment is converted in two passes over a [`ByteSource`] read a few MiB at a time
+//! (see [`crate::stream`] for why two): the file's row groups are uploaded as they are
+//! written, in parts of [`ParquetSink::part_size`] (the store's, 8 MiB by default) of
+//! one multipart upload under the file's final key, so memory is a row group, a part and
+//! a read buffer rather than the segment and the file. A file smaller than one part goes
+//! up in one PUT. Either way a reader sees the old object, the new one, or none, never a
+//! part: S3 (and memory) make a multipart upload's object visible only when it is
+//! completed, and on the local-directory backend both a PUT and a multipart upload write
+//! a temporary file next to the target (`{key}#{n}`, which listings skip), fsync it and
+//! rename it over the key. An upload that fails (a part, the completion, the conversion
+//! itself half-way) is aborted before the error is returned, so no parts are left behind
+//! to be billed.
 //!
 //! # Exactly once
 //!
@@ -32,7 +39,8 @@
 //! write_segment`] reads it first: a segment wholly below `next_offset` is skipped (already
 //! done: a retry, or a crash after the manifest update); a segment that does not start at
 //! `next_offset` is refused with [`SinkError::NotContiguous`] (a gap or a partial overlap).
-//! Otherwise the file is PUT under its deterministic key and then the manifest is updated.
+//! Otherwise the file is uploaded under its deterministic key and then the manifest is
+//! updated.
 //! A crash between the two leaves a file the manifest does not name; the retry converts
 //! the same bytes to the same key and overwrites it, so there is never a second file
 //! covering the same offsets. A segment without data rows (only control records or
@@ -68,9 +76,10 @@
 //!
 //! # CPU
 //!
-//! The conversion is CPU-bound and runs on the calling task. The offloader should call
-//! [`ParquetSink::write_segment`] from a task allowed to block for the duration of a
-//! conversion (a dedicated runtime, or `block_on` inside `spawn_blocking`).
+//! The conversion is CPU-bound and runs on the calling task, between the awaits of its
+//! reads and part uploads (a local source's reads block on the disk). The offloader
+//! should call [`ParquetSink::write_source`] and its siblings from a thread allowed to
+//! block for the duration of a conversion (the archiver's Parquet thread, `block_on`).
 
 use std::ops::Range;
 use std::sync::Arc;
