@@ -31,7 +31,7 @@ use strata_parquet::{
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::batch::set_base_offset;
-use strata_store::{BlobStore, ObjectBackend, PutMode};
+use strata_store::{ObjectBackend, PutMode};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
