@@ -42,6 +42,9 @@ pub struct Summary {
     /// Over the rows written; `None` when there are none.
     pub min_timestamp: Option<i64>,
     pub max_timestamp: Option<i64>,
+    /// The first row's timestamp (the date in the file's key); `None` when there are no
+    /// rows.
+    pub first_timestamp: Option<i64>,
     pub rows: u64,
     pub row_groups: usize,
     /// Bytes of the input batches.
@@ -140,14 +143,8 @@ pub fn write_batches<'a, W: Write + Send>(
 
     // Pass 2: rows.
     let mut conv = Converter::new(opts, props, first_offset, last_offset, out)?;
-    for (b, fate) in batches.iter().zip(fates) {
-        conv.summary.input_bytes += b.len() as u64;
-        let count = b.header().record_count.max(0) as u64;
-        match fate {
-            Fate::Rows => conv.push_batch(b)?,
-            Fate::Control => conv.summary.control_records += count,
-            Fate::Aborted => conv.summary.aborted_records += count,
-        }
+    for b in &batches {
+        conv.push(b, fates.of(b.header()))?;
     }
     conv.finish()
 }
@@ -216,7 +213,8 @@ impl Chunk {
     }
 }
 
-struct Converter<W: Write + Send> {
+/// Batches in, Parquet out to `W`: row groups are written to `W` as they fill.
+pub(crate) struct Converter<W: Write + Send> {
     writer: ArrowWriter<Counting<W>>,
     schema: SchemaRef,
     partition: PartitionId,
@@ -231,7 +229,7 @@ struct Converter<W: Write + Send> {
 }
 
 impl<W: Write + Send> Converter<W> {
-    fn new(
+    pub(crate) fn new(
         opts: &ConvertOptions,
         props: parquet::file::properties::WriterProperties,
         first_offset: Offset,
@@ -279,6 +277,7 @@ impl<W: Write + Send> Converter<W> {
                 last_offset,
                 min_timestamp: None,
                 max_timestamp: None,
+                first_timestamp: None,
                 rows: 0,
                 row_groups: 0,
                 input_bytes: 0,
@@ -289,6 +288,28 @@ impl<W: Write + Send> Converter<W> {
                 aborted_records: 0,
             },
         })
+    }
+
+    /// Takes one batch of the input, in offset order, with its fate.
+    pub(crate) fn push(&mut self, b: &RecordBatch<'_>, fate: Fate) -> Result<(), ConvertError> {
+        self.summary.input_bytes += b.len() as u64;
+        let count = b.header().record_count.max(0) as u64;
+        match fate {
+            Fate::Rows => self.push_batch(b)?,
+            Fate::Control => self.summary.control_records += count,
+            Fate::Aborted => self.summary.aborted_records += count,
+        }
+        Ok(())
+    }
+
+    /// The writer's output so far, not yet taken (a streaming caller drains it).
+    pub(crate) fn out_mut(&mut self) -> &mut W {
+        &mut self.writer.inner_mut().inner
+    }
+
+    /// The first row's timestamp, once there is a row.
+    pub(crate) fn first_timestamp(&self) -> Option<i64> {
+        self.summary.first_timestamp
     }
 
     fn push_batch(&mut self, b: &RecordBatch<'_>) -> Result<(), ConvertError> {
@@ -347,6 +368,7 @@ impl<W: Write + Send> Converter<W> {
             self.group_bytes += est;
 
             let s = &mut self.summary;
+            s.first_timestamp.get_or_insert(r.timestamp);
             s.min_timestamp = Some(s.min_timestamp.map_or(r.timestamp, |m| m.min(r.timestamp)));
             s.max_timestamp = Some(s.max_timestamp.map_or(r.timestamp, |m| m.max(r.timestamp)));
 
@@ -427,7 +449,7 @@ impl<W: Write + Send> Converter<W> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<(W, Summary), ConvertError> {
+    pub(crate) fn finish(mut self) -> Result<(W, Summary), ConvertError> {
         self.flush_chunk()?;
         self.writer.flush()?;
         self.summary.row_groups = self.writer.flushed_row_groups().len();

@@ -1,8 +1,9 @@
 //! Kafka record batches -> Arrow -> Parquet, for warehouse loaders (docs/parquet.md,
-//! "Files and columns"). The converter does no IO: the input is bytes already in memory
-//! (a segment, or batches borrowed from several), the output is a Parquet file written
-//! into a `Vec<u8>` (or any `Write` the caller hands in) plus a [`Summary`] the offloader
-//! puts in its manifest. [`sink`] is the one IO layer, on top.
+//! "Files and columns"). The converter itself does no IO: [`convert_segment`] takes bytes
+//! already in memory and writes a Parquet file into a `Vec<u8>` (or any `Write` the
+//! caller hands in) plus a [`Summary`]. [`sink`] is the IO layer on top, and streams:
+//! it reads its input from a [`ByteSource`] a few MiB at a time and uploads row groups as
+//! they fill ([`stream`]).
 //!
 //! # Rows
 //!
@@ -36,16 +37,21 @@
 //!
 //! # Writing to the object store
 //!
-//! [`sink::ParquetSink`] is the IO layer on top: it converts a sealed segment, PUTs the
-//! file under a Hive-style key and keeps a per-partition `_manifest.json` so that each
-//! offset range is written exactly once (see [`sink`]).
+//! [`sink::ParquetSink`] is the IO layer on top: it converts a sealed segment, uploads
+//! the file under a Hive-style key as it is written and keeps a per-partition
+//! `_manifest.json` so that each offset range is written exactly once (see [`sink`]).
 //!
 //! # Memory
 //!
 //! Records are turned into Arrow arrays a chunk at a time (at most [`CHUNK_ROWS`] rows or
 //! [`CHUNK_BYTES`] of data) and handed to the Parquet writer, which keeps only the encoded
 //! pages of the row group in progress. A 1 GiB segment never exists as Arrow arrays at
-//! once.
+//! once. Through the sink it never exists as bytes either: the input is read in
+//! [`READ_CHUNK`] pieces (a batch larger than that is read whole) and the file leaves in
+//! upload parts as row groups are flushed, so a conversion holds about a read buffer,
+//! two Arrow chunks, the row group in progress (up to
+//! [`ConvertOptions::row_group_bytes`] before compression) with its bytes on their way
+//! out, and one part (`cold/parquet/tests/streaming.rs` measures it).
 //!
 //! # JSON values
 //!
@@ -60,6 +66,8 @@ mod json;
 mod options;
 mod schema;
 pub mod sink;
+pub mod source;
+pub mod stream;
 pub mod txn;
 mod value_schema;
 
@@ -76,6 +84,7 @@ pub use sink::{
     DeadLetter, Manifest, ManifestEntry, ParquetLayout, ParquetSink, SegmentOutcome, SinkError,
     TopicFile, WrittenFile,
 };
+pub use source::{ByteSource, READ_CHUNK, SliceSource, SourceError};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};
 pub use value_schema::{SchemaError, ValueSchema};
 

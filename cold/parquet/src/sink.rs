@@ -17,13 +17,20 @@
 //! included, so the files of a partition cover its log without gaps (see [`crate`]).
 //! Hive-style `key=value` directories let engines prune on topic, partition and date.
 //!
-//! # Atomicity
+//! # Streaming, and atomicity
 //!
-//! A file is written in one PUT of the whole body. On S3 (and memory) a PUT is atomic: a
-//! reader sees the old object, the new one, or none, never a part. On the local-directory
-//! backend object_store's `LocalFileSystem` writes the body to a temporary file next to
-//! the target (`{key}#{n}`, which its listings skip), fsyncs it (the backend enables
-//! fsync) and renames it over the key, so a local reader never sees a partial file either.
+//! A segment is converted in two passes over a [`ByteSource`] read a few MiB at a time
+//! (see [`crate::stream`] for why two): the file's row groups are uploaded as they are
+//! written, in parts of [`ParquetSink::part_size`] (the store's, 8 MiB by default) of
+//! one multipart upload under the file's final key, so memory is a row group, a part and
+//! a read buffer rather than the segment and the file. A file smaller than one part goes
+//! up in one PUT. Either way a reader sees the old object, the new one, or none, never a
+//! part: S3 (and memory) make a multipart upload's object visible only when it is
+//! completed, and on the local-directory backend both a PUT and a multipart upload write
+//! a temporary file next to the target (`{key}#{n}`, which listings skip), fsync it and
+//! rename it over the key. An upload that fails (a part, the completion, the conversion
+//! itself half-way) is aborted before the error is returned, so no parts are left behind
+//! to be billed.
 //!
 //! # Exactly once
 //!
@@ -32,7 +39,8 @@
 //! write_segment`] reads it first: a segment wholly below `next_offset` is skipped (already
 //! done: a retry, or a crash after the manifest update); a segment that does not start at
 //! `next_offset` is refused with [`SinkError::NotContiguous`] (a gap or a partial overlap).
-//! Otherwise the file is PUT under its deterministic key and then the manifest is updated.
+//! Otherwise the file is uploaded under its deterministic key and then the manifest is
+//! updated.
 //! A crash between the two leaves a file the manifest does not name; the retry converts
 //! the same bytes to the same key and overwrites it, so there is never a second file
 //! covering the same offsets. A segment without data rows (only control records or
@@ -68,25 +76,27 @@
 //!
 //! # CPU
 //!
-//! The conversion is CPU-bound and runs on the calling task. The offloader should call
-//! [`ParquetSink::write_segment`] from a task allowed to block for the duration of a
-//! conversion (a dedicated runtime, or `block_on` inside `spawn_blocking`).
+//! The conversion is CPU-bound and runs on the calling task, between the awaits of its
+//! reads and part uploads (a local source's reads block on the disk). The offloader
+//! should call [`ParquetSink::write_source`] and its siblings from a thread allowed to
+//! block for the duration of a conversion (the archiver's Parquet thread, `block_on`).
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
-use strata_proto::batch::{self, BatchError, RecordBatch};
+use strata_proto::BatchHeader;
+use strata_proto::batch::{BatchError, RecordBatch};
 use strata_proto::ids::{Offset, PartitionId};
 use strata_store::{BlobStore, ErrorKind, PutMode, StoreError, Version};
 
-use crate::convert::convert_segment;
 use crate::error::ConvertError;
 use crate::options::ConvertOptions;
+use crate::schema::writer_properties;
+use crate::source::{BatchReader, ByteSource, ReadError, SliceSource, SourceError};
+use crate::stream::{self, Scan, StreamError};
 use crate::txn::{TxnMarker, control_marker};
 
 /// The version of the manifest format written by this code.
@@ -304,6 +314,9 @@ pub enum SinkError {
     /// The object store failed (see [`ErrorKind::is_retriable`]).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The input could not be read (see [`SourceError::is_retryable`]).
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// The segment does not start where the partition's files end: a gap, or an overlap
     /// with what is already written.
     #[error("segment starts at offset {got}, the partition's Parquet files end before {expected}")]
@@ -323,6 +336,7 @@ impl SinkError {
         match self {
             SinkError::Convert(e) => e.is_retryable(),
             SinkError::Store(e) => e.kind().is_retriable(),
+            SinkError::Source(e) => e.is_retryable(),
             SinkError::Conflict { .. } => true,
             SinkError::NotContiguous { .. } | SinkError::BadManifest { .. } => false,
         }
@@ -344,11 +358,41 @@ enum Target {
     Backfill,
 }
 
-/// One framed batch of a segment and where its bytes are.
-struct View<'a> {
-    batch: RecordBatch<'a>,
-    start: usize,
-    end: usize,
+impl From<ReadError> for SinkError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Convert(e) => SinkError::Convert(e),
+            ReadError::Source(e) => SinkError::Source(e),
+        }
+    }
+}
+
+impl From<StreamError> for SinkError {
+    fn from(e: StreamError) -> Self {
+        match e {
+            StreamError::Read(e) => e.into(),
+            StreamError::Store(e) => SinkError::Store(e),
+        }
+    }
+}
+
+/// One framed batch of a segment: its header and where its bytes are (from the start
+/// of the range salvaged).
+#[derive(Debug, Clone, Copy)]
+struct View {
+    header: BatchHeader,
+    start: u64,
+    end: u64,
+}
+
+impl View {
+    fn base_offset(&self) -> Offset {
+        self.header.base_offset
+    }
+
+    fn last_offset(&self) -> Offset {
+        self.header.last_offset()
+    }
 }
 
 /// Writes a partition's segments as Parquet files and keeps its manifest.
@@ -357,6 +401,9 @@ pub struct ParquetSink {
     store: Arc<dyn BlobStore>,
     layout: ParquetLayout,
     options: ConvertOptions,
+    /// The size of a file's upload parts; `None`: the store's
+    /// [`UploadConfig::part_size`](strata_store::UploadConfig::part_size).
+    part_size: Option<usize>,
     /// Set once the store answered a conditional `Update` with `Unsupported` (the local
     /// directory): later commits overwrite directly instead of asking again.
     no_compare_and_swap: Arc<AtomicBool>,
@@ -374,8 +421,26 @@ impl ParquetSink {
             store,
             layout,
             options,
+            part_size: None,
             no_compare_and_swap: Arc::default(),
         }
+    }
+
+    /// Uploads files in parts of `bytes` (a file smaller than one part goes up in one
+    /// PUT) instead of the store's part size. S3 refuses parts below
+    /// [`strata_store::MIN_PART_SIZE`] but the last; tests and benchmarks use smaller
+    /// ones with other backends.
+    pub fn with_part_size(mut self, bytes: usize) -> ParquetSink {
+        self.part_size = Some(bytes.max(1));
+        self
+    }
+
+    /// The size of an upload's parts, and so the most of a file held in memory besides
+    /// the row group being built.
+    pub fn part_size(&self) -> usize {
+        self.part_size.unwrap_or_else(|| {
+            usize::try_from(self.store.upload_config().part_size).unwrap_or(8 << 20)
+        })
     }
 
     pub fn layout(&self) -> &ParquetLayout {
@@ -396,7 +461,19 @@ impl ParquetSink {
         partition: PartitionId,
         batches: &[u8],
     ) -> Result<Option<WrittenFile>, SinkError> {
-        self.write(topic, partition, batches, None).await
+        let src = SliceSource(batches);
+        self.write(topic, partition, &src, 0..src.len(), None).await
+    }
+
+    /// [`write_segment`](Self::write_segment) from a [`ByteSource`], read a few MiB at
+    /// a time: the streaming form the archiver uses (see [`crate::stream`]).
+    pub async fn write_source(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        src: &dyn ByteSource,
+    ) -> Result<Option<WrittenFile>, SinkError> {
+        self.write(topic, partition, src, 0..src.len(), None).await
     }
 
     /// [`write_segment`](Self::write_segment) with the transaction markers that follow the
@@ -409,7 +486,8 @@ impl ParquetSink {
         batches: &[u8],
         later_markers: &[TxnMarker],
     ) -> Result<Option<WrittenFile>, SinkError> {
-        self.write(topic, partition, batches, Some(later_markers))
+        let src = SliceSource(batches);
+        self.write(topic, partition, &src, 0..src.len(), Some(later_markers))
             .await
     }
 
@@ -427,14 +505,27 @@ impl ParquetSink {
         batches: &[u8],
         range: Range<Offset>,
     ) -> Result<SegmentOutcome, SinkError> {
-        match self.write(topic, partition, batches, None).await {
+        self.write_source_or_dead_letter(topic, partition, &SliceSource(batches), range)
+            .await
+    }
+
+    /// [`write_segment_or_dead_letter`](Self::write_segment_or_dead_letter) from a
+    /// [`ByteSource`].
+    pub async fn write_source_or_dead_letter(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        src: &dyn ByteSource,
+        range: Range<Offset>,
+    ) -> Result<SegmentOutcome, SinkError> {
+        match self.write(topic, partition, src, 0..src.len(), None).await {
             Ok(file) => Ok(SegmentOutcome {
                 files: file.into_iter().collect(),
                 dead_letters: Vec::new(),
             }),
             Err(SinkError::Convert(e)) if e.is_bad_data() => {
                 let (out, _) = self
-                    .salvage(Target::Log, topic, partition, batches, range, &e)
+                    .salvage(Target::Log, topic, partition, src, range, &e)
                     .await?;
                 Ok(out)
             }
@@ -453,7 +544,23 @@ impl ParquetSink {
         batches: &[u8],
         range: Range<Offset>,
     ) -> Result<(SegmentOutcome, bool), SinkError> {
-        match self.backfill(topic, partition, batches, None).await {
+        self.write_backfill_source_or_dead_letter(topic, partition, &SliceSource(batches), range)
+            .await
+    }
+
+    /// [`write_backfill_or_dead_letter`](Self::write_backfill_or_dead_letter) from a
+    /// [`ByteSource`].
+    pub async fn write_backfill_source_or_dead_letter(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        src: &dyn ByteSource,
+        range: Range<Offset>,
+    ) -> Result<(SegmentOutcome, bool), SinkError> {
+        match self
+            .backfill(topic, partition, src, 0..src.len(), None)
+            .await
+        {
             Ok((file, done)) => Ok((
                 SegmentOutcome {
                     files: file.into_iter().collect(),
@@ -462,7 +569,7 @@ impl ParquetSink {
                 done,
             )),
             Err(SinkError::Convert(e)) if e.is_bad_data() => {
-                self.salvage(Target::Backfill, topic, partition, batches, range, &e)
+                self.salvage(Target::Backfill, topic, partition, src, range, &e)
                     .await
             }
             Err(e) => Err(e),
@@ -477,11 +584,11 @@ impl ParquetSink {
         target: Target,
         topic: &str,
         partition: PartitionId,
-        bytes: &[u8],
+        src: &dyn ByteSource,
         mut range: Range<Offset>,
         error: &ConvertError,
     ) -> Result<(SegmentOutcome, bool), SinkError> {
-        let (mut views, mut framing) = frame(bytes);
+        let (mut views, mut framing) = frame(src).await?;
         if target == Target::Backfill {
             // Only what lies below the files' start, as write_backfill converts.
             let (manifest, _) = self.load(topic, partition).await?;
@@ -491,11 +598,11 @@ impl ParquetSink {
                     reason: "a backfill needs converted files to fill in below".into(),
                 });
             };
-            if let Some(at) = views.iter().position(|v| v.batch.last_offset() >= start) {
-                if views[at].batch.base_offset() < start {
+            if let Some(at) = views.iter().position(|v| v.last_offset() >= start) {
+                if views[at].base_offset() < start {
                     return Err(SinkError::NotContiguous {
                         expected: start,
-                        got: views[at].batch.base_offset(),
+                        got: views[at].base_offset(),
                     });
                 }
                 views.truncate(at);
@@ -505,7 +612,7 @@ impl ParquetSink {
         }
         let n = views.len();
         let mut bad: Vec<Option<String>> = vec![None; n];
-        check_batches(&views, self.options.verify_crc, &mut bad);
+        check_batches(src, &views, self.options.verify_crc, &mut bad).await?;
         if bad.iter().all(Option::is_none) && !matches!(error, ConvertError::Framing { .. }) {
             // Nothing a batch check finds (an Arrow or Parquet writer error): the error
             // names the batch, or the whole segment is set aside.
@@ -525,7 +632,7 @@ impl ParquetSink {
                     // Batches past the range the caller named: not this segment's.
                     break;
                 }
-                let mut next = views.get(j).map_or(range.end, |v| v.batch.base_offset());
+                let mut next = views.get(j).map_or(range.end, |v| v.base_offset());
                 if next <= pos {
                     // The next good batch's offsets go backwards: nothing after is trusted.
                     (next, j) = (range.end, n);
@@ -545,20 +652,22 @@ impl ParquetSink {
                 cur = j;
                 continue;
             }
-            let part = &bytes[views[cur].start..views[j - 1].end];
+            let part = views[cur].start..views[j - 1].end;
             // Transactions open at the run's end may end in the good batches after it.
-            let later: Option<Vec<TxnMarker>> = (j < n).then(|| {
+            let later: Option<Vec<TxnMarker>> = if j < n {
                 let mut m = self.options.later_markers.clone();
-                m.extend(good_markers(&views[j..], &bad[j..]));
-                m
-            });
+                m.extend(good_markers(src, &views[j..], &bad[j..]).await?);
+                Some(m)
+            } else {
+                None
+            };
             let written = match target {
                 Target::Log => self
-                    .write(topic, partition, part, later.as_deref())
+                    .write(topic, partition, src, part, later.as_deref())
                     .await
                     .map(|f| (f, false)),
                 Target::Backfill => {
-                    self.backfill(topic, partition, part, later.as_deref())
+                    self.backfill(topic, partition, src, part, later.as_deref())
                         .await
                 }
             };
@@ -566,7 +675,7 @@ impl ParquetSink {
                 Ok((file, d)) => {
                     out.files.extend(file);
                     done = d;
-                    pos = views[j - 1].batch.last_offset() + 1;
+                    pos = views[j - 1].last_offset() + 1;
                     cur = j;
                 }
                 // Something the batch checks missed: set it aside and go again.
@@ -617,10 +726,13 @@ impl ParquetSink {
         &self,
         topic: &str,
         partition: PartitionId,
-        batches: &[u8],
+        src: &dyn ByteSource,
+        range: Range<u64>,
         later_markers: Option<&[TxnMarker]>,
     ) -> Result<Option<WrittenFile>, SinkError> {
-        let (first, last) = offset_range(batches)?;
+        // The first pass: framing, checks and fates, without writing (see `stream`).
+        let scan = stream::scan(src, range.clone(), self.options.verify_crc, None).await?;
+        let (first, last) = scan.offsets.ok_or(ConvertError::Empty)?;
         let manifest_key = self.layout.manifest_key(topic, partition);
         let (mut manifest, version) = self.load(topic, partition).await?;
         if let Some(end) = manifest.next_offset {
@@ -643,7 +755,7 @@ impl ParquetSink {
         }
 
         let written = self
-            .put_file(topic, partition, batches, later_markers)
+            .put_file(topic, partition, src, range, scan, later_markers)
             .await?;
 
         if let Some(w) = &written {
@@ -752,14 +864,17 @@ impl ParquetSink {
         partition: PartitionId,
         batches: &[u8],
     ) -> Result<(Option<WrittenFile>, bool), SinkError> {
-        self.backfill(topic, partition, batches, None).await
+        let src = SliceSource(batches);
+        self.backfill(topic, partition, &src, 0..src.len(), None)
+            .await
     }
 
     async fn backfill(
         &self,
         topic: &str,
         partition: PartitionId,
-        batches: &[u8],
+        src: &dyn ByteSource,
+        range: Range<u64>,
         later_markers: Option<&[TxnMarker]>,
     ) -> Result<(Option<WrittenFile>, bool), SinkError> {
         let manifest_key = self.layout.manifest_key(topic, partition);
@@ -770,33 +885,18 @@ impl ParquetSink {
                 reason: "a backfill needs converted files to fill in below".into(),
             });
         };
-        // Only whole batches below the start.
-        let mut end = 0usize;
-        let mut iter = batch::batches(batches);
-        loop {
-            let position = batches.len() - iter.remaining().len();
-            match iter.next() {
-                None => break,
-                Some(Ok(b)) if b.last_offset() < start => {
-                    end = batches.len() - iter.remaining().len()
-                }
-                Some(Ok(b)) if b.base_offset() >= start => break,
-                Some(Ok(b)) => {
-                    return Err(SinkError::NotContiguous {
-                        expected: start,
-                        got: b.base_offset(),
-                    });
-                }
-                Some(Err(source)) => {
-                    return Err(ConvertError::Framing { position, source }.into());
-                }
-            }
+        // Only whole batches below the start (the first pass stops there).
+        let scan = stream::scan(src, range.clone(), self.options.verify_crc, Some(start)).await?;
+        if let Some(got) = scan.straddle {
+            return Err(SinkError::NotContiguous {
+                expected: start,
+                got,
+            });
         }
-        let below = &batches[..end];
-        if below.is_empty() {
+        let Some((first, last)) = scan.offsets else {
             return Ok((None, manifest.backfill.is_none()));
-        }
-        let (first, last) = offset_range(below)?;
+        };
+        let below = range.start..range.start + scan.end;
         let from = match manifest.backfill {
             Some(c) if last < c.next => return Ok((None, false)),
             Some(c) if first != c.next => {
@@ -809,7 +909,7 @@ impl ParquetSink {
             None => first,
         };
         let written = self
-            .put_file(topic, partition, below, later_markers)
+            .put_file(topic, partition, src, below, scan, later_markers)
             .await?;
         if let Some(w) = &written {
             let at = manifest
@@ -976,13 +1076,18 @@ impl ParquetSink {
         Ok((Some(letter), done))
     }
 
-    /// Converts `batches` and PUTs the file under its deterministic key; `None` when the
-    /// batches hold no data rows.
+    /// The second pass over `range` (which `scan` went through): converts it and
+    /// uploads the file under its deterministic key as it is written; `None` when the
+    /// batches hold no data rows. Errors of the first pass other than framing come out
+    /// here, after the caller's manifest checks, as they did from the in-memory
+    /// conversion.
     async fn put_file(
         &self,
         topic: &str,
         partition: PartitionId,
-        batches: &[u8],
+        src: &dyn ByteSource,
+        range: Range<u64>,
+        mut scan: Scan,
         later_markers: Option<&[TxnMarker]>,
     ) -> Result<Option<WrittenFile>, SinkError> {
         let mut opts = self.options.clone();
@@ -991,33 +1096,45 @@ impl ParquetSink {
         if let Some(markers) = later_markers {
             opts.later_markers = markers.to_vec();
         }
-        let file = convert_segment(batches, &opts)?;
-        let s = &file.summary;
-        let written = match (s.min_timestamp, s.max_timestamp) {
-            (Some(min_timestamp), Some(max_timestamp)) if s.rows > 0 => {
-                let bytes = Bytes::from(file.bytes);
-                let first_ts = first_row_timestamp(&bytes)?.unwrap_or(min_timestamp);
-                let key =
-                    self.layout
-                        .file_key(topic, partition, first_ts, s.first_offset, s.last_offset);
-                let size = bytes.len() as u64;
-                // Overwrite: the key is a function of the segment's bytes, so a retry
-                // after a crash before the manifest update replaces the same object.
-                self.store.put(&key, bytes, PutMode::Overwrite).await?;
-                Some(WrittenFile {
-                    key,
-                    first_offset: s.first_offset,
-                    last_offset: s.last_offset,
-                    min_timestamp,
-                    max_timestamp,
-                    rows: s.rows,
-                    bytes: size,
-                    raw_fallbacks: s.raw_fallbacks,
-                })
-            }
-            _ => None,
+        let props = writer_properties(&opts)?;
+        if let Some(e) = scan.problem.take() {
+            return Err(e.into());
+        }
+        let Some((first, last)) = scan.offsets else {
+            return Err(ConvertError::Empty.into());
         };
-        Ok(written)
+        // The key is a function of the segment's bytes (the first row's date, the
+        // offsets), so a retry after a crash before the manifest update overwrites the
+        // same object.
+        let key = |first_ts: i64| {
+            self.layout
+                .file_key(topic, partition, first_ts, first, last)
+        };
+        let streamed = stream::convert_and_upload(
+            src,
+            range,
+            scan,
+            &opts,
+            props,
+            self.store.as_ref(),
+            self.part_size(),
+            &key,
+        )
+        .await?;
+        Ok(streamed.and_then(|f| {
+            let s = f.summary;
+            let (min_timestamp, max_timestamp) = (s.min_timestamp?, s.max_timestamp?);
+            Some(WrittenFile {
+                key: f.key,
+                first_offset: s.first_offset,
+                last_offset: s.last_offset,
+                min_timestamp,
+                max_timestamp,
+                rows: s.rows,
+                bytes: f.bytes,
+                raw_fallbacks: s.raw_fallbacks,
+            })
+        }))
     }
 
     /// The manifest and the version it was read at (`None`: there is none yet).
@@ -1109,58 +1226,45 @@ impl ParquetSink {
     }
 }
 
-/// The segment's offset range from its batch headers (first base offset, last batch's
-/// last offset), without decoding records.
-fn offset_range(segment: &[u8]) -> Result<(Offset, Offset), ConvertError> {
-    let mut range: Option<(Offset, Offset)> = None;
-    let mut iter = batch::batches(segment);
-    loop {
-        let position = segment.len() - iter.remaining().len();
-        match iter.next() {
-            None => break,
-            Some(Ok(b)) => {
-                let first = range.map_or(b.base_offset(), |r| r.0);
-                range = Some((first, b.last_offset()));
-            }
-            Some(Err(source)) => return Err(ConvertError::Framing { position, source }),
-        }
-    }
-    range.ok_or(ConvertError::Empty)
-}
-
 /// The batches that frame, with their byte ranges, and the framing error that stopped
-/// them, if one did.
-fn frame(segment: &[u8]) -> (Vec<View<'_>>, Option<ConvertError>) {
+/// them, if one did. Keeps a header per batch, not the bytes.
+async fn frame(src: &dyn ByteSource) -> Result<(Vec<View>, Option<ConvertError>), SourceError> {
     let mut views = Vec::new();
-    let mut iter = batch::batches(segment);
-    loop {
-        let start = segment.len() - iter.remaining().len();
-        match iter.next() {
-            None => return (views, None),
-            Some(Ok(batch)) => views.push(View {
-                batch,
-                start,
-                end: segment.len() - iter.remaining().len(),
+    let mut reader = BatchReader::new(src, 0..src.len());
+    while let Some(framed) = reader.next().await {
+        let framed = match framed {
+            Ok(f) => f,
+            Err(ReadError::Convert(e)) => return Ok((views, Some(e))),
+            Err(ReadError::Source(e)) => return Err(e),
+        };
+        match framed.batch() {
+            Ok(b) => views.push(View {
+                header: *b.header(),
+                start: framed.start,
+                end: framed.end,
             }),
-            Some(Err(source)) => {
-                return (
-                    views,
-                    Some(ConvertError::Framing {
-                        position: start,
-                        source,
-                    }),
-                );
-            }
+            Err(e) => return Ok((views, Some(e))),
         }
     }
+    Ok((views, None))
 }
 
 /// Marks (with the reason) each batch the converter would fail on, checked on its own;
-/// from the first batch out of offset order on, every batch.
-fn check_batches(views: &[View<'_>], verify_crc: bool, bad: &mut [Option<String>]) {
+/// from the first batch out of offset order on, every batch. Reads the batches of
+/// `views` (contiguous, in order) once more.
+async fn check_batches(
+    src: &dyn ByteSource,
+    views: &[View],
+    verify_crc: bool,
+    bad: &mut [Option<String>],
+) -> Result<(), SinkError> {
+    let (Some(first), Some(last)) = (views.first(), views.last()) else {
+        return Ok(());
+    };
+    let mut reader = BatchReader::new(src, first.start..last.end);
     let mut previous: Option<Offset> = None;
     for (i, v) in views.iter().enumerate() {
-        let h = v.batch.header();
+        let h = v.header;
         if let Some(p) = previous
             && h.base_offset <= p
         {
@@ -1172,13 +1276,19 @@ fn check_batches(views: &[View<'_>], verify_crc: bool, bad: &mut [Option<String>
             for b in &mut bad[i..] {
                 b.get_or_insert_with(|| reason.clone());
             }
-            return;
+            return Ok(());
         }
         previous = Some(h.last_offset());
-        if let Err(e) = check_batch(&v.batch, verify_crc) {
+        let framed = match reader.next().await {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => return Err(e.into()),
+            None => return Err(ConvertError::Empty.into()),
+        };
+        if let Err(e) = framed.batch().and_then(|b| check_batch(&b, verify_crc)) {
             bad[i] = Some(e.to_string());
         }
     }
+    Ok(())
 }
 
 /// What the converter checks of one batch: its record count, CRC, control record, and
@@ -1223,7 +1333,7 @@ fn check_batch(b: &RecordBatch<'_>, verify_crc: bool) -> Result<(), ConvertError
 /// least one batch of `from..to`.
 fn mark_bad(
     error: &ConvertError,
-    views: &[View<'_>],
+    views: &[View],
     from: usize,
     to: usize,
     bad: &mut [Option<String>],
@@ -1231,12 +1341,9 @@ fn mark_bad(
     let reason = error.to_string();
     let named = error
         .batch_offset()
-        .and_then(|o| (from..to).find(|&i| views[i].batch.base_offset() == o));
+        .and_then(|o| (from..to).find(|&i| views[i].base_offset() == o));
     let out_of_order = matches!(error, ConvertError::OutOfOrder { .. })
-        .then(|| {
-            (from + 1..to)
-                .find(|&i| views[i].batch.base_offset() <= views[i - 1].batch.last_offset())
-        })
+        .then(|| (from + 1..to).find(|&i| views[i].base_offset() <= views[i - 1].last_offset()))
         .flatten();
     let marked = match (named, out_of_order) {
         (Some(i), _) => i..i + 1,
@@ -1248,22 +1355,32 @@ fn mark_bad(
     }
 }
 
-/// The transaction markers of the good control batches among `views`.
-fn good_markers(views: &[View<'_>], bad: &[Option<String>]) -> Vec<TxnMarker> {
-    views
+/// The transaction markers of the good control batches among `views` (read again, one
+/// by one: control batches are small).
+async fn good_markers(
+    src: &dyn ByteSource,
+    views: &[View],
+    bad: &[Option<String>],
+) -> Result<Vec<TxnMarker>, SourceError> {
+    let mut out = Vec::new();
+    for (v, _) in views
         .iter()
         .zip(bad)
-        .filter(|(v, b)| b.is_none() && v.batch.header().is_control())
-        .filter_map(|(v, _)| {
-            let h = v.batch.header();
-            let kind = control_marker(&v.batch).ok().flatten()?;
-            Some(TxnMarker {
-                producer_id: h.producer_id,
-                offset: h.base_offset,
+        .filter(|(v, b)| b.is_none() && v.header.is_control())
+    {
+        let bytes = src.read_at(v.start, (v.end - v.start) as usize).await?;
+        let Ok((b, _)) = RecordBatch::parse(&bytes) else {
+            continue;
+        };
+        if let Ok(Some(kind)) = control_marker(&b) {
+            out.push(TxnMarker {
+                producer_id: v.header.producer_id,
+                offset: v.header.base_offset,
                 kind,
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Inserts `letter` in offset order.
@@ -1276,37 +1393,6 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// The timestamp of the file's first row, read back with the parquet reader (only the
-/// `timestamp` column's first page is decoded).
-fn first_row_timestamp(file: &Bytes) -> Result<Option<i64>, ConvertError> {
-    use arrow::array::{Array, TimestampMillisecondArray};
-
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file.clone())?;
-    let column = builder
-        .parquet_schema()
-        .columns()
-        .iter()
-        .position(|c| c.path().parts() == [crate::schema::columns::TIMESTAMP]);
-    let Some(column) = column else {
-        return Ok(None);
-    };
-    let mask = ProjectionMask::leaves(builder.parquet_schema(), [column]);
-    let mut reader = builder
-        .with_projection(mask)
-        .with_batch_size(1)
-        .with_limit(1)
-        .build()?;
-    let Some(batch) = reader.next().transpose()? else {
-        return Ok(None);
-    };
-    Ok(batch
-        .column(0)
-        .as_any()
-        .downcast_ref::<TimestampMillisecondArray>()
-        .filter(|a| !a.is_empty() && !a.is_null(0))
-        .map(|a| a.value(0)))
 }
 
 #[cfg(test)]

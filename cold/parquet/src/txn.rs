@@ -30,6 +30,7 @@
 
 use std::collections::HashMap;
 
+use strata_proto::BatchHeader;
 use strata_proto::batch::{self, RecordBatch};
 use strata_proto::control;
 use strata_proto::ids::{Offset, ProducerId};
@@ -116,32 +117,51 @@ pub fn scan_markers(segment: &[u8]) -> Result<Vec<TxnMarker>, ConvertError> {
 }
 
 /// Decides each batch's [`Fate`], in one pass over the headers (data batches are not
-/// decompressed).
+/// decompressed). Keeps only the base offsets of transactional batches (open, then
+/// aborted), not one entry per batch, so a streaming conversion's first pass over a
+/// large segment stays small.
 #[derive(Debug, Default)]
 pub(crate) struct FateScan {
-    fates: Vec<Fate>,
-    /// Per producer: first offset and the indexes of its open transaction's batches.
-    open: HashMap<ProducerId, (Offset, Vec<usize>)>,
+    /// Base offsets of the batches of aborted transactions.
+    aborted: Vec<Offset>,
+    /// Per producer: first offset and the base offsets of its open transaction's batches.
+    open: HashMap<ProducerId, (Offset, Vec<Offset>)>,
+}
+
+/// Each batch's fate, by its header: what [`FateScan::finish`] decided.
+#[derive(Debug, Default)]
+pub(crate) struct Fates {
+    /// Sorted.
+    aborted: Vec<Offset>,
+}
+
+impl Fates {
+    /// The fate of a batch the scan saw (base offsets are unique: the scan refuses
+    /// batches out of order).
+    pub(crate) fn of(&self, h: &BatchHeader) -> Fate {
+        if h.is_control() {
+            Fate::Control
+        } else if self.aborted.binary_search(&h.base_offset).is_ok() {
+            Fate::Aborted
+        } else {
+            Fate::Rows
+        }
+    }
 }
 
 impl FateScan {
     pub(crate) fn push(&mut self, b: &RecordBatch<'_>) -> Result<(), ConvertError> {
         let h = b.header();
-        let index = self.fates.len();
         if h.is_control() {
-            self.fates.push(Fate::Control);
             if let Some(kind) = control_marker(b)? {
                 self.resolve(h.producer_id, kind);
             }
-        } else {
-            self.fates.push(Fate::Rows);
-            if h.is_transactional() {
-                self.open
-                    .entry(h.producer_id)
-                    .or_insert_with(|| (h.base_offset, Vec::new()))
-                    .1
-                    .push(index);
-            }
+        } else if h.is_transactional() {
+            self.open
+                .entry(h.producer_id)
+                .or_insert_with(|| (h.base_offset, Vec::new()))
+                .1
+                .push(h.base_offset);
         }
         Ok(())
     }
@@ -152,9 +172,7 @@ impl FateScan {
         if let Some((_, batches)) = self.open.remove(&producer_id)
             && kind == MarkerKind::Abort
         {
-            for i in batches {
-                self.fates[i] = Fate::Aborted;
-            }
+            self.aborted.extend(batches);
         }
     }
 
@@ -163,7 +181,7 @@ impl FateScan {
         mut self,
         later: &[TxnMarker],
         policy: PendingTxnPolicy,
-    ) -> Result<Vec<Fate>, ConvertError> {
+    ) -> Result<Fates, ConvertError> {
         let mut pending: Vec<(ProducerId, Offset)> = self
             .open
             .iter()
@@ -189,6 +207,9 @@ impl FateScan {
             };
             self.resolve(producer_id, kind);
         }
-        Ok(self.fates)
+        self.aborted.sort_unstable();
+        Ok(Fates {
+            aborted: self.aborted,
+        })
     }
 }

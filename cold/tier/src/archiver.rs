@@ -13,15 +13,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_cache::ReaderId;
 use strata_log::LogError;
-use strata_parquet::{ConvertError, ParquetSink, SegmentOutcome, SinkError};
+use strata_parquet::{ByteSource, ConvertError, ParquetSink, SegmentOutcome, SinkError};
 use strata_proto::{Offset, TopicConfig};
 
 use crate::compaction::{RemoteCleanSettings, RemoteCleaner};
 use crate::error::TierError;
 use crate::layout::PartitionKey;
 use crate::manifest::RemoteSegment;
+use crate::parquet_source::{LocalSegmentSource, RemoteSegmentSource};
 use crate::remote::RemotePartition;
 use crate::service::Tier;
 use crate::tiered_log::{ParquetCoverage, ReadError, TieredLog};
@@ -31,8 +31,6 @@ use crate::tiered_log::{ParquetCoverage, ReadError, TieredLog};
 pub const FOLLOWER_RELOAD_INTERVAL: Duration = Duration::from_secs(30);
 /// Remote bytes a backfill converts per partition per round.
 const BACKFILL_BYTES_PER_ROUND: u64 = 256 << 20;
-/// The backfill's read-ahead stream in the chunk cache.
-const BACKFILL_READER: u64 = 0x5041_5251_4245_4b46;
 
 /// The partition's replica state, as the archiver needs it this round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -474,11 +472,11 @@ async fn parquet_step(
             cursor = first.base_offset;
         }
         for seg in segments {
-            let bytes = read_remote_segment(tier, &remote, &seg, cursor).await?;
+            let src = remote_source(tier, log, &remote, &seg, cursor).await?;
             let (sink2, topic2) = (sink.clone(), topic.to_string());
             let range = seg.base_offset.max(cursor)..seg.next_offset;
             let (outcome, done) = at_background_priority(move |rt| {
-                rt.block_on(sink2.write_backfill_or_dead_letter(&topic2, index, &bytes, range))
+                rt.block_on(sink2.write_backfill_source_or_dead_letter(&topic2, index, &src, range))
             })
             .await??;
             report_parquet(log, &outcome);
@@ -521,9 +519,9 @@ async fn parquet_step(
             next = start;
         }
         for seg in segments {
-            let bytes = read_remote_segment(tier, &remote, &seg, next).await?;
+            let src = remote_source(tier, log, &remote, &seg, next).await?;
             let range = seg.base_offset.max(next)..seg.next_offset;
-            write_parquet(&sink, log, range, move || Ok(bytes)).await?;
+            write_parquet(&sink, log, range, move || Ok(Box::new(src))).await?;
             next = seg.next_offset;
             log.set_parquet_progress(next);
             metrics::counter!("strata_parquet_backfill_bytes_total", "topic" => topic.to_string())
@@ -550,14 +548,14 @@ async fn parquet_step(
         let from = seg.base_offset.max(next);
         let end = seg.next_offset;
         let owner = log.clone();
-        // Read on the conversion thread too: copying the segment is part of its cost.
-        let read = move || {
-            owner
-                .local()
-                .read_range(from, end)
-                .map_err(|e| ParquetError::Read(e.into()))
+        // The segment is read on the conversion thread, a few MiB at a time, twice (see
+        // strata_parquet::stream): reading is part of conversion's cost.
+        let open = move || -> Result<Box<dyn ByteSource>, ParquetError> {
+            let src = LocalSegmentSource::open(owner, from, end)
+                .map_err(|e| ParquetError::Read(e.into()))?;
+            Ok(Box::new(src))
         };
-        write_parquet(&sink, log, from..end, read).await?;
+        write_parquet(&sink, log, from..end, open).await?;
         next = seg.next_offset;
         log.set_parquet_progress(next);
     }
@@ -577,7 +575,8 @@ static PARQUET_THREAD: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>>
 /// compete with them: on a saturated broker the backlog waits (local retention waits
 /// with it, and the local-disk cap pushes back on producers) instead of the producers
 /// slowing down. One thread: a broker's conversions queue behind each other, which
-/// bounds their memory too.
+/// bounds their memory too (one conversion's: a row group, an upload part and a read
+/// buffer).
 async fn at_background_priority<T: Send + 'static>(
     f: impl FnOnce(&tokio::runtime::Handle) -> T + Send + 'static,
 ) -> Result<T, ParquetError> {
@@ -615,37 +614,23 @@ async fn at_background_priority<T: Send + 'static>(
         .map_err(|_| ParquetError::Thread("the Parquet thread dropped a conversion"))
 }
 
-/// A remote segment's batches from `from` (a batch boundary) to its end.
-async fn read_remote_segment(
+/// A remote segment's batches from `from` (a batch boundary) to its end, as a source
+/// conversion reads by ranged GETs.
+async fn remote_source(
     tier: &Tier,
+    log: &TieredLog,
     remote: &RemotePartition,
     seg: &RemoteSegment,
     from: Offset,
-) -> Result<Vec<u8>, ParquetError> {
-    let mut bytes = Vec::with_capacity(seg.size_bytes as usize);
-    let mut at = seg.base_offset.max(from);
-    while at < seg.next_offset {
-        let r = {
-            let _permit = tier.read_permit().await;
-            remote
-                .read(at, 8 << 20, ReaderId(BACKFILL_READER))
-                .await
-                .map_err(|e| ParquetError::Read(e.into()))?
-        };
-        if r.data.is_empty() || r.next_offset <= at {
-            return Err(ParquetError::Hole {
-                at,
-                end: seg.next_offset,
-            });
-        }
-        bytes.extend_from_slice(&r.data);
-        at = r.next_offset;
-    }
-    Ok(bytes)
+) -> Result<RemoteSegmentSource, ParquetError> {
+    RemoteSegmentSource::open(tier.store().clone(), log.tier().cloned(), remote, seg, from)
+        .await
+        .map_err(|e| ParquetError::Read(e.into()))
 }
 
-/// Converts one segment's batches `range` (what `read` returns, on the conversion
-/// thread) into Parquet files through the sink. Batches that can never be converted are
+/// Converts one segment's batches `range` (the source `open` returns, on the
+/// conversion thread) into Parquet files through the sink, streaming: a row group and
+/// an upload part in memory, not the segment. Batches that can never be converted are
 /// set aside as dead letters in the sink's manifest (reported by [`report_parquet`]) so
 /// that conversion, and local retention behind it, go on; other errors (the store, a
 /// pending transaction, the options) are returned, and the archiver retries.
@@ -653,12 +638,12 @@ async fn write_parquet(
     sink: &ParquetSink,
     log: &TieredLog,
     range: std::ops::Range<Offset>,
-    read: impl FnOnce() -> Result<Vec<u8>, ParquetError> + Send + 'static,
+    open: impl FnOnce() -> Result<Box<dyn ByteSource>, ParquetError> + Send + 'static,
 ) -> Result<(), ParquetError> {
     let (sink2, topic, index) = (sink.clone(), log.topic().to_string(), log.partition());
     let outcome = at_background_priority(move |rt| {
-        let bytes = read()?;
-        rt.block_on(sink2.write_segment_or_dead_letter(&topic, index, &bytes, range))
+        let src = open()?;
+        rt.block_on(sink2.write_source_or_dead_letter(&topic, index, src.as_ref(), range))
             .map_err(ParquetError::from)
     })
     .await??;

@@ -19,6 +19,7 @@ pub mod error;
 pub mod layout;
 pub mod manifest;
 pub mod manifest_store;
+pub mod parquet_source;
 pub mod priority;
 pub mod remote;
 pub mod service;

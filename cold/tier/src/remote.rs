@@ -410,6 +410,52 @@ impl RemotePartition {
         Ok(self.store.read(&k, Some(range)).await?.data)
     }
 
+    /// The key of a remote segment's `.log` object and where in it the batch holding
+    /// `offset` starts (0 at or below its base): what a reader streaming the object from
+    /// there needs (Parquet backfill). Through the segment's offset index, then a walk
+    /// of at most an index interval of headers.
+    pub async fn batch_position(
+        &self,
+        s: &RemoteSegment,
+        offset: Offset,
+    ) -> Result<(String, u64), TierError> {
+        let key = self.key.segment_object(s, "log");
+        if offset <= s.base_offset {
+            return Ok((key, 0));
+        }
+        let idx = self.index(s).await?;
+        let rel = (offset - s.base_offset).clamp(0, u32::MAX as i64) as u32;
+        let mut pos = idx.position_for(rel) as u64;
+        let size = s.size_bytes;
+        let corrupt = |key: &str, reason: String| TierError::Corrupt {
+            key: key.to_string(),
+            reason,
+        };
+        while pos < size {
+            let data = self
+                .store
+                .get_range(&key, pos..pos + READ_SLACK.min(size - pos))
+                .await?;
+            let mut at = 0usize;
+            while at + HEADER_LEN <= data.len() {
+                let h = batch::parse_header(&data[at..])
+                    .map_err(|e| corrupt(&key, format!("at byte {}: {e}", pos + at as u64)))?;
+                if h.last_offset() >= offset {
+                    return Ok((key, pos + at as u64));
+                }
+                at += h.total_size();
+            }
+            if at == 0 {
+                break;
+            }
+            pos += at as u64;
+        }
+        Err(corrupt(
+            &key,
+            format!("offset {offset} not found before the end of the segment"),
+        ))
+    }
+
     /// Replaces the run `group` of this manifest's segments (consecutive, in order) by
     /// one cleaned segment covering the same offsets: its `.log` from `log_file`
     /// (`size` bytes), its indexes, its aborted transactions (`aborted`: the ABORT

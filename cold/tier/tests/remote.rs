@@ -524,3 +524,37 @@ async fn a_log_restarted_at_the_remote_end_keeps_the_producers_and_epochs_of_the
     // A gap is still a gap.
     assert!(fresh.append(&mut producer_batch(70), 5).is_err());
 }
+
+/// The Parquet conversion's remote source reads, from the batch holding any offset of
+/// an offloaded segment, exactly the bytes a local read of that range returns.
+#[tokio::test]
+async fn a_remote_segment_source_reads_from_the_batch_holding_the_cursor() {
+    use strata_parquet::ByteSource;
+    use strata_tier::parquet_source::RemoteSegmentSource;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = build_log(dir.path(), 300);
+    let store = ObjectBackend::memory().into_dyn();
+    let remote = RemotePartition::open(key(), store.clone(), cache(&store).await)
+        .await
+        .unwrap();
+    assert!(offload_all(&remote, &log).await >= 2);
+    let segments = remote.manifest_snapshot().segments().to_vec();
+    for seg in &segments[..2] {
+        for from in (seg.base_offset..seg.next_offset).step_by(7) {
+            let src = RemoteSegmentSource::open(store.clone(), None, &remote, seg, from)
+                .await
+                .unwrap();
+            let want = log.read_range(from, seg.next_offset).unwrap();
+            assert_eq!(src.len(), want.len() as u64, "from {from}");
+            let mut got = Vec::new();
+            let mut pos = 0;
+            while pos < src.len() {
+                let n = (src.len() - pos).min(5000) as usize;
+                got.extend_from_slice(&src.read_at(pos, n).await.unwrap());
+                pos += n as u64;
+            }
+            assert_eq!(got, want, "from {from}");
+        }
+    }
+}

@@ -33,6 +33,7 @@ mod read;
 mod retention;
 
 pub use self::loader::{RecoveryReport, Truncation};
+pub use self::read::SealedSpan;
 
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Extra bytes a read takes beyond max_bytes, to cover the walk from the sparse index

@@ -247,6 +247,67 @@ impl Log {
         Ok(out)
     }
 
+    /// Where the batches `[from, end)` of one sealed segment lie in its file (`end` at
+    /// most the segment's next offset), with the file held open: what
+    /// [`Self::read_sealed`] then reads piece by piece, for background work that streams
+    /// a segment (Parquet conversion reads it twice, a few MiB at a time) instead of
+    /// copying it whole as [`Self::read_range`] does. The open descriptors keep the
+    /// bytes readable if retention deletes the segment or the cleaner replaces it
+    /// meanwhile, so every read of one span sees the same bytes.
+    /// [`LogError::NoBatch`] when `from` is not in a sealed segment that reaches `end`.
+    pub fn sealed_span(&self, from: Offset, end: Offset) -> Result<SealedSpan, LogError> {
+        let (mut span, from_hint, end_hint) = {
+            let g = self.read_lock();
+            let (start, log_end) = (g.log_start_offset, g.log_end_offset());
+            if from < start || from > log_end {
+                return Err(LogError::OffsetOutOfRange {
+                    requested: from,
+                    start,
+                    end: log_end,
+                });
+            }
+            let seg = g
+                .segment_for(from)
+                .filter(|s| s.sealed && end <= s.next_offset)
+                .ok_or(LogError::NoBatch { offset: from, end })?;
+            let idx = seg.index()?;
+            let hint = |o: Offset| idx.position_for(rel(seg.base, o.max(seg.base))) as u64;
+            let span = SealedSpan {
+                base: seg.base,
+                file: seg.plain()?,
+                direct: g.direct_reader(&self.dir, seg),
+                path: seg.path.clone(),
+                size: seg.size,
+                generation: g.read_generation,
+                start: 0,
+                end: seg.size,
+            };
+            (span, hint(from), (end < seg.next_offset).then(|| hint(end)))
+        };
+        span.start = first_batch_from(&span, from_hint, from)?;
+        if let Some(h) = end_hint {
+            span.end = first_batch_from(&span, h.max(span.start), end)?;
+        }
+        Ok(span)
+    }
+
+    /// Bytes `[pos, pos + len)` of a span (positions from its start), fewer only past its
+    /// end: through the same paths as [`Self::read`] (`O_DIRECT` in direct mode, the read
+    /// cache when it is on).
+    pub fn read_sealed(&self, span: &SealedSpan, pos: u64, len: usize) -> Result<Bytes, LogError> {
+        let at = span.start.saturating_add(pos).min(span.end);
+        let len = len.min((span.end - at) as usize);
+        let src = SegmentRead {
+            base: span.base,
+            file: &span.file,
+            path: &span.path,
+            sealed: true,
+            size: span.size,
+            generation: span.generation,
+        };
+        self.read_segment(&src, span.direct.as_deref(), at, len)
+    }
+
     /// [`Self::read_range`], handing each read's batches to `f` as they come (at most
     /// [`RANGE_CHUNK`] bytes, or one batch, each) instead of gathering them.
     pub fn read_range_chunks(
@@ -495,4 +556,54 @@ impl Log {
         }
         Ok(None)
     }
+}
+
+/// A sealed segment's batches as a byte range of its open file: see [`Log::sealed_span`].
+#[derive(Debug, Clone)]
+pub struct SealedSpan {
+    base: Offset,
+    file: Arc<std::fs::File>,
+    direct: Option<Arc<std::fs::File>>,
+    path: PathBuf,
+    size: u64,
+    generation: u64,
+    /// Where the first batch starts in the file.
+    start: u64,
+    /// Where the batches end.
+    end: u64,
+}
+
+impl SealedSpan {
+    /// The bytes the span holds.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// The segment's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The position of the first batch at or after `pos` (an index entry's position) whose
+/// last offset is at least `offset`; the span's size when there is none. Reads headers
+/// only, at most an index interval of them.
+fn first_batch_from(span: &SealedSpan, mut pos: u64, offset: Offset) -> Result<u64, LogError> {
+    while pos < span.size {
+        let head = read_at(&span.file, &span.path, pos, HEADER_LEN)?;
+        let h = batch::parse_header(&head).map_err(|e| LogError::Corrupt {
+            path: span.path.clone(),
+            position: pos,
+            reason: e.to_string(),
+        })?;
+        if h.last_offset() >= offset {
+            return Ok(pos);
+        }
+        pos += h.total_size() as u64;
+    }
+    Ok(span.size)
 }

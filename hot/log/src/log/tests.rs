@@ -236,3 +236,59 @@ fn refused_direct_open_falls_back_to_buffered() {
 fn refused_first_direct_write_falls_back_to_buffered() {
     falls_back_to_buffered(Refusal::Write);
 }
+
+/// A sealed segment's span, read in pieces of any size and from any position, gives
+/// exactly what `read_range` gives, in both IO modes; the span starts at the batch
+/// holding `from` and ends before the batch holding `end`; the active segment, and a
+/// range past a sealed segment's end, are refused.
+#[test]
+fn sealed_spans_read_in_pieces_what_read_range_reads() {
+    for mode in [IoMode::Buffered, IoMode::Direct] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let config = LogConfig {
+            io_mode: mode,
+            ..small_direct()
+        };
+        let (log, _) = Log::open(dir.path(), config, clock).unwrap();
+        fill(&log);
+        let segments = log.segments();
+        for s in segments.iter().filter(|s| s.sealed) {
+            let whole = log.sealed_span(s.base_offset, s.next_offset).unwrap();
+            assert_eq!(whole.len(), s.size_bytes);
+            // From each batch, to the end and to the next batch.
+            let mut from = s.base_offset;
+            while from < s.next_offset {
+                let want = log.read_range(from, s.next_offset).unwrap();
+                let span = log.sealed_span(from, s.next_offset).unwrap();
+                assert_eq!(span.len(), want.len() as u64);
+                for piece in [1usize, 100, 4096, 1 << 20] {
+                    let mut got = Vec::new();
+                    let mut pos = 0u64;
+                    while pos < span.len() {
+                        let b = log.read_sealed(&span, pos, piece).unwrap();
+                        assert!(!b.is_empty());
+                        got.extend_from_slice(&b);
+                        pos += b.len() as u64;
+                    }
+                    assert_eq!(got, want, "{mode:?} from {from} in pieces of {piece}");
+                }
+                let first = log.read(from, 1, None).unwrap();
+                if first.next_offset < s.next_offset {
+                    let span = log.sealed_span(s.base_offset, first.next_offset).unwrap();
+                    let want = log.read_range(s.base_offset, first.next_offset).unwrap();
+                    let got = log.read_sealed(&span, 0, 1 << 20).unwrap();
+                    assert_eq!(&got[..], &want[..]);
+                }
+                from = first.next_offset;
+            }
+            assert!(log.sealed_span(s.base_offset, s.next_offset + 1).is_err());
+        }
+        let active = segments.last().unwrap();
+        assert!(!active.sealed);
+        assert!(
+            log.sealed_span(active.base_offset, log.log_end_offset())
+                .is_err()
+        );
+    }
+}
