@@ -95,3 +95,32 @@ fn a_bad_directory_gets_a_clear_error() {
         "{err}"
     );
 }
+
+/// `strata log dump … | head -1`: when the reader of standard output goes away, the
+/// command stops quietly with success (as a Unix tool does), not with a panic.
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), LogConfig::default(), Arc::new(SystemClock)).unwrap();
+    for i in 0..50 {
+        let mut b = batch(
+            &[NewRecord::value(vec![b'x'; 10], i)],
+            Compression::None,
+            None,
+        )
+        .to_vec();
+        log.append(&mut b, 0).unwrap();
+    }
+    log.close().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = strata()
+        .args(["log", "dump", "--records"])
+        .arg(dir.path())
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

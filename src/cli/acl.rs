@@ -187,7 +187,7 @@ pub fn run(args: AclArgs) -> anyhow::Result<()> {
                     bail!("{}", error(res.error_code, res.error_message));
                 }
             }
-            println!(
+            outln!(
                 "added: {} {} {} on {} {}{} from {}",
                 p.permission,
                 p.principal,
@@ -228,7 +228,7 @@ pub fn run(args: AclArgs) -> anyhow::Result<()> {
             if removed == 0 {
                 bail!("no such ACL");
             }
-            println!("removed {removed} ACL(s)");
+            outln!("removed {removed} ACL(s)");
         }
         AclCommand::List {
             resource,
@@ -265,7 +265,7 @@ pub fn run(args: AclArgs) -> anyhow::Result<()> {
                 bail!("{}", error(r.error_code, r.error_message));
             }
             if r.resources.is_empty() {
-                println!("no ACLs");
+                outln!("no ACLs");
             }
             for res in r.resources {
                 let rt = ResourceType::from_code(res.resource_type)
@@ -277,9 +277,11 @@ pub fn run(args: AclArgs) -> anyhow::Result<()> {
                         .map_or(a.operation.to_string(), |o| o.to_string());
                     let perm = Permission::from_code(a.permission_type)
                         .map_or(a.permission_type.to_string(), |p| p.to_string());
-                    println!(
+                    outln!(
                         "{rt}:{pt}:{}\t{perm}\t{}\t{op}\t{}",
-                        res.resource_name, a.principal, a.host
+                        res.resource_name,
+                        a.principal,
+                        a.host
                     );
                 }
             }

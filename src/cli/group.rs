@@ -842,14 +842,16 @@ fn list(c: &ClientArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(5);
-    println!(
+    outln!(
         "{:<w$}  {:<20}  {:<13}  MEMBERS",
-        "GROUP", "STATE", "PROTOCOL-TYPE"
+        "GROUP",
+        "STATE",
+        "PROTOCOL-TYPE"
     );
     for (name, state, ptype, members) in rows {
         let state = if state.is_empty() { "-".into() } else { state };
         let ptype = if ptype.is_empty() { "-".into() } else { ptype };
-        println!("{name:<w$}  {state:<20}  {ptype:<13}  {members}");
+        outln!("{name:<w$}  {state:<20}  {ptype:<13}  {members}");
     }
     Ok(())
 }
@@ -1030,7 +1032,7 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
     // Header and members.
     match &desc {
         Some(d) => {
-            println!(
+            outln!(
                 "group {group}  state {}  protocol-type {}  protocol {}  members {}",
                 or_dash(&d.state),
                 or_dash(&d.protocol_type),
@@ -1038,7 +1040,7 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
                 d.members.len()
             );
             if d.members.is_empty() {
-                println!("no active members");
+                outln!("no active members");
             } else {
                 let wid = d
                     .members
@@ -1061,9 +1063,11 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
                     .max()
                     .unwrap_or(0)
                     .max(4);
-                println!(
+                outln!(
                     "{:<wid$}  {:<wc$}  {:<wh$}  ASSIGNMENT",
-                    "MEMBER-ID", "CLIENT-ID", "HOST"
+                    "MEMBER-ID",
+                    "CLIENT-ID",
+                    "HOST"
                 );
                 for m in &d.members {
                     let a = match &m.assignment {
@@ -1078,7 +1082,7 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
                         Some(_) => "(none)".to_string(),
                         None => "(not a consumer assignment)".to_string(),
                     };
-                    println!(
+                    outln!(
                         "{:<wid$}  {:<wc$}  {:<wh$}  {a}",
                         m.id,
                         or_dash(&m.client_id),
@@ -1087,12 +1091,12 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
                 }
             }
         }
-        None => println!("group {group}  (members and state unknown: no DescribeGroups)"),
+        None => outln!("group {group}  (members and state unknown: no DescribeGroups)"),
     }
-    println!();
+    outln!("");
 
     let wt = rows.iter().map(|r| r.topic.len()).max().unwrap_or(0).max(5);
-    println!(
+    outln!(
         "{:<wt$}  {:>9}  {:>14}  {:>16}  {:>14}  {:>8}  {:>9}  {:>16}  CONSUMER-ID",
         "TOPIC",
         "PARTITION",
@@ -1104,7 +1108,7 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
         "HEADROOM"
     );
     for r in &rows {
-        println!(
+        outln!(
             "{:<wt$}  {:>9}  {:>14}  {:>16}  {:>14}  {:>8}  {:>9}  {:>16}  {}",
             r.topic,
             r.partition,
@@ -1117,21 +1121,21 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
             r.owner
         );
     }
-    println!();
+    outln!("");
     for t in &wanted {
         let r = match retention.get(t).copied().flatten() {
             Some(r) if r < 0 => "never (retention.ms=-1)".to_string(),
             Some(r) => format!("{} (retention.ms={r})", hours(r)),
             None => "unknown".to_string(),
         };
-        println!("retention of {t}: {r}");
+        outln!("retention of {t}: {r}");
     }
-    println!(
+    outln!(
         "LAG-AGE: how old the oldest unconsumed record is; HEADROOM: retention minus LAG-AGE, \
          the time left before that record may be deleted if the group does not move"
     );
     for ((t, p), o, lo) in &out_of_retention {
-        println!(
+        outln!(
             "WARNING: OUT OF RETENTION: {t}-{p}: the committed offset {o} is below the log start {lo}: \
              {} records were deleted before group '{group}' read them; on restart the group \
              jumps to its auto.offset.reset position (or reset it: strata group reset-offsets \
@@ -1140,7 +1144,7 @@ fn describe(c: &ClientArgs, group: &str, topics: &[String]) -> anyhow::Result<()
         );
     }
     for (t, p) in &overdue {
-        println!(
+        outln!(
             "WARNING: {t}-{p}: the oldest unconsumed record is older than retention.ms and may be \
              deleted at any moment"
         );
@@ -1287,18 +1291,21 @@ fn reset(c: &ClientArgs, a: &ResetArgs) -> anyhow::Result<()> {
     }
 
     let wt = plan.iter().map(|p| p.0.0.len()).max().unwrap_or(0).max(5);
-    println!(
+    outln!(
         "{:<wt$}  {:>9}  {:>14}  {:>10}",
-        "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "NEW-OFFSET"
     );
     for ((t, p), cur, new) in &plan {
-        println!("{t:<wt$}  {p:>9}  {:>14}  {new:>10}", opt(*cur));
+        outln!("{t:<wt$}  {p:>9}  {:>14}  {new:>10}", opt(*cur));
     }
     for n in &notes {
         eprintln!("note: {n}");
     }
     if !a.execute {
-        println!("dry run: add --execute to apply");
+        outln!("dry run: add --execute to apply");
         return Ok(());
     }
 
@@ -1322,7 +1329,7 @@ fn reset(c: &ClientArgs, a: &ResetArgs) -> anyhow::Result<()> {
             );
         }
     }
-    println!(
+    outln!(
         "reset the committed offsets of group '{}' on {} partition(s)",
         a.group,
         plan.len()

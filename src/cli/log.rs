@@ -45,27 +45,33 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
     match cmd {
         LogCommand::Inspect { dir } => {
             let (log, report) = open(&dir)?;
-            println!("log start offset  {}", log.log_start_offset());
-            println!("log end offset    {}", log.log_end_offset());
-            println!("size on disk      {} bytes", log.size_bytes());
+            outln!("log start offset  {}", log.log_start_offset());
+            outln!("log end offset    {}", log.log_end_offset());
+            outln!("size on disk      {} bytes", log.size_bytes());
             for t in &report.truncations {
-                println!(
+                outln!(
                     "recovery: truncated segment {} at byte {} ({} bytes removed): {}",
-                    t.segment_base, t.position, t.bytes_removed, t.reason
+                    t.segment_base,
+                    t.position,
+                    t.bytes_removed,
+                    t.reason
                 );
             }
             for s in &report.deleted_segments {
-                println!("recovery: removed segment {s}");
+                outln!("recovery: removed segment {s}");
             }
             for s in &report.rebuilt_indexes {
-                println!("recovery: rebuilt the index of segment {s}");
+                outln!("recovery: rebuilt the index of segment {s}");
             }
-            println!(
+            outln!(
                 "{:>20}  {:>20}  {:>12}  {:>15}  state",
-                "base offset", "next offset", "bytes", "max timestamp"
+                "base offset",
+                "next offset",
+                "bytes",
+                "max timestamp"
             );
             for s in log.segments() {
-                println!(
+                outln!(
                     "{:>20}  {:>20}  {:>12}  {:>15}  {}",
                     s.base_offset,
                     s.next_offset,
@@ -94,7 +100,7 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                     let b = b?;
                     let h = b.header();
                     if let Some(e) = expected.filter(|&e| h.base_offset > e) {
-                        println!(
+                        outln!(
                             "gap {e}..{} ({} offsets removed by compaction)",
                             h.base_offset - 1,
                             h.base_offset - e
@@ -104,7 +110,7 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                     let horizon = h
                         .delete_horizon()
                         .map_or(String::new(), |t| format!(" deleteHorizon {t}"));
-                    println!(
+                    outln!(
                         "baseOffset {} lastOffset {} count {} epoch {} size {} compression {:?} producerId {} seq {} maxTimestamp {} crcValid {}{horizon}",
                         h.base_offset,
                         h.last_offset(),
@@ -122,10 +128,10 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                         for r in b.records()?.iter() {
                             let r = r?;
                             if r.offset > next {
-                                println!("  gap {next}..{}", r.offset - 1);
+                                outln!("  gap {next}..{}", r.offset - 1);
                             }
                             next = r.offset + 1;
-                            println!(
+                            outln!(
                                 "  offset {} timestamp {} key {} value {} headers {}",
                                 r.offset,
                                 r.timestamp,
@@ -140,7 +146,7 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                             );
                         }
                         if next <= h.last_offset() {
-                            println!("  gap {next}..{}", h.last_offset());
+                            outln!("  gap {next}..{}", h.last_offset());
                         }
                     }
                     printed += 1;

@@ -1,5 +1,15 @@
 //! Command-line interface.
 
+/// `println!` for command output: when the reader of standard output has gone (`strata
+/// topic describe | head`), the command stops quietly, as a Unix tool killed by SIGPIPE
+/// would, instead of panicking as `println!` does; any other write error ends it with a
+/// message and a failure status.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))
+    };
+}
+
 mod acl;
 mod client;
 mod consume;
@@ -66,5 +76,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(args) => user::run(args),
         Command::Acl(args) => acl::run(args),
         Command::Quota(args) => quota::run(args),
+    }
+}
+
+/// Writes one line of command output; see `outln!`.
+pub(crate) fn write_out(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
     }
 }

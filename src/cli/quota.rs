@@ -137,7 +137,7 @@ pub fn run(args: QuotaArgs) -> anyhow::Result<()> {
                     bail!("{}", error(e.error_code, e.error_message));
                 }
             }
-            println!("quotas set");
+            outln!("quotas set");
         }
         QuotaCommand::Describe { entity } => {
             let v = conn
@@ -163,7 +163,7 @@ pub fn run(args: QuotaArgs) -> anyhow::Result<()> {
             }
             let entries = r.entries.unwrap_or_default();
             if entries.is_empty() {
-                println!("no quotas");
+                outln!("no quotas");
             }
             for e in entries {
                 let who: Vec<String> = e
@@ -182,7 +182,7 @@ pub fn run(args: QuotaArgs) -> anyhow::Result<()> {
                     .iter()
                     .map(|v| format!("{}={}", v.key, v.value))
                     .collect();
-                println!("{}\t{}", who.join(","), values.join(","));
+                outln!("{}\t{}", who.join(","), values.join(","));
             }
         }
     }

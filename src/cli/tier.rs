@@ -172,10 +172,10 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
             let v: Value =
                 serde_json::from_str(&body).context("the broker's tier status is not JSON")?;
             if json {
-                println!("{body}");
+                outln!("{body}");
                 return Ok(());
             }
-            println!(
+            outln!(
                 "object store {}   cache hit ratio {:.1}% ({} hits, {} misses)   local bytes of tiered topics {}{}",
                 v["object_store"].as_str().unwrap_or("none"),
                 v["cache_hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
@@ -187,7 +187,7 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
                     _ => String::new(),
                 }
             );
-            println!(
+            outln!(
                 "{:<24} {:>4} {:>6} {:>23} {:>8} {:>23} {:>8} {:>9} {:>8}",
                 "topic",
                 "part",
@@ -204,7 +204,7 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
                 .iter()
                 .filter(|p| topic.as_deref().is_none_or(|t| p["topic"] == t))
             {
-                println!(
+                outln!(
                     "{:<24} {:>4} {:>6} {:>23} {:>8} {:>23} {:>8} {:>9} {:>8.1}{}",
                     p["topic"].as_str().unwrap_or("?"),
                     p["partition"],
@@ -287,7 +287,7 @@ fn backfill(
         super::topic::alter(client, topic, &set, &[], None)?;
     }
     if no_wait {
-        println!(
+        outln!(
             "the brokers convert '{topic}' in the background; `strata tier status --topic {topic}` shows how far"
         );
         return Ok(());
@@ -370,6 +370,6 @@ fn backfill(
         }
     }
     bar.finish_with_message("done");
-    println!("topic '{topic}': every offloaded offset is in a Parquet file");
+    outln!("topic '{topic}': every offloaded offset is in a Parquet file");
     Ok(())
 }

@@ -206,7 +206,7 @@ fn create(
     let n = partition_count(c, &client, name)
         .map(|n| format!(" with {n} partitions"))
         .unwrap_or_default();
-    println!("created topic '{name}'{n}");
+    outln!("created topic '{name}'{n}");
     Ok(())
 }
 
@@ -239,7 +239,7 @@ fn recover(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
     let n = partition_count(c, &client, name)
         .map(|n| format!(" with {n} partitions"))
         .unwrap_or_default();
-    println!("recovered topic '{name}'{n} from the object store");
+    outln!("recovered topic '{name}'{n} from the object store");
     Ok(())
 }
 
@@ -249,7 +249,7 @@ fn list(c: &ClientArgs) -> anyhow::Result<()> {
     let mut names: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
     names.sort_unstable();
     for n in names {
-        println!("{n}");
+        outln!("{n}");
     }
     Ok(())
 }
@@ -293,13 +293,17 @@ fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> 
         .with_context(|| format!("topic '{name}' does not exist"))?;
     let parts = topic.partitions();
     let rf = parts.first().map_or(0, |p| p.replicas().len());
-    println!(
+    outln!(
         "topic {name}  partitions {}  replication-factor {rf}",
         parts.len()
     );
-    println!(
+    outln!(
         "  {:>9}  {:>6}  {:<12}  {:<12}  {:<16}  error",
-        "partition", "leader", "replicas", "isr", "state"
+        "partition",
+        "leader",
+        "replicas",
+        "isr",
+        "state"
     );
     let mut parts: Vec<_> = parts.iter().collect();
     parts.sort_by_key(|p| p.id());
@@ -326,7 +330,7 @@ fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> 
         } else {
             "in-sync"
         };
-        println!(
+        outln!(
             "  {:>9}  {:>6}  {:<12}  {:<12}  {state:<16}  {err}",
             p.id(),
             p.leader(),
@@ -335,13 +339,13 @@ fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> 
         );
     }
     if under + offline > 0 {
-        println!(
+        outln!(
             "  {under} under-replicated and {offline} offline partition(s): a replica is down or behind; \
              it rejoins the ISR once it has caught up"
         );
     }
     let entries = describe_configs(c, &client, name)?;
-    println!("configs (* = set on this topic; others show where the value comes from):");
+    outln!("configs (* = set on this topic; others show where the value comes from):");
     for e in &entries {
         let value = match (&e.value, e.is_sensitive) {
             (_, true) => "(sensitive)".to_string(),
@@ -360,7 +364,7 @@ fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> 
             };
             (" ", format!("  ({s})"))
         };
-        println!("  {mark} {} = {value}{source}", e.name);
+        outln!("  {mark} {} = {value}{source}", e.name);
     }
     let compacted = entries.iter().any(|e| {
         e.name == "cleanup.policy" && e.value.as_deref().is_some_and(|v| v.contains("compact"))
@@ -383,7 +387,7 @@ fn print_cleaner(name: &str, http: &str, http_auth: Option<&str>) {
     let (addr, v) = match status {
         Ok(x) => x,
         Err(e) => {
-            println!("cleaner: not known ({e:#}); give a Strata broker's --http address");
+            outln!("cleaner: not known ({e:#}); give a Strata broker's --http address");
             return;
         }
     };
@@ -392,16 +396,23 @@ fn print_cleaner(name: &str, http: &str, http_auth: Option<&str>) {
         .map(|a| a.iter().filter(|p| p["topic"] == name).collect())
         .unwrap_or_default();
     if parts.is_empty() {
-        println!("cleaner: broker {addr} hosts none of its partitions");
+        outln!("cleaner: broker {addr} hosts none of its partitions");
         return;
     }
-    println!("cleaner (partitions hosted by the broker at {addr}):");
-    println!(
+    outln!("cleaner (partitions hosted by the broker at {addr}):");
+    outln!(
         "  {:>9}  {:>6}  {:>12}  {:>12}  {:>10}  {:>9}  {:>6}  {:>8}",
-        "partition", "dirty", "cleaned-to", "uncleanable", "reclaimed", "lag", "passes", "breaches"
+        "partition",
+        "dirty",
+        "cleaned-to",
+        "uncleanable",
+        "reclaimed",
+        "lag",
+        "passes",
+        "breaches"
     );
     for p in parts {
-        println!(
+        outln!(
             "  {:>9}  {:>5.1}%  {:>12}  {:>12}  {:>10}  {:>8.1}s  {:>6}  {:>8}",
             p["partition"],
             p["dirty_ratio"].as_f64().unwrap_or(0.0) * 100.0,
@@ -424,7 +435,7 @@ fn delete(c: &ClientArgs, name: &str) -> anyhow::Result<()> {
             return Err(admin_error("delete", name, code));
         }
     }
-    println!("deleted topic '{name}'");
+    outln!("deleted topic '{name}'");
     Ok(())
 }
 
@@ -507,16 +518,16 @@ pub(crate) fn alter(
             }
         }
         for (k, v) in set {
-            println!("topic '{name}': set {k}={v}");
+            outln!("topic '{name}': set {k}={v}");
         }
         for k in delete {
-            println!("topic '{name}': removed the override of {k}");
+            outln!("topic '{name}': removed the override of {k}");
         }
     }
 
     if let Some(n) = partitions {
         if n as usize == current_partitions {
-            println!("topic '{name}' already has {n} partitions");
+            outln!("topic '{name}' already has {n} partitions");
         } else {
             let grow = NewPartitions::new(name, n as usize);
             let results = block_on(client.create_partitions([&grow], &admin_options(c)))
@@ -526,7 +537,7 @@ pub(crate) fn alter(
                     return Err(admin_error("add partitions to", name, code));
                 }
             }
-            println!("topic '{name}': partitions {current_partitions} -> {n}");
+            outln!("topic '{name}': partitions {current_partitions} -> {n}");
         }
     }
     Ok(())
@@ -569,12 +580,16 @@ fn hot(
     });
     rows.truncate(top as usize);
     if json {
-        println!("{}", serde_json::Value::Array(rows));
+        outln!("{}", serde_json::Value::Array(rows));
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<24} {:>9} {:>12} {:>11} {:>10}  HOT KEYS (share of sampled keyed records)",
-        "TOPIC", "PARTITION", "PRODUCE MB/s", "RECORDS/s", "FETCH MB/s"
+        "TOPIC",
+        "PARTITION",
+        "PRODUCE MB/s",
+        "RECORDS/s",
+        "FETCH MB/s"
     );
     for r in &rows {
         let hot: Vec<String> = r["hot_keys"]
@@ -591,7 +606,7 @@ fn hot(
                     .collect()
             })
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:<24} {:>9} {:>12.2} {:>11.0} {:>10.2}  {}",
             r["topic"].as_str().unwrap_or(""),
             r["partition"],

@@ -133,9 +133,11 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
     let mut boot = connect(c)?;
     match args.command {
         TxnCommand::List => {
-            println!(
+            outln!(
                 "{:<40} {:>14} {:<16} COORDINATOR",
-                "TRANSACTIONAL ID", "PRODUCER ID", "STATE"
+                "TRANSACTIONAL ID",
+                "PRODUCER ID",
+                "STATE"
             );
             for (id, addr) in brokers(c, &mut boot)? {
                 let mut conn = Conn::open(&addr, c)?;
@@ -151,7 +153,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
                     bail!("broker {id}: ListTransactions: {}", code(r.error_code));
                 }
                 for t in r.transaction_states {
-                    println!(
+                    outln!(
                         "{:<40} {:>14} {:<16} {id}",
                         t.transactional_id.0.as_str(),
                         t.producer_id.0,
@@ -189,16 +191,17 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
             if s.error_code != 0 {
                 bail!("'{transactional_id}': {}", code(s.error_code));
             }
-            println!("transactional id   {transactional_id}");
-            println!(
+            outln!("transactional id   {transactional_id}");
+            outln!(
                 "producer id/epoch  {}/{}",
-                s.producer_id.0, s.producer_epoch
+                s.producer_id.0,
+                s.producer_epoch
             );
-            println!("state              {}", s.transaction_state.as_str());
-            println!("timeout            {} ms", s.transaction_timeout_ms);
-            println!("started (ms)       {}", s.transaction_start_time_ms);
+            outln!("state              {}", s.transaction_state.as_str());
+            outln!("timeout            {} ms", s.transaction_timeout_ms);
+            outln!("started (ms)       {}", s.transaction_start_time_ms);
             for t in s.topics {
-                println!(
+                outln!(
                     "partitions         {} {:?}",
                     t.topic.0.as_str(),
                     t.partitions
@@ -207,7 +210,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
         }
         TxnCommand::DescribeProducers { topic, partition } => {
             for p in producers(c, &mut boot, &topic, partition)? {
-                println!(
+                outln!(
                     "producer {} epoch {} last sequence {} last timestamp {} open transaction from {}",
                     p.producer_id.0,
                     p.producer_epoch,
@@ -255,7 +258,7 @@ pub fn run(args: TxnArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            println!(
+            outln!(
                 "aborted producer {producer_id}'s transaction in {topic}-{partition} (it began at offset {})",
                 p.current_txn_start_offset
             );

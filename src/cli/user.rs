@@ -108,7 +108,7 @@ pub fn run(args: UserArgs) -> anyhow::Result<()> {
             let mut req = AlterUserScramCredentialsRequest::default();
             req.upsertions = vec![up];
             alter(c, req)?;
-            println!("user {name}: {} credential set", m.name());
+            outln!("user {name}: {} credential set", m.name());
         }
         UserCommand::Delete { name, mechanism } => {
             let mechanisms = match mechanism {
@@ -133,19 +133,19 @@ pub fn run(args: UserArgs) -> anyhow::Result<()> {
                 })
                 .collect();
             alter(c, req)?;
-            println!("user {name}: deleted");
+            outln!("user {name}: deleted");
         }
         UserCommand::List => {
             let users = describe(c, None)?;
             if users.is_empty() {
-                println!("no users");
+                outln!("no users");
             }
             for (name, mechanisms) in users {
                 let m: Vec<String> = mechanisms
                     .iter()
                     .map(|(m, i)| format!("{}(iterations={i})", m.name()))
                     .collect();
-                println!("{name}\t{}", m.join(", "));
+                outln!("{name}\t{}", m.join(", "));
             }
         }
     }

@@ -356,7 +356,9 @@ impl Broker {
         {
             let mut last = self.reconcile_lock.lock().await;
             let md = self.cluster();
-            self.reconcile_locked(&md, last.as_deref())?;
+            // Opening partitions reads and may recover their directories: done where it
+            // cannot stall the other connections' tasks on this worker.
+            crate::blocking::may_wait("reconcile", || self.reconcile_locked(&md, last.as_deref()))?;
             *last = Some(md);
         }
         // Offsets partitions may be led here now: load their groups without waiting for
