@@ -233,6 +233,22 @@ fn ten_thousand_partitions_restart_intact_after_a_clean_stop_and_after_kill_9() 
     check_10k(&b, |_| 1, "before any restart");
 
     broker.stop();
+    // One checkpoint file for the broker, none per partition.
+    let file = std::fs::read_to_string(broker.data_dir.join("partition-checkpoints")).unwrap();
+    let entries = file.lines().count() - 3;
+    assert!(entries >= 10_000, "{entries} entries");
+    let own: Vec<_> = std::fs::read_dir(&broker.data_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.path().join("recovery-point").exists() || e.path().join("high-watermark").exists()
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        own.is_empty(),
+        "partitions with checkpoint files of their own: {own:?}"
+    );
     broker.restart();
     check_10k(&broker.kafka, |_| 1, "after a clean stop");
     assert_eq!(fencings(&broker), 0.0, "the controller fenced the broker");

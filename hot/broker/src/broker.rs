@@ -15,6 +15,7 @@ use strata_proto::{TopicConfig, TopicId};
 use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr, PartitionState};
 use strata_tier::{PartitionKey, Tier};
 
+use crate::checkpoints;
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
 use crate::metadata::MetadataCache;
@@ -152,6 +153,11 @@ pub struct Broker {
     pub(crate) authz: crate::api::AuthzCache,
     /// Client quotas: what each user and client id used.
     pub(crate) quotas: crate::quota::Quotas,
+    /// What the checkpoint file held at start for partitions not opened yet (each entry
+    /// is taken by the partition's first open).
+    saved_checkpoints: std::sync::Mutex<std::collections::HashMap<String, checkpoints::Entry>>,
+    /// One checkpoint file write at a time (housekeeping, shutdown).
+    checkpoint_lock: std::sync::Mutex<()>,
 }
 
 impl Broker {
@@ -204,7 +210,10 @@ impl Broker {
             config.fetch_session_slots,
             config.fetch_session_partitions,
         );
+        let saved_checkpoints = std::sync::Mutex::new(checkpoints::read(&config.data_dir));
         let broker = Arc::new(Broker {
+            saved_checkpoints,
+            checkpoint_lock: Default::default(),
             config,
             metadata,
             clock,
@@ -692,8 +701,19 @@ impl Broker {
         partition: i32,
         config: &TopicConfig,
     ) -> Result<(Arc<Partition>, strata_log::RecoveryReport), strata_log::LogError> {
+        let dir = self.partition_dir(name, partition);
+        let saved = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| {
+                self.saved_checkpoints
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(n)
+            })
+            .filter(|e| e.topic_id == id);
         Partition::open(
-            &self.partition_dir(name, partition),
+            &dir,
             name.clone(),
             id,
             partition,
@@ -703,6 +723,7 @@ impl Broker {
             self.node_id(),
             self.tier.clone(),
             self.alter_partitions.clone(),
+            saved,
         )
     }
 
@@ -863,9 +884,40 @@ impl Broker {
         metrics::gauge!("strata_tier_local_bytes").set(tiered as f64);
         for t in self.topics() {
             for p in &t.partitions {
-                p.housekeeping(retention, checkpoint);
+                p.housekeeping(retention);
             }
         }
+        if checkpoint {
+            self.checkpoint_partitions();
+        }
+    }
+
+    /// Writes every hosted partition's recovery point and high-water mark to the one
+    /// checkpoint file (`crate::checkpoints`), then lets the partitions drop their own
+    /// checkpoint files. A failure is logged; the next interval tries again.
+    pub fn checkpoint_partitions(&self) {
+        let _one = self
+            .checkpoint_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let started = std::time::Instant::now();
+        let partitions = self.partitions();
+        let mut entries = Vec::with_capacity(partitions.len());
+        let mut taken = Vec::with_capacity(partitions.len());
+        for p in &partitions {
+            let Some(name) = p.dir_name() else { continue };
+            let (entry, rp) = p.checkpoint_entry();
+            entries.push((name.to_string(), entry));
+            taken.push((p, rp));
+        }
+        if let Err(e) = checkpoints::write(&self.config.data_dir, &entries) {
+            tracing::warn!(dir = %self.config.data_dir.display(), error = %e, "cannot write the partition checkpoint file: a restart rescans more");
+            return;
+        }
+        for (p, rp) in taken {
+            p.checkpoint_saved(rp);
+        }
+        metrics::histogram!("strata_checkpoint_seconds").record(started.elapsed().as_secs_f64());
     }
 
     /// Flushes and checkpoints every partition (clean shutdown).
@@ -877,7 +929,8 @@ impl Broker {
             .iter()
             .flat_map(|t| t.partitions.iter().cloned())
             .collect();
-        on_threads(&partitions, OPEN_THREADS, |p| p.flush_and_checkpoint());
+        on_threads(&partitions, OPEN_THREADS, |p| p.flush_for_shutdown());
+        self.checkpoint_partitions();
     }
 
     pub fn data_dir(&self) -> &Path {

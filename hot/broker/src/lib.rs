@@ -12,6 +12,7 @@ pub mod api;
 pub mod audit;
 pub mod blocking;
 pub mod broker;
+pub mod checkpoints;
 pub mod cleaner;
 pub mod config;
 pub mod error;

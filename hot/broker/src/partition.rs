@@ -2,13 +2,12 @@
 //! follower, high-water mark, ISR; strata-replica's sans-IO state machine), its remote
 //! tier.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use strata_log::{
     AppendInfo, CleanOutcome, Cleanable, Clock, Log, LogConfig, LogError, OffsetMap, ReadResult,
-    RecoveryReport,
+    RecoveryCheckpoint, RecoveryReport, SharedRecoveryPoint,
 };
 use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
 use strata_replica::{
@@ -56,9 +55,9 @@ pub struct Partition {
     cleaner_stats: Mutex<CleanerStats>,
     /// Produce and fetch traffic and hot keys, as leader.
     traffic: crate::traffic::Traffic,
-    /// The high-water mark last written to its checkpoint (`i64::MIN`: none yet): an
-    /// idle partition's periodic checkpoint writes nothing.
-    hw_checkpointed: std::sync::atomic::AtomicI64,
+    /// A `high-watermark` file of an earlier version may be in the directory: removed
+    /// once the broker's checkpoint file holds the mark (`crate::checkpoints`).
+    own_hw_file: std::sync::atomic::AtomicBool,
 }
 
 /// A compacted partition's cleaner history on this broker (since it started).
@@ -89,8 +88,13 @@ impl Partition {
         node_id: i32,
         tier: Option<Arc<Tier>>,
         alter_partitions: AlterPartitionSender,
+        saved: Option<crate::checkpoints::Entry>,
     ) -> Result<(Arc<Partition>, RecoveryReport), LogError> {
-        let (log, report) = Log::open(dir, log_config, clock.clone())?;
+        // The recovery point is kept in the broker's checkpoint file.
+        let recovery = RecoveryCheckpoint::Shared {
+            hint: saved.map(|e| e.recovery_point),
+        };
+        let (log, report) = Log::open_with(dir, log_config, clock.clone(), recovery)?;
         let meta = dir.join(PARTITION_METADATA);
         if read_topic_id(dir) != Some(topic_id) {
             std::fs::write(&meta, format!("version: 0\ntopic_id: {topic_id}\n")).map_err(
@@ -103,7 +107,10 @@ impl Partition {
         }
         // Kafka's replication-offset-checkpoint: the mark a restarted replica starts from
         // (never past its own log end).
-        let hw_on_disk = read_offset(&dir.join(HIGH_WATERMARK_FILE));
+        let own_hw_file = dir.join(HIGH_WATERMARK_FILE);
+        let hw_on_disk = saved
+            .map(|e| e.high_watermark)
+            .or_else(|| read_offset(&own_hw_file));
         let hwm_seed = hw_on_disk
             .unwrap_or(log.log_start_offset())
             .clamp(log.log_start_offset(), log.log_end_offset());
@@ -129,9 +136,7 @@ impl Partition {
                 last_isr: Mutex::new(Vec::new()),
                 cleaner_stats: Mutex::new(CleanerStats::default()),
                 traffic: crate::traffic::Traffic::default(),
-                hw_checkpointed: std::sync::atomic::AtomicI64::new(
-                    hw_on_disk.unwrap_or(Offset::MIN),
-                ),
+                own_hw_file: std::sync::atomic::AtomicBool::new(own_hw_file.exists()),
             }),
             report,
         ))
@@ -209,9 +214,9 @@ impl Partition {
 
     /// Periodic work on the local log: roll by segment.ms, flush by flush.ms, local
     /// retention (when `retention`; segments go only as [`Self::may_delete_locally`]
-    /// allows), and the recovery-point and high-water-mark checkpoints (when
-    /// `checkpoint`). Failures are logged; the next round tries again.
-    pub fn housekeeping(&self, retention: bool, checkpoint: bool) {
+    /// allows). Failures are logged; the next round tries again. Checkpoints are the
+    /// broker's (`Broker::checkpoint_partitions`).
+    pub fn housekeeping(&self, retention: bool) {
         let log = self.log.local();
         if let Err(e) = log.maybe_roll() {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "segment roll failed");
@@ -233,14 +238,6 @@ impl Partition {
                 Err(e) => {
                     tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "retention failed")
                 }
-            }
-        }
-        if checkpoint {
-            if let Err(e) = log.checkpoint() {
-                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "checkpoint failed");
-            }
-            if let Err(e) = self.checkpoint_high_watermark() {
-                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "high-water mark checkpoint failed");
             }
         }
     }
@@ -295,13 +292,11 @@ impl Partition {
         *self.cleaner_stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Flushes the log and writes its checkpoints (clean shutdown).
-    pub fn flush_and_checkpoint(&self) {
-        let log = self.log.local();
-        if let Err(e) = log.flush().and_then(|_| log.checkpoint()) {
+    /// Flushes the log (clean shutdown; the broker then writes the checkpoints).
+    pub fn flush_for_shutdown(&self) {
+        if let Err(e) = self.log.local().flush() {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush on shutdown failed");
         }
-        let _ = self.checkpoint_high_watermark();
     }
 
     /// The remote tier, if attached.
@@ -613,21 +608,38 @@ impl Partition {
         )
     }
 
-    /// Writes the high-water mark so a restart starts from it.
-    pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
+    /// What the broker's checkpoint file is to hold for this partition now
+    /// (`crate::checkpoints`), and the recovery point to hand back to
+    /// [`Self::checkpoint_saved`] once it does.
+    pub(crate) fn checkpoint_entry(&self) -> (crate::checkpoints::Entry, SharedRecoveryPoint) {
+        // The mark may be above what was fsynced; an open clamps it to the log end.
+        let high_watermark = self.high_watermark();
+        let rp = self.log.local().recovery_checkpoint();
+        (
+            crate::checkpoints::Entry {
+                topic_id: self.topic_id,
+                recovery_point: rp.offset,
+                high_watermark,
+            },
+            rp,
+        )
+    }
+
+    /// The broker's checkpoint file holds what [`Self::checkpoint_entry`] gave: the
+    /// partition's own checkpoint files go (unless written since).
+    pub(crate) fn checkpoint_saved(&self, rp: SharedRecoveryPoint) {
         use std::sync::atomic::Ordering;
-        let hw = self.high_watermark();
-        if self.hw_checkpointed.load(Ordering::Relaxed) == hw {
-            return Ok(());
+        if let Err(e) = self.log.local().recovery_checkpoint_saved(rp) {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "cannot remove the partition's own recovery point file");
         }
-        let path = self.dir.join(HIGH_WATERMARK_FILE);
-        let tmp = path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        writeln!(f, "{hw}")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        self.hw_checkpointed.store(hw, Ordering::Relaxed);
-        Ok(())
+        if self.own_hw_file.swap(false, Ordering::Relaxed) {
+            let _ = std::fs::remove_file(self.dir.join(HIGH_WATERMARK_FILE));
+        }
+    }
+
+    /// The partition's directory name (its key in the broker's checkpoint file).
+    pub(crate) fn dir_name(&self) -> Option<&str> {
+        self.dir.file_name()?.to_str()
     }
 }
 

@@ -162,8 +162,8 @@ pub use log::cleaner::filter::{
 };
 pub use log::cleaner::{CleanOutcome, Cleanable, OffsetMap, SLOT_BYTES};
 pub use log::{
-    AppendInfo, Log, ReadResult, RecoveryReport, RetentionOutcome, SealedSpan, SegmentInfo,
-    Truncation,
+    AppendInfo, Log, ReadResult, RecoveryCheckpoint, RecoveryReport, RetentionOutcome, SealedSpan,
+    SegmentInfo, SharedRecoveryPoint, Truncation,
 };
 pub use producer::{ProducerEntry, ProducerError, ProducerState, SequenceCheck};
 pub use sealed::{RecutSegment, RemoteEndState, SealedSegment};

@@ -116,6 +116,43 @@ struct Stored {
     records: i64,
 }
 
+/// Where a log keeps its recovery point between runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RecoveryCheckpoint {
+    /// In its own `recovery-point` file, written at every roll, checkpoint and close:
+    /// a log opened on its own (the `strata log` tools, tests).
+    Own,
+    /// With every other partition's, in one file its owner (the broker) writes at each
+    /// checkpoint interval and at shutdown, as Kafka's `recovery-point-offset-checkpoint`:
+    /// 10,000 partitions cost one fsync per interval rather than 10,000. `hint` is the
+    /// value that file held for this log (if any). The log still writes its own file
+    /// where the point moves back (a truncation) or an open repaired something; that
+    /// file wins while it is lower, and [`Log::recovery_checkpoint_saved`] removes it once
+    /// the owner's file holds a newer value.
+    Shared { hint: Option<Offset> },
+}
+
+/// A recovery point taken for the owner's shared checkpoint file
+/// ([`Log::recovery_checkpoint`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SharedRecoveryPoint {
+    pub offset: Offset,
+    /// How many times the log had written its own recovery-point file when taken.
+    own_writes: u64,
+}
+
+/// The log's own `recovery-point` file, as far as a [`RecoveryCheckpoint::Shared`] log
+/// knows it.
+#[derive(Clone, Copy, Default, Debug)]
+struct OwnRecoveryFile {
+    shared: bool,
+    /// The file may exist (it was there at open, or written since).
+    present: bool,
+    /// Writes since open: a value taken for the shared file before the last write may
+    /// be above what the file says now.
+    writes: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
     config: LogConfig,
@@ -157,6 +194,8 @@ struct Inner {
     /// Moves with every change that can make segment bytes differ from what a read saw
     /// (a truncation, a reset, a cleaner swap): the read cache's chunks are keyed by it.
     read_generation: u64,
+    /// The log's own recovery-point file (see [`RecoveryCheckpoint`]).
+    own_recovery: OwnRecoveryFile,
 }
 
 impl Inner {
@@ -834,7 +873,11 @@ impl Log {
         g.recovery_point = base;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), base, false)?;
+        // A shared checkpoint takes the new point at its next write; until then the
+        // next open scans the segment just sealed too.
+        if !g.own_recovery.shared {
+            write_own_recovery_point(&self.dir, g, base, false)?;
+        }
         Ok(())
     }
 
@@ -915,14 +958,49 @@ impl Log {
     }
 
     /// Writes the recovery-point checkpoint, so the next open rescans less; nothing if
-    /// it has not moved since the last call.
+    /// it has not moved since the last call, or if its owner keeps it
+    /// ([`RecoveryCheckpoint::Shared`]: see [`Self::recovery_checkpoint`]).
     pub fn checkpoint(&self) -> Result<(), LogError> {
-        let rp = self.read_lock().recovery_point;
-        if self.checkpointed.load(Ordering::Relaxed) == rp {
+        // Under the write lock: a truncation writing a lower point meanwhile must not be
+        // overwritten with this higher one.
+        let mut g = self.write_lock();
+        let rp = g.recovery_point;
+        if g.own_recovery.shared || self.checkpointed.load(Ordering::Relaxed) == rp {
             return Ok(());
         }
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, false)?;
+        write_own_recovery_point(&self.dir, &mut g, rp, false)?;
         self.checkpointed.store(rp, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The recovery point for the owner's shared checkpoint file
+    /// ([`RecoveryCheckpoint::Shared`]): everything below it is durable now.
+    pub fn recovery_checkpoint(&self) -> SharedRecoveryPoint {
+        let g = self.read_lock();
+        SharedRecoveryPoint {
+            offset: g.recovery_point,
+            own_writes: g.own_recovery.writes,
+        }
+    }
+
+    /// The owner has made a file holding `saved` durable: the log's own recovery-point
+    /// file is removed unless written since `saved` was taken (a truncation that moved
+    /// the point back must keep its lower value). A removal a crash undoes brings back a
+    /// value no higher than `saved`, which the next open takes (the lower one wins), so
+    /// the removal is not fsynced.
+    pub fn recovery_checkpoint_saved(&self, saved: SharedRecoveryPoint) -> Result<(), LogError> {
+        let mut g = self.write_lock();
+        let own = &mut g.own_recovery;
+        if !own.shared || !own.present || own.writes != saved.own_writes {
+            return Ok(());
+        }
+        let path = self.dir.join(RECOVERY_POINT_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(LogError::io("remove", &path)(e)),
+        }
+        own.present = false;
         Ok(())
     }
 
@@ -1035,6 +1113,19 @@ fn sync_epochs(dir: &Path, g: &mut Inner) -> Result<(), LogError> {
         checkpoint::sync_directory(dir)?;
         g.epochs_unsynced = false;
     }
+    Ok(())
+}
+
+/// Writes the log's own recovery-point file (fsynced; with `sync_dir` its rename too).
+fn write_own_recovery_point(
+    dir: &Path,
+    g: &mut Inner,
+    offset: Offset,
+    sync_dir: bool,
+) -> Result<(), LogError> {
+    checkpoint::write(&dir.join(RECOVERY_POINT_FILE), offset, sync_dir)?;
+    g.own_recovery.present = true;
+    g.own_recovery.writes += 1;
     Ok(())
 }
 

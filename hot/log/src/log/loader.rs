@@ -16,8 +16,8 @@ use std::sync::{Arc, RwLock};
 use strata_proto::{LeaderEpoch, Offset};
 
 use super::{
-    GAPS_FILE, Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, RECOVERY_POINT_FILE,
-    delete_segment_files,
+    GAPS_FILE, Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, OwnRecoveryFile, RECOVERY_POINT_FILE,
+    RecoveryCheckpoint, delete_segment_files,
 };
 use crate::checkpoint;
 use crate::clock::Clock;
@@ -88,6 +88,16 @@ impl Log {
         config: LogConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<(Log, RecoveryReport), LogError> {
+        Self::open_with(dir, config, clock, RecoveryCheckpoint::Own)
+    }
+
+    /// [`Log::open`], with the recovery point kept as `recovery` says.
+    pub fn open_with(
+        dir: &Path,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+        recovery: RecoveryCheckpoint,
+    ) -> Result<(Log, RecoveryReport), LogError> {
         fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
         // A cleaner pass cut short: roll back what it had not committed, finish what it had.
         let mut report = RecoveryReport {
@@ -132,7 +142,19 @@ impl Log {
             }
         }
 
-        let recovery_checkpoint = checkpoint::read(&dir.join(RECOVERY_POINT_FILE));
+        let own_checkpoint = checkpoint::read(&dir.join(RECOVERY_POINT_FILE));
+        // Both are lower bounds of what was durable: the lower one is safe whichever was
+        // written last (the log's own file is written where the point moves back).
+        let recovery_checkpoint = match (own_checkpoint, recovery) {
+            (Some(own), RecoveryCheckpoint::Shared { hint: Some(h) }) => Some(own.min(h)),
+            (None, RecoveryCheckpoint::Shared { hint }) => hint,
+            (own, _) => own,
+        };
+        let mut own_recovery = OwnRecoveryFile {
+            shared: matches!(recovery, RecoveryCheckpoint::Shared { .. }),
+            present: own_checkpoint.is_some() || dir.join(RECOVERY_POINT_FILE).exists(),
+            writes: 0,
+        };
         let recovery_point = recovery_checkpoint.unwrap_or(0);
         // Whether offsets may have gaps here (see `GAPS_FILE`).
         let gaps_allowed = dir.join(GAPS_FILE).exists();
@@ -311,6 +333,7 @@ impl Log {
             read_generation: 0,
             cleaner: super::cleaner::CleanerState::default(),
             gaps_allowed,
+            own_recovery: OwnRecoveryFile::default(),
         };
         inner.open_direct(dir)?;
         inner.recovery_point = inner.log_end_offset();
@@ -323,7 +346,9 @@ impl Log {
             inner.active_mut().sync()?;
             checkpoint::sync_file(&dir.join(LEADER_EPOCH_FILE))?;
             checkpoint::write(&dir.join(RECOVERY_POINT_FILE), inner.recovery_point, false)?;
+            own_recovery.present = true;
         }
+        inner.own_recovery = own_recovery;
         if start_checkpoint != Some(inner.log_start_offset) {
             checkpoint::write(&dir.join(LOG_START_FILE), inner.log_start_offset, true)?;
         }

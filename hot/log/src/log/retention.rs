@@ -6,8 +6,7 @@ use strata_proto::Offset;
 
 use super::loader::replay_producers;
 use super::{
-    Inner, LOG_START_FILE, Log, RECOVERY_POINT_FILE, RetentionOutcome, SegmentInfo,
-    delete_segment_files, info,
+    Inner, LOG_START_FILE, Log, RetentionOutcome, SegmentInfo, delete_segment_files, info,
 };
 use crate::checkpoint;
 use crate::config::IoMode;
@@ -71,7 +70,7 @@ impl Log {
             }
         };
         let rp = g.recovery_point.min(seg_base);
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), rp, true)?;
+        super::write_own_recovery_point(&self.dir, g, rp, true)?;
         g.recovery_point = rp;
         self.update_epochs(g, |c| c.truncate_from_end(offset))?;
         for o in snapshot::list(&self.dir)? {
@@ -126,7 +125,7 @@ impl Log {
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)?;
+        super::write_own_recovery_point(&self.dir, g, offset, false)?;
         Ok(())
     }
 
@@ -174,7 +173,7 @@ impl Log {
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)
+        super::write_own_recovery_point(&self.dir, g, offset, false)
     }
 
     /// Rebuilds the producer state from the newest snapshot at or below the log end
@@ -295,7 +294,7 @@ impl Log {
         g.log_start_offset = offset;
         g.recovery_point = offset;
         checkpoint::sync_directory(&self.dir)?;
-        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset, false)?;
+        super::write_own_recovery_point(&self.dir, &mut g, offset, false)?;
         // What the remote part's epochs were is not known here.
         self.update_epochs(&mut g, |c| c.clear())
     }
