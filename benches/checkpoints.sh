@@ -31,7 +31,7 @@ run() { # label bin
   local n
   for ((n = 0; n * 500 < PARTS; n++)); do
     "$2" topic create "c$n" --partitions "$(( PARTS - n * 500 < 500 ? PARTS - n * 500 : 500 ))" --bootstrap "$BOOT" --timeout 60s >/dev/null
-    seq 0 4999 | sed 's/.*/k&:v/' | "$2" produce "c$n" --key-separator : --bootstrap "$BOOT" >/dev/null
+    seq 0 4999 | sed 's/.*/k&:v/' | "$2" produce --topic "c$n" --key-separator : --bootstrap "$BOOT" >/dev/null 2>&1
   done
   local moved
   moved=$(find "$DIR/data" -mindepth 2 -maxdepth 2 -name '*.log' -size +0 | wc -l)
