@@ -54,7 +54,8 @@ pub const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
 pub struct FsCatalog {
     store: Arc<dyn ObjectStore>,
     /// The URI of the store's root, without a trailing slash (`file:///data/bucket`,
-    /// `s3://bucket`): locations in the metadata are absolute.
+    /// `s3://bucket`; one trailing slash is dropped): locations in the metadata are
+    /// absolute.
     store_uri: String,
     /// The catalog's root inside the store (may be empty).
     root: Path,
@@ -64,7 +65,7 @@ impl FsCatalog {
     pub fn new(store: Arc<dyn ObjectStore>, store_uri: &str, root: Path) -> FsCatalog {
         FsCatalog {
             store,
-            store_uri: store_uri.trim_end_matches('/').to_string(),
+            store_uri: store_uri.strip_suffix('/').unwrap_or(store_uri).to_string(),
             root,
         }
     }
@@ -521,5 +522,143 @@ impl Table {
             reason: e.to_string(),
         })?;
         Ok(self.catalog.store.get(&path).await?.bytes().await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use strata_parquet::{ValueFormat, file_schema};
+
+    use super::*;
+    use crate::manifest::tests::file;
+
+    fn catalog() -> FsCatalog {
+        FsCatalog::new(Arc::new(InMemory::new()), "memory:///", Path::from("root"))
+    }
+
+    #[tokio::test]
+    async fn concurrent_commits_to_one_version_conflict() {
+        let c = catalog();
+        let schema = file_schema(&ValueFormat::Binary);
+        c.create_table("orders", &schema).await.unwrap();
+        assert!(matches!(
+            c.create_table("orders", &schema).await,
+            Err(IcebergError::TableExists { .. })
+        ));
+        let mut a = c.load_table("orders").await.unwrap();
+        let mut b = c.load_table("orders").await.unwrap();
+        assert_eq!((a.version(), b.version()), (1, 1));
+        a.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
+        assert_eq!(a.version(), 2);
+        let e = b.append(vec![file(1, Some(1), 0, 4)]).await.unwrap_err();
+        assert!(
+            matches!(e, IcebergError::CommitConflict { version: 2, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("reload"), "{e}");
+        // The loser's table is unchanged; after a reload it commits on top.
+        assert_eq!(b.version(), 1);
+        let mut b = c.load_table("orders").await.unwrap();
+        assert_eq!(b.last_committed_offsets(), BTreeMap::from([(0, 9)]));
+        b.append(vec![file(1, Some(1), 0, 4)]).await.unwrap();
+        let t = c.load_table("orders").await.unwrap();
+        assert_eq!(t.version(), 3);
+        assert_eq!(t.last_committed_offsets(), BTreeMap::from([(0, 9), (1, 4)]));
+        let s = t.metadata().current_snapshot().unwrap();
+        assert_eq!(s.summary["total-data-files"], "2");
+        assert_eq!(s.summary["total-records"], "15");
+        assert_eq!(s.summary["added-records"], "5");
+        assert_eq!(s.summary[&summary_keys::first_offset(1)], "0");
+        assert_eq!(s.summary[&summary_keys::last_offset(1)], "4");
+        // Partition 0 was not added to here, but its committed offset is carried.
+        assert!(!s.summary.contains_key(&summary_keys::first_offset(0)));
+        assert_eq!(s.summary[&summary_keys::committed_offset(0)], "9");
+        assert_eq!(t.metadata().metadata_log.len(), 2);
+        assert_eq!(t.metadata().refs["main"].snapshot_id, s.snapshot_id);
+    }
+
+    #[tokio::test]
+    async fn offsets_already_in_the_table_are_refused() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        t.append(vec![file(0, Some(1), 0, 9), file(0, Some(1), 10, 19)])
+            .await
+            .unwrap();
+        assert_eq!(t.last_committed_offsets(), BTreeMap::from([(0, 19)]));
+        let e = t.append(vec![file(0, Some(2), 15, 30)]).await.unwrap_err();
+        assert!(
+            matches!(e, IcebergError::OffsetsAlreadyCommitted { committed: 19, .. }),
+            "{e}"
+        );
+        // Two files of one append may not overlap either.
+        let e = t
+            .append(vec![file(0, Some(2), 20, 30), file(0, Some(2), 25, 40)])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, IcebergError::OffsetsAlreadyCommitted { committed: 30, .. }),
+            "{e}"
+        );
+        assert_eq!(t.version(), 2);
+        t.append(vec![file(0, Some(2), 20, 30)]).await.unwrap();
+        assert_eq!(t.last_committed_offsets(), BTreeMap::from([(0, 30)]));
+    }
+
+    #[tokio::test]
+    async fn snapshots_carry_earlier_manifests_forward() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let s1 = t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
+        // A file spanning days goes to spec 1: two new manifests.
+        let s2 = t
+            .append(vec![file(0, Some(2), 10, 19), file(1, None, 0, 5)])
+            .await
+            .unwrap();
+        let list1 = read_manifest_list(&t.read_uri(&s1.manifest_list).await.unwrap(), "1").unwrap();
+        let list2 = read_manifest_list(&t.read_uri(&s2.manifest_list).await.unwrap(), "2").unwrap();
+        assert_eq!(list1.len(), 1);
+        assert_eq!(list2.len(), 3);
+        assert_eq!(list2[2], list1[0], "the old manifest is listed as it was");
+        assert_eq!(
+            list2.iter().map(|m| m.partition_spec_id).collect::<Vec<_>>(),
+            [0, 1, 0]
+        );
+        assert_eq!(list2[0].sequence_number, 2);
+        assert_eq!(s2.parent_snapshot_id, Some(s1.snapshot_id));
+        assert_eq!(s2.sequence_number, 2);
+    }
+
+    #[tokio::test]
+    async fn loading_follows_a_lagging_or_missing_hint() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
+        t.append(vec![file(0, Some(1), 10, 19)]).await.unwrap();
+        let hint = Path::from("root/iceberg/t/metadata/version-hint.text");
+        // A crash between the commit and the hint: the hint says 2, v3 exists.
+        c.store.put(&hint, PutPayload::from_static(b"2")).await.unwrap();
+        let loaded = c.load_table("t").await.unwrap();
+        assert_eq!(loaded.version(), 3);
+        assert_eq!(loaded.metadata(), t.metadata());
+        c.store.delete(&hint).await.unwrap();
+        assert_eq!(c.load_table("t").await.unwrap().version(), 3);
+        assert!(matches!(
+            c.load_table("other").await,
+            Err(IcebergError::NoSuchTable { .. })
+        ));
+        assert_eq!(
+            loaded.metadata_location(),
+            "memory:///root/iceberg/t/metadata/v3.metadata.json"
+        );
     }
 }
