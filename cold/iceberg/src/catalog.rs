@@ -344,15 +344,15 @@ impl Table {
                     location: f.location.clone(),
                 });
             }
-            if let Some(&c) = committed.get(&f.partition) {
-                if f.first_offset <= c {
-                    return Err(IcebergError::OffsetsAlreadyCommitted {
-                        partition: f.partition,
-                        first: f.first_offset,
-                        last: f.last_offset,
-                        committed: c,
-                    });
-                }
+            if let Some(&c) = committed.get(&f.partition)
+                && f.first_offset <= c
+            {
+                return Err(IcebergError::OffsetsAlreadyCommitted {
+                    partition: f.partition,
+                    first: f.first_offset,
+                    last: f.last_offset,
+                    committed: c,
+                });
             }
             committed.insert(f.partition, f.last_offset);
             let r = added
@@ -591,7 +591,10 @@ mod tests {
         assert_eq!(t.last_committed_offsets(), BTreeMap::from([(0, 19)]));
         let e = t.append(vec![file(0, Some(2), 15, 30)]).await.unwrap_err();
         assert!(
-            matches!(e, IcebergError::OffsetsAlreadyCommitted { committed: 19, .. }),
+            matches!(
+                e,
+                IcebergError::OffsetsAlreadyCommitted { committed: 19, .. }
+            ),
             "{e}"
         );
         // Two files of one append may not overlap either.
@@ -600,7 +603,10 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(e, IcebergError::OffsetsAlreadyCommitted { committed: 30, .. }),
+            matches!(
+                e,
+                IcebergError::OffsetsAlreadyCommitted { committed: 30, .. }
+            ),
             "{e}"
         );
         assert_eq!(t.version(), 2);
@@ -627,7 +633,10 @@ mod tests {
         assert_eq!(list2.len(), 3);
         assert_eq!(list2[2], list1[0], "the old manifest is listed as it was");
         assert_eq!(
-            list2.iter().map(|m| m.partition_spec_id).collect::<Vec<_>>(),
+            list2
+                .iter()
+                .map(|m| m.partition_spec_id)
+                .collect::<Vec<_>>(),
             [0, 1, 0]
         );
         assert_eq!(list2[0].sequence_number, 2);
@@ -646,7 +655,10 @@ mod tests {
         t.append(vec![file(0, Some(1), 10, 19)]).await.unwrap();
         let hint = Path::from("root/iceberg/t/metadata/version-hint.text");
         // A crash between the commit and the hint: the hint says 2, v3 exists.
-        c.store.put(&hint, PutPayload::from_static(b"2")).await.unwrap();
+        c.store
+            .put(&hint, PutPayload::from_static(b"2"))
+            .await
+            .unwrap();
         let loaded = c.load_table("t").await.unwrap();
         assert_eq!(loaded.version(), 3);
         assert_eq!(loaded.metadata(), t.metadata());

@@ -199,35 +199,38 @@ impl DataFile {
         for id in missing {
             ranges.remove(&id);
         }
-        let id_of = |name: &str| out.schema.top_level_id(name);
-        if let Some(id) = id_of(columns::PARTITION) {
-            if let Some(&(lo, hi)) = ranges.get(&id) {
-                if lo != i64::from(partition) || hi != lo {
-                    return Err(not_strata(format!(
-                        "partition column holds {lo}..={hi}, metadata says {partition}"
-                    )));
-                }
-                out.lower_bounds.insert(id, int_bytes(partition));
-                out.upper_bounds.insert(id, int_bytes(partition));
+        // (field id, (min, max)) of a top-level column with statistics in every group.
+        let range = |name: &str| {
+            let id = out.schema.top_level_id(name)?;
+            ranges.get(&id).map(|r| (id, *r))
+        };
+        let (partition_range, offset_range, timestamp_range) = (
+            range(columns::PARTITION),
+            range(columns::OFFSET),
+            range(columns::TIMESTAMP),
+        );
+        if let Some((id, (lo, hi))) = partition_range {
+            if lo != i64::from(partition) || hi != lo {
+                return Err(not_strata(format!(
+                    "partition column holds {lo}..={hi}, metadata says {partition}"
+                )));
             }
+            out.lower_bounds.insert(id, int_bytes(partition));
+            out.upper_bounds.insert(id, int_bytes(partition));
         }
-        if let Some(id) = id_of(columns::OFFSET) {
-            if let Some(&(lo, hi)) = ranges.get(&id) {
-                out.lower_bounds.insert(id, long_bytes(lo));
-                out.upper_bounds.insert(id, long_bytes(hi));
-            }
+        if let Some((id, (lo, hi))) = offset_range {
+            out.lower_bounds.insert(id, long_bytes(lo));
+            out.upper_bounds.insert(id, long_bytes(hi));
         }
-        if let Some(id) = id_of(columns::TIMESTAMP) {
-            if let Some(&(lo, hi)) = ranges.get(&id) {
-                if let (Some(l), Some(h)) = (timestamp_ms_bytes(lo), timestamp_ms_bytes(hi)) {
-                    out.lower_bounds.insert(id, l);
-                    out.upper_bounds.insert(id, h);
-                }
-                out.day = match (day_of_ms(lo), day_of_ms(hi)) {
-                    (Some(a), Some(b)) if a == b => Some(a),
-                    _ => None,
-                };
+        if let Some((id, (lo, hi))) = timestamp_range {
+            if let (Some(l), Some(h)) = (timestamp_ms_bytes(lo), timestamp_ms_bytes(hi)) {
+                out.lower_bounds.insert(id, l);
+                out.upper_bounds.insert(id, h);
             }
+            out.day = match (day_of_ms(lo), day_of_ms(hi)) {
+                (Some(a), Some(b)) if a == b => Some(a),
+                _ => None,
+            };
         }
         Ok(out)
     }
