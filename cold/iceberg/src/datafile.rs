@@ -12,6 +12,10 @@
 //!   `null_value_counts` where the file has statistics, lower and upper bounds for
 //!   `partition`, `offset` and `timestamp` (the columns strata-parquet keeps statistics
 //!   for and readers filter on).
+//! * Field ids: from the Parquet schema. A file written before strata-parquet numbered
+//!   its columns has none; its columns get the ids the same numbering gives now
+//!   ([`strata_parquet::with_field_ids`]), and readers find them through the table's name
+//!   mapping.
 //! * The offset range (`strata.first_offset`/`strata.last_offset`), which may be wider
 //!   than the rows' offsets (control and aborted records are not rows): the snapshot
 //!   summary records it so a publisher resumes exactly where it stopped.
@@ -19,13 +23,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use arrow::datatypes::{DataType, Field, Fields, Schema as ArrowSchema};
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::parquet_to_arrow_schema;
+use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::statistics::Statistics;
-use strata_parquet::{columns, metadata_keys};
+use strata_parquet::{columns, metadata_keys, with_field_ids};
 
 use crate::bounds::{day_of_ms, int_bytes, long_bytes, timestamp_ms_bytes};
 use crate::error::{IcebergError, Result};
@@ -123,6 +128,20 @@ impl DataFile {
             )));
         }
         let arrow = parquet_to_arrow_schema(file.schema_descr(), kv)?;
+        // A file written before strata-parquet numbered its columns: number them as it
+        // does now (the same function, so the same ids); readers map such a file's
+        // columns through the table's name mapping.
+        let arrow = if arrow
+            .fields()
+            .iter()
+            .all(|f| f.metadata().contains_key(PARQUET_FIELD_ID_META_KEY))
+        {
+            arrow
+        } else {
+            let bare = arrow.fields().iter().map(|f| strip_ids(f)).collect();
+            ArrowSchema::new(with_field_ids(bare))
+        };
+        let leaf_ids = leaf_ids(&arrow);
         let schema = IcebergSchema::from_arrow(&arrow, 0)?;
         let record_count = u64::try_from(file.num_rows())
             .map_err(|_| not_strata("negative row count".to_string()))?;
@@ -153,13 +172,17 @@ impl DataFile {
             }
             for col in rg.columns() {
                 let info = col.column_descr().self_type().get_basic_info();
-                if !info.has_id() {
+                let id = if info.has_id() {
+                    Some(info.id())
+                } else {
+                    leaf_ids.get(col.column_path().parts()).copied()
+                };
+                let Some(id) = id else {
                     return Err(not_strata(format!(
                         "column {} has no field id",
                         col.column_path()
                     )));
-                }
-                let id = info.id();
+                };
                 *out.column_sizes.entry(id).or_default() += col.compressed_size();
                 *out.value_counts.entry(id).or_default() += col.num_values();
                 match col.statistics().and_then(|s| s.null_count_opt()) {
@@ -234,4 +257,60 @@ impl DataFile {
         }
         Ok(out)
     }
+}
+
+/// `field` without field ids, nested ones included.
+fn strip_ids(field: &Field) -> Field {
+    let data_type = match field.data_type() {
+        DataType::Struct(members) => {
+            DataType::Struct(members.iter().map(|m| strip_ids(m)).collect::<Fields>())
+        }
+        DataType::List(item) => DataType::List(Arc::new(strip_ids(item))),
+        other => other.clone(),
+    };
+    let mut metadata = field.metadata().clone();
+    metadata.remove(PARQUET_FIELD_ID_META_KEY);
+    field
+        .clone()
+        .with_data_type(data_type)
+        .with_metadata(metadata)
+}
+
+/// The field id of every leaf column by its Parquet path (lists as the spec's three
+/// levels, `headers.list.element.key`, which strata-parquet writes).
+fn leaf_ids(arrow: &ArrowSchema) -> std::collections::HashMap<Vec<String>, i32> {
+    fn walk(
+        field: &Field,
+        path: &mut Vec<String>,
+        out: &mut std::collections::HashMap<Vec<String>, i32>,
+    ) {
+        path.push(field.name().clone());
+        match field.data_type() {
+            DataType::Struct(members) => {
+                for m in members {
+                    walk(m, path, out);
+                }
+            }
+            DataType::List(item) => {
+                path.push("list".to_string());
+                walk(item, path, out);
+                path.pop();
+            }
+            _ => {
+                if let Some(id) = field
+                    .metadata()
+                    .get(PARQUET_FIELD_ID_META_KEY)
+                    .and_then(|v| v.parse().ok())
+                {
+                    out.insert(path.clone(), id);
+                }
+            }
+        }
+        path.pop();
+    }
+    let mut out = std::collections::HashMap::new();
+    for f in arrow.fields() {
+        walk(f, &mut Vec::new(), &mut out);
+    }
+    out
 }

@@ -5,6 +5,8 @@
 //! scripts/deps; without it this test fails and says so.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
@@ -57,6 +59,7 @@ async fn write_file(
     n: usize,
     ts0: i64,
     step: i64,
+    legacy: bool,
 ) -> Written {
     let records: Vec<NewRecord> = (0..n)
         .map(|i| {
@@ -77,8 +80,12 @@ async fn write_file(
         })
         .collect();
     let (seg, last) = segment(&records, base);
-    let file = convert_segment(&seg, &ConvertOptions::new(TOPIC, partition)).unwrap();
+    let opts = ConvertOptions::new(TOPIC, partition);
+    let mut file = convert_segment(&seg, &opts).unwrap();
     assert_eq!(file.summary.rows, n as u64);
+    if legacy {
+        file.bytes = common::without_field_ids(&file.bytes, &opts);
+    }
     let key = ParquetLayout::new("c1").file_key(TOPIC, partition, ts0, base, last);
     let path = Path::from(key);
     store
@@ -149,6 +156,7 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
             30 + p as usize * 7,
             DAY0_MS + 3_600_000,
             60_000,
+            false,
         )
         .await;
         next.insert(p, w.last + 1);
@@ -176,6 +184,8 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
     for p in [0, 1] {
         let base = resume[&p] + 1;
         assert_eq!(base, next[&p]);
+        // Partition 1's file is as strata-parquet wrote it before field ids: pyiceberg
+        // reads it through the table's name mapping.
         let w = write_file(
             &store,
             p,
@@ -183,13 +193,23 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
             20 + p as usize,
             DAY0_MS + DAY_MS + 1000 * p as i64,
             90_000,
+            p == 1,
         )
         .await;
         next.insert(p, w.last + 1);
         expected.extend(w.expected);
         files.push(catalog.data_file(&w.path).await.unwrap());
     }
-    let w = write_file(&store, 0, next[&0], 12, DAY0_MS + 2 * DAY_MS - 5_000, 1_000).await;
+    let w = write_file(
+        &store,
+        0,
+        next[&0],
+        12,
+        DAY0_MS + 2 * DAY_MS - 5_000,
+        1_000,
+        false,
+    )
+    .await;
     expected.extend(w.expected);
     let crossing = catalog.data_file(&w.path).await.unwrap();
     assert_eq!(crossing.day, None);

@@ -20,6 +20,9 @@ table = StaticTable.from_metadata(metadata)
 names = [f.name for f in table.schema().fields]
 assert names == ["partition", "offset", "timestamp", "key", "value", "headers", "producer_id", "sequence"], names
 assert str(table.schema().find_field("timestamp").field_type) == "timestamptz", table.schema()
+mapping = json.loads(table.properties["schema.name-mapping.default"])
+assert [m["names"] for m in mapping][:3] == [["partition"], ["offset"], ["timestamp"]], mapping
+assert table.name_mapping() is not None
 print("schema ok")
 
 
