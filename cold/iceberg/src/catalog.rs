@@ -579,6 +579,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_local_file_system_refuses_the_second_commit_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        let c = FsCatalog::new(
+            store,
+            &format!("file://{}", dir.path().display()),
+            Path::default(),
+        );
+        let schema = file_schema(&ValueFormat::Binary);
+        let mut a = c.create_table("t", &schema).await.unwrap();
+        let mut b = c.load_table("t").await.unwrap();
+        a.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
+        let e = b.append(vec![file(0, Some(1), 0, 9)]).await.unwrap_err();
+        assert!(
+            matches!(e, IcebergError::CommitConflict { version: 2, .. }),
+            "{e}"
+        );
+        assert!(
+            dir.path()
+                .join("iceberg/t/metadata/v2.metadata.json")
+                .exists()
+        );
+        let hint = std::fs::read_to_string(dir.path().join("iceberg/t/metadata/version-hint.text"))
+            .unwrap();
+        assert_eq!(hint, "2");
+        assert!(matches!(
+            c.create_table("t", &schema).await,
+            Err(IcebergError::TableExists { .. })
+        ));
+    }
+
+    #[tokio::test]
     async fn offsets_already_in_the_table_are_refused() {
         let c = catalog();
         let mut t = c
