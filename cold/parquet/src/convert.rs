@@ -20,7 +20,7 @@ use crate::error::ConvertError;
 use crate::json::JsonValues;
 use crate::options::{CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, ValueFormat};
 use crate::schema::{
-    file_schema, header_struct_fields, headers_item_field, metadata_keys, writer_properties,
+    file_schema, header_members, headers_item_field, metadata_keys, writer_properties,
 };
 use crate::txn::{Fate, FateScan};
 use crate::value_schema::UTC;
@@ -239,7 +239,7 @@ impl<W: Write + Send> Converter<W> {
         let schema = file_schema(&opts.value_format);
         let json = match &opts.value_format {
             ValueFormat::Binary => None,
-            ValueFormat::Json(s) => Some(JsonValues::new(s)?),
+            ValueFormat::Json(s) => Some(JsonValues::new(s, &schema)?),
         };
         let counting = Counting {
             inner: out,
@@ -413,8 +413,9 @@ impl<W: Write + Send> Converter<W> {
                 (decoded.column, Some(Arc::new(raw) as ArrayRef))
             }
         };
+        let item = headers_item_field(&self.schema);
         let headers = StructArray::try_new(
-            header_struct_fields(),
+            header_members(&item),
             vec![
                 Arc::new(c.header_keys.finish()) as ArrayRef,
                 Arc::new(c.header_values.finish()),
@@ -422,7 +423,7 @@ impl<W: Write + Send> Converter<W> {
             None,
         )?;
         let headers = ListArray::try_new(
-            headers_item_field(),
+            item,
             OffsetBuffer::new(ScalarBuffer::from(std::mem::take(&mut c.header_offsets))),
             Arc::new(headers),
             None,

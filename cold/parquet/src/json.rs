@@ -20,7 +20,7 @@ use std::sync::Arc;
 use arrow::array::timezone::Tz;
 use arrow::array::{Array, ArrayRef, BinaryArray, TimestampMillisecondBuilder};
 use arrow::compute::kernels::cast_utils::string_to_datetime;
-use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 use arrow::json::reader::{
@@ -64,9 +64,15 @@ enum Probe {
 }
 
 impl JsonValues {
-    pub(crate) fn new(schema: &ValueSchema) -> Result<JsonValues, ConvertError> {
+    /// `file` is the file's schema: its `value` field carries the field ids, which the
+    /// decoded arrays must carry too.
+    pub(crate) fn new(schema: &ValueSchema, file: &Schema) -> Result<JsonValues, ConvertError> {
+        let field = match file.field_with_name(columns::VALUE) {
+            Ok(f) => Arc::new(f.clone()),
+            Err(_) => Arc::new(Field::new(columns::VALUE, schema.data_type(), true)),
+        };
         let mut j = JsonValues {
-            field: Arc::new(Field::new(columns::VALUE, schema.data_type(), true)),
+            field,
             reject_unknown: schema.rejects_unknown_fields(),
             idle: None,
         };

@@ -33,7 +33,9 @@
 //! `partition`, `producer_id` and `sequence`; no statistics on the large byte columns.
 //! Key-value metadata (see [`metadata_keys`]): topic, partition, first and last offset,
 //! value format and schema, and the Strata version. The Arrow schema is embedded as well,
-//! so Arrow readers get the UTC time zone and the exact types back.
+//! so Arrow readers get the UTC time zone and the exact types back. Every column carries
+//! a Parquet field id ([`with_field_ids`]: top-level columns 1..=n in order, nested
+//! fields after), so an Iceberg table over the files maps columns by id.
 //!
 //! # Writing to the object store
 //!
@@ -79,7 +81,7 @@ pub use options::{
     CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ZSTD_LEVEL,
     ValueFormat,
 };
-pub use schema::{columns, file_schema, metadata_keys, writer_properties};
+pub use schema::{columns, file_schema, metadata_keys, with_field_ids, writer_properties};
 pub use sink::{
     DeadLetter, Manifest, ManifestEntry, ParquetLayout, ParquetSink, SegmentOutcome, SinkError,
     TopicFile, WrittenFile,

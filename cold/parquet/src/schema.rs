@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -43,14 +44,33 @@ pub mod metadata_keys {
     pub const VERSION: &str = "strata.version";
 }
 
-pub(crate) fn header_struct_fields() -> Fields {
+fn header_struct_fields() -> Fields {
     Fields::from(vec![
         Field::new(columns::HEADER_KEY, DataType::Utf8, false),
         Field::new(columns::HEADER_VALUE, DataType::Binary, true),
     ])
 }
 
-pub(crate) fn headers_item_field() -> Arc<Field> {
+/// The headers list's element field as `schema` has it (with its field ids).
+pub(crate) fn headers_item_field(schema: &Schema) -> Arc<Field> {
+    match schema
+        .field_with_name(columns::HEADERS)
+        .map(|f| f.data_type())
+    {
+        Ok(DataType::List(item)) => item.clone(),
+        _ => unnumbered_headers_item_field(),
+    }
+}
+
+/// The members of a header struct in `item` (from [`headers_item_field`]).
+pub(crate) fn header_members(item: &Field) -> Fields {
+    match item.data_type() {
+        DataType::Struct(members) => members.clone(),
+        _ => header_struct_fields(),
+    }
+}
+
+fn unnumbered_headers_item_field() -> Arc<Field> {
     Arc::new(Field::new(
         LIST_ELEMENT,
         DataType::Struct(header_struct_fields()),
@@ -58,7 +78,8 @@ pub(crate) fn headers_item_field() -> Arc<Field> {
     ))
 }
 
-/// The Arrow schema of the files written with this value format (see the crate docs).
+/// The Arrow schema of the files written with this value format (see the crate docs),
+/// with field ids (see [`with_field_ids`]).
 pub fn file_schema(value: &ValueFormat) -> SchemaRef {
     let mut fields = vec![
         Field::new(columns::PARTITION, DataType::Int32, false),
@@ -80,13 +101,66 @@ pub fn file_schema(value: &ValueFormat) -> SchemaRef {
     fields.extend([
         Field::new(
             columns::HEADERS,
-            DataType::List(headers_item_field()),
+            DataType::List(unnumbered_headers_item_field()),
             false,
         ),
         Field::new(columns::PRODUCER_ID, DataType::Int64, true),
         Field::new(columns::SEQUENCE, DataType::Int32, true),
     ]);
-    Arc::new(Schema::new(fields))
+    Arc::new(Schema::new(with_field_ids(fields)))
+}
+
+/// Numbers the fields the way Iceberg numbers a new table's columns, so that an Iceberg
+/// table over these files (strata-iceberg) maps columns by id: the top-level columns
+/// get 1..=n in order; then, for each column in order, the members of its struct (or its
+/// list's element) get the next ids, all members of one struct before any member's own
+/// nested fields. The id goes into the Arrow field metadata under
+/// [`PARQUET_FIELD_ID_META_KEY`], which the Parquet writer stores as the column's
+/// `field_id`. Deterministic: the same value format always gives the same ids.
+pub fn with_field_ids(fields: Vec<Field>) -> Vec<Field> {
+    let mut next = 1;
+    number_struct(fields, &mut next)
+}
+
+fn number_struct(fields: Vec<Field>, next: &mut i32) -> Vec<Field> {
+    let numbered: Vec<Field> = fields
+        .into_iter()
+        .map(|f| {
+            let id = *next;
+            *next += 1;
+            with_id(f, id)
+        })
+        .collect();
+    numbered
+        .into_iter()
+        .map(|f| {
+            let data_type = number_nested(f.data_type(), next);
+            f.with_data_type(data_type)
+        })
+        .collect()
+}
+
+fn number_nested(data_type: &DataType, next: &mut i32) -> DataType {
+    match data_type {
+        DataType::Struct(members) => DataType::Struct(Fields::from(number_struct(
+            members.iter().map(|m| m.as_ref().clone()).collect(),
+            next,
+        ))),
+        DataType::List(item) => {
+            let id = *next;
+            *next += 1;
+            let item = with_id(item.as_ref().clone(), id);
+            let inner = number_nested(item.data_type(), next);
+            DataType::List(Arc::new(item.with_data_type(inner)))
+        }
+        other => other.clone(),
+    }
+}
+
+fn with_id(field: Field, id: i32) -> Field {
+    let mut metadata = field.metadata().clone();
+    metadata.insert(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string());
+    field.with_metadata(metadata)
 }
 
 /// The writer properties of a conversion, without the per-file key-value metadata (the
@@ -120,4 +194,68 @@ pub fn writer_properties(opts: &ConvertOptions) -> Result<WriterProperties, Conv
         b = b.set_column_dictionary_enabled(col(columns::VALUE), false);
     }
     Ok(b.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value_schema::ValueSchema;
+
+    fn id(f: &Field) -> i32 {
+        f.metadata()[PARQUET_FIELD_ID_META_KEY].parse().unwrap()
+    }
+
+    fn list_item(f: &Field) -> &Field {
+        match f.data_type() {
+            DataType::List(item) => item,
+            t => panic!("{t}"),
+        }
+    }
+
+    fn members(f: &Field) -> &Fields {
+        match f.data_type() {
+            DataType::Struct(m) => m,
+            t => panic!("{t}"),
+        }
+    }
+
+    #[test]
+    fn binary_columns_are_numbered_in_order_then_nested() {
+        let s = file_schema(&ValueFormat::Binary);
+        let ids: Vec<i32> = s.fields().iter().map(|f| id(f)).collect();
+        assert_eq!(ids, (1..=8).collect::<Vec<_>>());
+        let headers = s.field_with_name(columns::HEADERS).unwrap();
+        let element = list_item(headers);
+        assert_eq!(id(element), 9);
+        let m = members(element);
+        assert_eq!((id(&m[0]), id(&m[1])), (10, 11));
+    }
+
+    #[test]
+    fn json_value_members_are_numbered_before_headers() {
+        let vs = ValueSchema::parse(
+            r#"{"fields":[
+                {"name":"user","type":"utf8"},
+                {"name":"tags","type":"list","items":{"type":"utf8"}},
+                {"name":"geo","type":"struct","fields":[{"name":"lat","type":"float64"}]}
+            ]}"#,
+        )
+        .unwrap();
+        let s = file_schema(&ValueFormat::Json(vs));
+        let ids: Vec<i32> = s.fields().iter().map(|f| id(f)).collect();
+        assert_eq!(ids, (1..=9).collect::<Vec<_>>());
+        // value (5): user 10, tags 11, geo 12, then tags' element 13, geo.lat 14;
+        // then headers (7): element 15, key 16, value 17.
+        let value = members(s.field_with_name(columns::VALUE).unwrap());
+        assert_eq!(
+            value.iter().map(|f| id(f)).collect::<Vec<_>>(),
+            vec![10, 11, 12]
+        );
+        assert_eq!(id(list_item(&value[1])), 13);
+        assert_eq!(id(&members(&value[2])[0]), 14);
+        let element = list_item(s.field_with_name(columns::HEADERS).unwrap());
+        assert_eq!(id(element), 15);
+        let m = members(element);
+        assert_eq!((id(&m[0]), id(&m[1])), (16, 17));
+    }
 }

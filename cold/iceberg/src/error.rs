@@ -1,0 +1,57 @@
+//! What can go wrong publishing files to a table.
+
+/// An error reading, building or committing Iceberg metadata. Each message says what to
+/// do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum IcebergError {
+    #[error(
+        "another writer committed version {version} of table {table} first: reload the table \
+         (FsCatalog::load_table) and append again on top of its snapshot"
+    )]
+    CommitConflict { table: String, version: u64 },
+    #[error("table {table} already exists: load it with FsCatalog::load_table")]
+    TableExists { table: String },
+    #[error("no Iceberg table {table} (no metadata under {location}): create it first")]
+    NoSuchTable { table: String, location: String },
+    #[error(
+        "partition {partition}: offsets {first}..={last} overlap what the table already holds \
+         (up to {committed}): skip files at or below the committed offset \
+         (Table::last_committed_offsets) instead of adding them twice"
+    )]
+    OffsetsAlreadyCommitted {
+        partition: i32,
+        first: i64,
+        last: i64,
+        committed: i64,
+    },
+    #[error(
+        "{location} is not a Strata Parquet file ({reason}): only files written by \
+         strata-parquet can be published"
+    )]
+    NotStrataFile { location: String, reason: String },
+    #[error(
+        "{location} has a different schema than the table (value schema changed?): schema \
+         evolution is not supported yet; publish it to another table"
+    )]
+    SchemaMismatch { location: String },
+    #[error("column {column}: {reason}")]
+    UnsupportedColumn { column: String, reason: String },
+    #[error("corrupt table metadata {location}: {reason}; restore it or recreate the table")]
+    CorruptMetadata { location: String, reason: String },
+    #[error("Avro: {0}")]
+    Avro(#[from] Box<apache_avro::Error>),
+    #[error("Parquet footer: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl From<apache_avro::Error> for IcebergError {
+    fn from(e: apache_avro::Error) -> Self {
+        IcebergError::Avro(Box::new(e))
+    }
+}
+
+pub type Result<T, E = IcebergError> = std::result::Result<T, E>;

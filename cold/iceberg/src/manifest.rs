@@ -1,0 +1,641 @@
+//! Manifests and manifest lists: Avro files as the Iceberg spec v2 defines them.
+//!
+//! Written with apache-avro's generic `Value`s against schemas spelled out below. Every
+//! field carries its Iceberg `field-id` (readers such as pyiceberg resolve fields by id,
+//! not name); maps with non-string keys are arrays of `key`/`value` records marked
+//! `"logicalType": "map"`, as the spec's Avro appendix says. Files are uncompressed
+//! (codec `null`): they are small, and it keeps the Avro dependency free of codecs.
+//!
+//! A manifest's file metadata holds what the spec requires: `schema`, `schema-id`,
+//! `partition-spec`, `partition-spec-id`, `format-version` and `content`. A manifest list
+//! carries `snapshot-id`, `parent-snapshot-id`, `sequence-number` and `format-version`.
+//!
+//! Entries are written `ADDED` with their sequence numbers set (the commit knows them),
+//! so nothing depends on a reader's inheritance rules.
+
+use apache_avro::types::Value as Avro;
+use apache_avro::{Reader, Schema, Writer};
+use serde_json::{Value, json};
+
+use crate::bounds::int_bytes;
+use crate::datafile::DataFile;
+use crate::error::{IcebergError, Result};
+use crate::schema::IcebergSchema;
+use crate::spec::{DAY_FIELD_ID, PARTITION_FIELD_ID, PartitionSpec};
+
+/// Manifest entry status `ADDED`.
+pub const STATUS_ADDED: i32 = 1;
+
+fn optional(ty: Value) -> Value {
+    json!(["null", ty])
+}
+
+fn field(name: &str, id: i32, ty: Value) -> Value {
+    json!({"name": name, "type": ty, "field-id": id})
+}
+
+fn optional_field(name: &str, id: i32, ty: Value) -> Value {
+    json!({"name": name, "type": optional(ty), "default": null, "field-id": id})
+}
+
+fn int_map(name: &str, id: i32, key_id: i32, value_id: i32, value: &str) -> Value {
+    optional_field(
+        name,
+        id,
+        json!({"type": "array", "logicalType": "map", "items": {
+            "type": "record", "name": format!("k{key_id}_v{value_id}"), "fields": [
+                field("key", key_id, json!("int")),
+                field("value", value_id, json!(value))]}}),
+    )
+}
+
+/// The Avro schema of a manifest entry under `spec`.
+pub fn manifest_entry_schema(spec: PartitionSpec) -> Value {
+    let mut partition_fields = vec![optional_field(
+        "partition",
+        PARTITION_FIELD_ID,
+        json!("int"),
+    )];
+    if spec.with_day {
+        partition_fields.push(optional_field(
+            "timestamp_day",
+            DAY_FIELD_ID,
+            json!({"type": "int", "logicalType": "date"}),
+        ));
+    }
+    json!({"type": "record", "name": "manifest_entry", "fields": [
+        field("status", 0, json!("int")),
+        optional_field("snapshot_id", 1, json!("long")),
+        optional_field("sequence_number", 3, json!("long")),
+        optional_field("file_sequence_number", 4, json!("long")),
+        field("data_file", 2, json!({"type": "record", "name": "r2", "fields": [
+            field("content", 134, json!("int")),
+            field("file_path", 100, json!("string")),
+            field("file_format", 101, json!("string")),
+            field("partition", 102, json!({"type": "record", "name": "r102", "fields": partition_fields})),
+            field("record_count", 103, json!("long")),
+            field("file_size_in_bytes", 104, json!("long")),
+            int_map("column_sizes", 108, 117, 118, "long"),
+            int_map("value_counts", 109, 119, 120, "long"),
+            int_map("null_value_counts", 110, 121, 122, "long"),
+            int_map("lower_bounds", 125, 126, 127, "bytes"),
+            int_map("upper_bounds", 128, 129, 130, "bytes"),
+            optional_field("split_offsets", 132, json!({"type": "array", "items": "long", "element-id": 133})),
+            optional_field("sort_order_id", 140, json!("int")),
+        ]})),
+    ]})
+}
+
+/// The Avro schema of a manifest list (v2).
+pub fn manifest_list_schema() -> Value {
+    json!({"type": "record", "name": "manifest_file", "fields": [
+        field("manifest_path", 500, json!("string")),
+        field("manifest_length", 501, json!("long")),
+        field("partition_spec_id", 502, json!("int")),
+        field("content", 517, json!("int")),
+        field("sequence_number", 515, json!("long")),
+        field("min_sequence_number", 516, json!("long")),
+        field("added_snapshot_id", 503, json!("long")),
+        field("added_files_count", 504, json!("int")),
+        field("existing_files_count", 505, json!("int")),
+        field("deleted_files_count", 506, json!("int")),
+        field("added_rows_count", 512, json!("long")),
+        field("existing_rows_count", 513, json!("long")),
+        field("deleted_rows_count", 514, json!("long")),
+        optional_field("partitions", 507, json!({"type": "array", "element-id": 508, "items": {
+            "type": "record", "name": "r508", "fields": [
+                field("contains_null", 509, json!("boolean")),
+                optional_field("contains_nan", 518, json!("boolean")),
+                optional_field("lower_bound", 510, json!("bytes")),
+                optional_field("upper_bound", 511, json!("bytes"))]}})),
+        optional_field("key_metadata", 519, json!("bytes")),
+    ]})
+}
+
+fn some(v: Avro) -> Avro {
+    Avro::Union(1, Box::new(v))
+}
+
+fn none() -> Avro {
+    Avro::Union(0, Box::new(Avro::Null))
+}
+
+fn rec(fields: Vec<(&str, Avro)>) -> Avro {
+    Avro::Record(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+fn map<T: Clone>(m: &std::collections::BTreeMap<i32, T>, value: impl Fn(T) -> Avro) -> Avro {
+    some(Avro::Array(
+        m.iter()
+            .map(|(k, v)| rec(vec![("key", Avro::Int(*k)), ("value", value(v.clone()))]))
+            .collect(),
+    ))
+}
+
+fn long(v: u64) -> Avro {
+    Avro::Long(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// Where a manifest is written and what the table says around it.
+#[derive(Debug, Clone, Copy)]
+pub struct ManifestContext<'a> {
+    pub schema: &'a IcebergSchema,
+    pub spec: PartitionSpec,
+    pub partition_source: i32,
+    pub timestamp_source: i32,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+}
+
+/// A manifest of `files`, all added by this snapshot under `cx.spec`.
+pub fn write_manifest(files: &[&DataFile], cx: ManifestContext<'_>) -> Result<Vec<u8>> {
+    let schema = Schema::parse(&manifest_entry_schema(cx.spec))?;
+    let mut w = Writer::new(&schema, Vec::new());
+    let meta = [
+        ("schema", serde_json::to_string(&cx.schema.json)?),
+        ("schema-id", cx.schema.json["schema-id"].to_string()),
+        (
+            "partition-spec",
+            serde_json::to_string(
+                &cx.spec
+                    .fields_json(cx.partition_source, cx.timestamp_source),
+            )?,
+        ),
+        ("partition-spec-id", cx.spec.id.to_string()),
+        ("format-version", "2".to_string()),
+        ("content", "data".to_string()),
+    ];
+    for (k, v) in meta {
+        w.add_user_metadata(k.to_string(), v)?;
+    }
+    for f in files {
+        let mut partition = vec![("partition", some(Avro::Int(f.partition)))];
+        if cx.spec.with_day {
+            partition.push((
+                "timestamp_day",
+                f.day.map_or_else(none, |d| some(Avro::Date(d))),
+            ));
+        }
+        let data_file = rec(vec![
+            ("content", Avro::Int(0)),
+            ("file_path", Avro::String(f.location.clone())),
+            ("file_format", Avro::String("PARQUET".to_string())),
+            ("partition", rec(partition)),
+            ("record_count", long(f.record_count)),
+            ("file_size_in_bytes", long(f.file_size_in_bytes)),
+            ("column_sizes", map(&f.column_sizes, Avro::Long)),
+            ("value_counts", map(&f.value_counts, Avro::Long)),
+            ("null_value_counts", map(&f.null_value_counts, Avro::Long)),
+            ("lower_bounds", map(&f.lower_bounds, Avro::Bytes)),
+            ("upper_bounds", map(&f.upper_bounds, Avro::Bytes)),
+            (
+                "split_offsets",
+                some(Avro::Array(
+                    f.split_offsets.iter().map(|o| Avro::Long(*o)).collect(),
+                )),
+            ),
+            ("sort_order_id", none()),
+        ]);
+        w.append(rec(vec![
+            ("status", Avro::Int(STATUS_ADDED)),
+            ("snapshot_id", some(Avro::Long(cx.snapshot_id))),
+            ("sequence_number", some(Avro::Long(cx.sequence_number))),
+            ("file_sequence_number", some(Avro::Long(cx.sequence_number))),
+            ("data_file", data_file),
+        ]))?;
+    }
+    Ok(w.into_inner()?)
+}
+
+/// A partition field's summary over a manifest's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldSummary {
+    pub contains_null: bool,
+    pub lower_bound: Option<Vec<u8>>,
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl FieldSummary {
+    fn over(values: impl Iterator<Item = Option<i32>>) -> FieldSummary {
+        let mut contains_null = false;
+        let mut range: Option<(i32, i32)> = None;
+        for v in values {
+            match v {
+                None => contains_null = true,
+                Some(v) => {
+                    range = Some(range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+                }
+            }
+        }
+        FieldSummary {
+            contains_null,
+            lower_bound: range.map(|r| int_bytes(r.0)),
+            upper_bound: range.map(|r| int_bytes(r.1)),
+        }
+    }
+
+    /// The summaries of the spec's fields over `files`.
+    pub fn of(files: &[&DataFile], spec: PartitionSpec) -> Vec<FieldSummary> {
+        let mut out = vec![FieldSummary::over(files.iter().map(|f| Some(f.partition)))];
+        if spec.with_day {
+            out.push(FieldSummary::over(files.iter().map(|f| f.day)));
+        }
+        out
+    }
+}
+
+/// An entry of a manifest list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestFile {
+    pub manifest_path: String,
+    pub manifest_length: i64,
+    pub partition_spec_id: i32,
+    pub sequence_number: i64,
+    pub min_sequence_number: i64,
+    pub added_snapshot_id: i64,
+    pub added_files_count: i32,
+    pub existing_files_count: i32,
+    pub deleted_files_count: i32,
+    pub added_rows_count: i64,
+    pub existing_rows_count: i64,
+    pub deleted_rows_count: i64,
+    pub partitions: Vec<FieldSummary>,
+}
+
+fn opt_bytes(b: &Option<Vec<u8>>) -> Avro {
+    b.clone().map_or_else(none, |b| some(Avro::Bytes(b)))
+}
+
+/// The manifest list of a snapshot.
+pub fn write_manifest_list(
+    manifests: &[ManifestFile],
+    snapshot_id: i64,
+    parent_snapshot_id: Option<i64>,
+    sequence_number: i64,
+) -> Result<Vec<u8>> {
+    let schema = Schema::parse(&manifest_list_schema())?;
+    let mut w = Writer::new(&schema, Vec::new());
+    w.add_user_metadata("snapshot-id".to_string(), snapshot_id.to_string())?;
+    w.add_user_metadata(
+        "parent-snapshot-id".to_string(),
+        parent_snapshot_id.map_or_else(|| "null".to_string(), |p| p.to_string()),
+    )?;
+    w.add_user_metadata("sequence-number".to_string(), sequence_number.to_string())?;
+    w.add_user_metadata("format-version".to_string(), "2")?;
+    for m in manifests {
+        let partitions = m
+            .partitions
+            .iter()
+            .map(|p| {
+                rec(vec![
+                    ("contains_null", Avro::Boolean(p.contains_null)),
+                    ("contains_nan", none()),
+                    ("lower_bound", opt_bytes(&p.lower_bound)),
+                    ("upper_bound", opt_bytes(&p.upper_bound)),
+                ])
+            })
+            .collect();
+        w.append(rec(vec![
+            ("manifest_path", Avro::String(m.manifest_path.clone())),
+            ("manifest_length", Avro::Long(m.manifest_length)),
+            ("partition_spec_id", Avro::Int(m.partition_spec_id)),
+            ("content", Avro::Int(0)),
+            ("sequence_number", Avro::Long(m.sequence_number)),
+            ("min_sequence_number", Avro::Long(m.min_sequence_number)),
+            ("added_snapshot_id", Avro::Long(m.added_snapshot_id)),
+            ("added_files_count", Avro::Int(m.added_files_count)),
+            ("existing_files_count", Avro::Int(m.existing_files_count)),
+            ("deleted_files_count", Avro::Int(m.deleted_files_count)),
+            ("added_rows_count", Avro::Long(m.added_rows_count)),
+            ("existing_rows_count", Avro::Long(m.existing_rows_count)),
+            ("deleted_rows_count", Avro::Long(m.deleted_rows_count)),
+            ("partitions", some(Avro::Array(partitions))),
+            ("key_metadata", none()),
+        ]))?;
+    }
+    Ok(w.into_inner()?)
+}
+
+fn corrupt(location: &str, reason: impl Into<String>) -> IcebergError {
+    IcebergError::CorruptMetadata {
+        location: location.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A union's value, `None` for null.
+fn unwrap_union(v: &Avro) -> Option<&Avro> {
+    match v {
+        Avro::Union(_, inner) => unwrap_union(inner),
+        Avro::Null => None,
+        v => Some(v),
+    }
+}
+
+struct Fields<'a> {
+    fields: &'a [(String, Avro)],
+    location: &'a str,
+}
+
+impl Fields<'_> {
+    fn get(&self, name: &str) -> Option<&Avro> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| unwrap_union(v))
+    }
+    fn long(&self, name: &str) -> Result<i64> {
+        match self.get(name) {
+            Some(Avro::Long(v)) => Ok(*v),
+            Some(Avro::Int(v)) => Ok(i64::from(*v)),
+            _ => Err(corrupt(self.location, format!("no {name}"))),
+        }
+    }
+    fn int(&self, name: &str) -> Result<i32> {
+        match self.get(name) {
+            Some(Avro::Int(v)) => Ok(*v),
+            _ => Err(corrupt(self.location, format!("no {name}"))),
+        }
+    }
+    fn bytes(&self, name: &str) -> Option<Vec<u8>> {
+        match self.get(name) {
+            Some(Avro::Bytes(b)) => Some(b.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a manifest list back (to carry its manifests into the next snapshot).
+pub fn read_manifest_list(bytes: &[u8], location: &str) -> Result<Vec<ManifestFile>> {
+    let mut out = Vec::new();
+    for value in Reader::new(bytes)? {
+        let value = value?;
+        let Avro::Record(fields) = &value else {
+            return Err(corrupt(location, "an entry is not a record"));
+        };
+        let f = Fields { fields, location };
+        let manifest_path = match f.get("manifest_path") {
+            Some(Avro::String(s)) => s.clone(),
+            _ => return Err(corrupt(location, "no manifest_path")),
+        };
+        let mut partitions = Vec::new();
+        if let Some(Avro::Array(items)) = f.get("partitions") {
+            for item in items {
+                let Avro::Record(p) = item else {
+                    return Err(corrupt(location, "a partition summary is not a record"));
+                };
+                let p = Fields {
+                    fields: p,
+                    location,
+                };
+                partitions.push(FieldSummary {
+                    contains_null: matches!(p.get("contains_null"), Some(Avro::Boolean(true))),
+                    lower_bound: p.bytes("lower_bound"),
+                    upper_bound: p.bytes("upper_bound"),
+                });
+            }
+        }
+        out.push(ManifestFile {
+            manifest_path,
+            manifest_length: f.long("manifest_length")?,
+            partition_spec_id: f.int("partition_spec_id")?,
+            sequence_number: f.long("sequence_number")?,
+            min_sequence_number: f.long("min_sequence_number")?,
+            added_snapshot_id: f.long("added_snapshot_id")?,
+            added_files_count: f.int("added_files_count")?,
+            existing_files_count: f.int("existing_files_count")?,
+            deleted_files_count: f.int("deleted_files_count")?,
+            added_rows_count: f.long("added_rows_count")?,
+            existing_rows_count: f.long("existing_rows_count")?,
+            deleted_rows_count: f.long("deleted_rows_count")?,
+            partitions,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::bounds::{long_bytes, read_int, read_long};
+    use strata_parquet::{ValueFormat, file_schema};
+
+    /// A data file as the footer reader would describe it.
+    pub(crate) fn file(partition: i32, day: Option<i32>, first: i64, last: i64) -> DataFile {
+        let schema = IcebergSchema::from_arrow(&file_schema(&ValueFormat::Binary), 0).unwrap();
+        DataFile {
+            location: format!("file:///t/p{partition}/{first}-{last}.parquet"),
+            file_size_in_bytes: 1000,
+            record_count: (last - first + 1) as u64,
+            partition,
+            day,
+            first_offset: first,
+            last_offset: last,
+            column_sizes: BTreeMap::from([(1, 10), (2, 20)]),
+            value_counts: BTreeMap::from([(1, last - first + 1)]),
+            null_value_counts: BTreeMap::from([(2, 0)]),
+            lower_bounds: BTreeMap::from([(2, long_bytes(first))]),
+            upper_bounds: BTreeMap::from([(2, long_bytes(last))]),
+            split_offsets: vec![4],
+            schema,
+        }
+    }
+
+    fn rec_field<'a>(v: &'a Avro, name: &str) -> &'a Avro {
+        match v {
+            Avro::Record(f) => unwrap_union(&f.iter().find(|(k, _)| k == name).unwrap().1).unwrap(),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn manifest_reads_back_with_ids_and_required_metadata() {
+        let a = file(0, Some(19675), 0, 9);
+        let b = file(1, Some(19676), 5, 7);
+        let schema = a.schema.clone();
+        let bytes = write_manifest(
+            &[&a, &b],
+            ManifestContext {
+                schema: &schema,
+                spec: PartitionSpec::DEFAULT,
+                partition_source: 1,
+                timestamp_source: 3,
+                snapshot_id: 42,
+                sequence_number: 3,
+            },
+        )
+        .unwrap();
+        let reader = Reader::new(&bytes[..]).unwrap();
+        let meta = reader.user_metadata().clone();
+        let text = |k: &str| String::from_utf8(meta[k].clone()).unwrap();
+        assert_eq!(text("format-version"), "2");
+        assert_eq!(text("content"), "data");
+        assert_eq!(text("partition-spec-id"), "0");
+        assert_eq!(text("schema-id"), "0");
+        let spec: Value = serde_json::from_str(&text("partition-spec")).unwrap();
+        assert_eq!(spec[1]["transform"], "day");
+        assert_eq!(spec[1]["source-id"], 3);
+        let table_schema: Value = serde_json::from_str(&text("schema")).unwrap();
+        assert_eq!(&table_schema, &schema.json);
+
+        // The writer schema in the header carries the field ids readers resolve by.
+        let written: Value = serde_json::to_value(reader.writer_schema()).unwrap();
+        let fields = written["fields"].as_array().unwrap();
+        let ids: Vec<i64> = fields
+            .iter()
+            .map(|f| f["field-id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ids, [0, 1, 3, 4, 2]);
+        let df = &fields[4]["type"]["fields"];
+        let by_name = |n: &str| {
+            df.as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == n)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by_name("file_path")["field-id"], 100);
+        assert_eq!(by_name("partition")["field-id"], 102);
+        assert_eq!(by_name("partition")["type"]["fields"][0]["field-id"], 1000);
+        assert_eq!(by_name("partition")["type"]["fields"][1]["field-id"], 1001);
+        let lower = by_name("lower_bounds");
+        assert_eq!(lower["field-id"], 125);
+        assert_eq!(lower["type"][1]["logicalType"], "map");
+        assert_eq!(lower["type"][1]["items"]["fields"][0]["field-id"], 126);
+        assert_eq!(lower["type"][1]["items"]["fields"][1]["field-id"], 127);
+
+        let entries: Vec<Avro> = reader.map(|v| v.unwrap()).collect();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(rec_field(&entries[0], "status"), &Avro::Int(STATUS_ADDED));
+        assert_eq!(rec_field(&entries[0], "snapshot_id"), &Avro::Long(42));
+        assert_eq!(rec_field(&entries[0], "sequence_number"), &Avro::Long(3));
+        let d = rec_field(&entries[1], "data_file");
+        assert_eq!(rec_field(d, "file_path"), &Avro::String(b.location.clone()));
+        assert_eq!(rec_field(d, "record_count"), &Avro::Long(3));
+        let p = rec_field(d, "partition");
+        assert_eq!(rec_field(p, "partition"), &Avro::Int(1));
+        assert_eq!(rec_field(p, "timestamp_day"), &Avro::Date(19676));
+        let Avro::Array(upper) = rec_field(d, "upper_bounds") else {
+            panic!()
+        };
+        assert_eq!(rec_field(&upper[0], "key"), &Avro::Int(2));
+        let Avro::Bytes(ub) = rec_field(&upper[0], "value") else {
+            panic!()
+        };
+        assert_eq!(read_long(ub), Some(7));
+    }
+
+    #[test]
+    fn spec_without_day_has_one_partition_field() {
+        let a = file(3, None, 0, 9);
+        let schema = a.schema.clone();
+        let bytes = write_manifest(
+            &[&a],
+            ManifestContext {
+                schema: &schema,
+                spec: PartitionSpec::partition_only(),
+                partition_source: 1,
+                timestamp_source: 3,
+                snapshot_id: 1,
+                sequence_number: 1,
+            },
+        )
+        .unwrap();
+        let reader = Reader::new(&bytes[..]).unwrap();
+        let written: Value = serde_json::to_value(reader.writer_schema()).unwrap();
+        assert_eq!(
+            written["fields"][4]["type"]["fields"][3]["type"]["fields"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            String::from_utf8(reader.user_metadata()["partition-spec-id"].clone()).unwrap(),
+            "1"
+        );
+    }
+
+    #[test]
+    fn manifest_list_round_trips_with_summaries() {
+        let files = [
+            file(0, Some(10), 0, 9),
+            file(2, Some(12), 0, 4),
+            file(1, None, 0, 1),
+        ];
+        let refs: Vec<&DataFile> = files.iter().collect();
+        let summaries = FieldSummary::of(&refs, PartitionSpec::DEFAULT);
+        assert_eq!(
+            summaries[0].lower_bound.as_deref().and_then(read_int),
+            Some(0)
+        );
+        assert_eq!(
+            summaries[0].upper_bound.as_deref().and_then(read_int),
+            Some(2)
+        );
+        assert!(!summaries[0].contains_null);
+        assert!(summaries[1].contains_null);
+        assert_eq!(
+            summaries[1].lower_bound.as_deref().and_then(read_int),
+            Some(10)
+        );
+        assert_eq!(
+            summaries[1].upper_bound.as_deref().and_then(read_int),
+            Some(12)
+        );
+        let m = ManifestFile {
+            manifest_path: "file:///t/metadata/a-m0.avro".to_string(),
+            manifest_length: 1234,
+            partition_spec_id: 0,
+            sequence_number: 2,
+            min_sequence_number: 2,
+            added_snapshot_id: 77,
+            added_files_count: 3,
+            existing_files_count: 0,
+            deleted_files_count: 0,
+            added_rows_count: 17,
+            existing_rows_count: 0,
+            deleted_rows_count: 0,
+            partitions: summaries,
+        };
+        let older = ManifestFile {
+            manifest_path: "file:///t/metadata/b-m0.avro".to_string(),
+            sequence_number: 1,
+            min_sequence_number: 1,
+            added_snapshot_id: 76,
+            partition_spec_id: 1,
+            partitions: vec![],
+            ..m.clone()
+        };
+        let bytes = write_manifest_list(&[m.clone(), older.clone()], 77, Some(76), 2).unwrap();
+        let reader = Reader::new(&bytes[..]).unwrap();
+        let meta = reader.user_metadata();
+        assert_eq!(meta["snapshot-id"], b"77");
+        assert_eq!(meta["parent-snapshot-id"], b"76");
+        assert_eq!(meta["sequence-number"], b"2");
+        assert_eq!(meta["format-version"], b"2");
+        let written: Value = serde_json::to_value(reader.writer_schema()).unwrap();
+        let ids: Vec<i64> = written["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field-id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                500, 501, 502, 517, 515, 516, 503, 504, 505, 506, 512, 513, 514, 507, 519
+            ]
+        );
+        assert_eq!(written["fields"][13]["type"][1]["element-id"], 508);
+        assert_eq!(read_manifest_list(&bytes, "x").unwrap(), vec![m, older]);
+    }
+}
