@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Fields, Schema as ArrowSchema};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -138,8 +138,9 @@ impl DataFile {
         {
             arrow
         } else {
-            let bare = arrow.fields().iter().map(|f| strip_ids(f)).collect();
-            ArrowSchema::new(with_field_ids(bare))
+            // Every field, nested ones too, gets its id (replacing any it had).
+            let fields = arrow.fields().iter().map(|f| f.as_ref().clone()).collect();
+            ArrowSchema::new(with_field_ids(fields))
         };
         let leaf_ids = leaf_ids(&arrow);
         let schema = IcebergSchema::from_arrow(&arrow, 0)?;
@@ -257,23 +258,6 @@ impl DataFile {
         }
         Ok(out)
     }
-}
-
-/// `field` without field ids, nested ones included.
-fn strip_ids(field: &Field) -> Field {
-    let data_type = match field.data_type() {
-        DataType::Struct(members) => {
-            DataType::Struct(members.iter().map(|m| strip_ids(m)).collect::<Fields>())
-        }
-        DataType::List(item) => DataType::List(Arc::new(strip_ids(item))),
-        other => other.clone(),
-    };
-    let mut metadata = field.metadata().clone();
-    metadata.remove(PARQUET_FIELD_ID_META_KEY);
-    field
-        .clone()
-        .with_data_type(data_type)
-        .with_metadata(metadata)
 }
 
 /// The field id of every leaf column by its Parquet path (lists as the spec's three

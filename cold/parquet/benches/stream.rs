@@ -33,6 +33,9 @@ use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::batch::set_base_offset;
 use strata_store::{ObjectBackend, PutMode};
 
+mod common;
+use common::value;
+
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
@@ -86,28 +89,6 @@ impl ByteSource for FileSource {
             .map_err(|e| SourceError::new(true, e))?;
         Ok(Bytes::from(buf))
     }
-}
-
-/// Event-like values: text with some repetition, as in the transcode bench.
-fn value(g: &mut u64, i: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(1024);
-    while v.len() < 1024 {
-        *g = g
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let r = *g >> 33;
-        v.extend_from_slice(
-            format!(
-                "{{\"event\":\"e{}\",\"user\":{},\"n\":{},\"i\":{i}}}",
-                r % 17,
-                r % 100_000,
-                r
-            )
-            .as_bytes(),
-        );
-    }
-    v.truncate(1024);
-    v
 }
 
 /// Writes the segment to `path` batch by batch; returns its size and record count.

@@ -27,8 +27,10 @@ use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
 use strata_proto::batch::set_base_offset;
 
+mod common;
+use common::{VALUE_BYTES, value};
+
 const RECORDS_PER_BATCH: usize = 64;
-const VALUE_BYTES: usize = 1024;
 const TS0: i64 = 1_700_000_000_000;
 const PRODUCER_ID: i64 = 4242;
 
@@ -37,29 +39,6 @@ struct Data {
     /// The same rows as Arrow chunks, for the baseline.
     chunks: Vec<RecordBatch>,
     rows: usize,
-}
-
-/// Values that look like event payloads: text with some repetition, so zstd has real work
-/// (neither incompressible noise nor a run of zeros).
-fn value(g: &mut u64, i: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(VALUE_BYTES);
-    while v.len() < VALUE_BYTES {
-        *g = g
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let r = *g >> 33;
-        v.extend_from_slice(
-            format!(
-                "{{\"event\":\"e{}\",\"user\":{},\"n\":{},\"i\":{i}}}",
-                r % 17,
-                r % 100_000,
-                r
-            )
-            .as_bytes(),
-        );
-    }
-    v.truncate(VALUE_BYTES);
-    v
 }
 
 fn build(mib: usize) -> Data {

@@ -518,19 +518,10 @@ impl ParquetSink {
         src: &dyn ByteSource,
         range: Range<Offset>,
     ) -> Result<SegmentOutcome, SinkError> {
-        match self.write(topic, partition, src, 0..src.len(), None).await {
-            Ok(file) => Ok(SegmentOutcome {
-                files: file.into_iter().collect(),
-                dead_letters: Vec::new(),
-            }),
-            Err(SinkError::Convert(e)) if e.is_bad_data() => {
-                let (out, _) = self
-                    .salvage(Target::Log, topic, partition, src, range, &e)
-                    .await?;
-                Ok(out)
-            }
-            Err(e) => Err(e),
-        }
+        let (out, _) = self
+            .convert_or_salvage(Target::Log, topic, partition, src, range)
+            .await?;
+        Ok(out)
     }
 
     /// [`write_backfill`](Self::write_backfill) that sets bad batches aside as
@@ -557,10 +548,32 @@ impl ParquetSink {
         src: &dyn ByteSource,
         range: Range<Offset>,
     ) -> Result<(SegmentOutcome, bool), SinkError> {
-        match self
-            .backfill(topic, partition, src, 0..src.len(), None)
+        self.convert_or_salvage(Target::Backfill, topic, partition, src, range)
             .await
-        {
+    }
+
+    /// Converts all of `src` to `target` ([`Self::write`] or [`Self::backfill`]); when
+    /// that fails on bad data, salvages it ([`Self::salvage`]). Returns what it wrote and
+    /// recorded, and whether a backfill is complete (always `true` for the log).
+    async fn convert_or_salvage(
+        &self,
+        target: Target,
+        topic: &str,
+        partition: PartitionId,
+        src: &dyn ByteSource,
+        range: Range<Offset>,
+    ) -> Result<(SegmentOutcome, bool), SinkError> {
+        let converted = match target {
+            Target::Log => self
+                .write(topic, partition, src, 0..src.len(), None)
+                .await
+                .map(|file| (file, true)),
+            Target::Backfill => {
+                self.backfill(topic, partition, src, 0..src.len(), None)
+                    .await
+            }
+        };
+        match converted {
             Ok((file, done)) => Ok((
                 SegmentOutcome {
                     files: file.into_iter().collect(),
@@ -569,8 +582,7 @@ impl ParquetSink {
                 done,
             )),
             Err(SinkError::Convert(e)) if e.is_bad_data() => {
-                self.salvage(Target::Backfill, topic, partition, src, range, &e)
-                    .await
+                self.salvage(target, topic, partition, src, range, &e).await
             }
             Err(e) => Err(e),
         }

@@ -150,9 +150,11 @@ impl Log {
             (None, RecoveryCheckpoint::Shared { hint }) => hint,
             (own, _) => own,
         };
-        let mut own_recovery = OwnRecoveryFile {
+        let own_recovery = OwnRecoveryFile {
             shared: matches!(recovery, RecoveryCheckpoint::Shared { .. }),
-            present: own_checkpoint.is_some() || dir.join(RECOVERY_POINT_FILE).exists(),
+            // It may be there even unread (torn): the first save of a shared value
+            // removes it or finds it gone, rather than every open looking for it.
+            present: true,
             writes: 0,
         };
         let recovery_point = recovery_checkpoint.unwrap_or(0);
@@ -346,7 +348,6 @@ impl Log {
             inner.active_mut().sync()?;
             checkpoint::sync_file(&dir.join(LEADER_EPOCH_FILE))?;
             checkpoint::write(&dir.join(RECOVERY_POINT_FILE), inner.recovery_point, false)?;
-            own_recovery.present = true;
         }
         inner.own_recovery = own_recovery;
         if start_checkpoint != Some(inner.log_start_offset) {
