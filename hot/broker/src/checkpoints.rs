@@ -36,6 +36,52 @@ pub struct Entry {
     pub high_watermark: Offset,
 }
 
+/// What the checkpoint file held for a partition at start, and whether the broker had
+/// stopped cleanly before ([`take_clean_shutdown`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Saved {
+    pub entry: Entry,
+    pub clean_stop: bool,
+}
+
+/// The clean-shutdown marker, in the data directory (Kafka's `.kafka_cleanshutdown`):
+/// written at the end of a clean stop, after every partition was readied for it
+/// (`strata_log::Log::prepare_shutdown`) and this file written; removed, durably, at
+/// start before any partition opens. While it is there, every log is exactly as the
+/// checkpoint file describes it, active segments' indexes included, so an open scans
+/// only the active segment's last index interval.
+pub const CLEAN_SHUTDOWN: &str = "clean-shutdown";
+
+/// Writes the clean-shutdown marker (fsynced, with its directory entry).
+pub fn write_clean_shutdown(data_dir: &Path) -> std::io::Result<()> {
+    let path = data_dir.join(CLEAN_SHUTDOWN);
+    let mut f = std::fs::File::create(&path)?;
+    f.write_all(b"strata clean shutdown\n")?;
+    f.sync_all()?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
+/// Whether the last stop was clean (the marker is there), removing the marker for good
+/// first: from here on the logs change, and a crash must not find it. A marker that
+/// cannot be removed durably counts as absent (every open then scans its tail).
+pub fn take_clean_shutdown(data_dir: &Path) -> bool {
+    let path = data_dir.join(CLEAN_SHUTDOWN);
+    match std::fs::remove_file(&path) {
+        Ok(()) => match std::fs::File::open(data_dir).and_then(|d| d.sync_all()) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(dir = %data_dir.display(), error = %e, "cannot fsync the data directory: partitions scan their active segments whole");
+                false
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot remove the clean-shutdown marker: partitions scan their active segments whole");
+            false
+        }
+    }
+}
+
 /// The entries of the file in `data_dir`, by partition directory name; empty if it is
 /// absent, torn or of an unknown version (every value in it is a lower bound that is
 /// safe to lose: partitions then rescan their sealed segments).
@@ -125,6 +171,19 @@ mod tests {
         assert_eq!(got["a-b-c-17"], entry(0, 0));
         write(dir.path(), &[]).unwrap();
         assert!(read(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn the_clean_shutdown_marker_is_taken_once() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!take_clean_shutdown(dir.path()), "never written");
+        write_clean_shutdown(dir.path()).unwrap();
+        assert!(take_clean_shutdown(dir.path()));
+        assert!(!dir.path().join(CLEAN_SHUTDOWN).exists());
+        assert!(
+            !take_clean_shutdown(dir.path()),
+            "a second start after a crash"
+        );
     }
 
     #[test]

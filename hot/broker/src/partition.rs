@@ -88,12 +88,14 @@ impl Partition {
         node_id: i32,
         tier: Option<Arc<Tier>>,
         alter_partitions: AlterPartitionSender,
-        saved: Option<crate::checkpoints::Entry>,
+        saved: Option<crate::checkpoints::Saved>,
     ) -> Result<(Arc<Partition>, RecoveryReport), LogError> {
         // The recovery point is kept in the broker's checkpoint file.
         let recovery = RecoveryCheckpoint::Shared {
-            hint: saved.map(|e| e.recovery_point),
+            hint: saved.map(|s| s.entry.recovery_point),
+            clean: saved.is_some_and(|s| s.clean_stop),
         };
+        let saved = saved.map(|s| s.entry);
         let (log, report) = Log::open_with(dir, log_config, clock.clone(), recovery)?;
         let meta = dir.join(PARTITION_METADATA);
         if read_topic_id(dir) != Some(topic_id) {
@@ -292,10 +294,15 @@ impl Partition {
         *self.cleaner_stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Flushes the log (clean shutdown; the broker then writes the checkpoints).
-    pub fn flush_for_shutdown(&self) {
-        if let Err(e) = self.log.local().flush() {
-            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush on shutdown failed");
+    /// Readies the log for a clean stop (`strata_log::Log::prepare_shutdown`; the
+    /// broker then writes the checkpoints). Returns whether it could.
+    pub fn prepare_shutdown(&self) -> bool {
+        match self.log.local().prepare_shutdown() {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush on shutdown failed");
+                false
+            }
         }
     }
 

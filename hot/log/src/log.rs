@@ -129,7 +129,13 @@ pub enum RecoveryCheckpoint {
     /// where the point moves back (a truncation) or an open repaired something; that
     /// file wins while it is lower, and [`Log::recovery_checkpoint_saved`] removes it once
     /// the owner's file holds a newer value.
-    Shared { hint: Option<Offset> },
+    ///
+    /// `clean`: the owner stopped cleanly and nothing wrote to the log since: it was
+    /// flushed, its active segment's index files fsynced ([`Log::prepare_shutdown`]), and
+    /// `hint` taken after that. The open then trusts the active segment's index below
+    /// `hint` and CRC-scans only from its last entry (Kafka's `.kafka_cleanshutdown`),
+    /// falling back to a whole scan if what it finds there does not end exactly at `hint`.
+    Shared { hint: Option<Offset>, clean: bool },
 }
 
 /// A recovery point taken for the owner's shared checkpoint file
@@ -1025,19 +1031,28 @@ impl Log {
     pub fn close(self) -> Result<(), LogError> {
         // The file ends at the last batch again; the flush makes that durable.
         self.write_lock().active_mut().trim_padding()?;
-        self.flush()?;
-        {
-            let mut g = self.write_lock();
-            let leo = g.log_end_offset();
-            // A snapshot at the log end describes every batch below it already (written
-            // by the roll or close that left the log there, or loaded by the open; a
-            // truncation removes the snapshots past its cut): a log closed with nothing
-            // appended since writes nothing.
-            if !snapshot::path(&self.dir, leo).exists() {
-                self.snapshot_producers(&mut g, leo, true)?;
-            }
-        }
+        self.prepare_shutdown()?;
         self.checkpoint()
+    }
+
+    /// Readies the log for its owner's clean stop, after which nothing may write to
+    /// it: flushes, fsyncs the active segment's index files (so that the next open,
+    /// told the stop was clean, may trust them: [`RecoveryCheckpoint::Shared`]) and
+    /// snapshots the producer state at the log end (so that it replays no batch).
+    /// Returns the log end, which is the recovery point now.
+    pub fn prepare_shutdown(&self) -> Result<Offset, LogError> {
+        let mut g = self.write_lock();
+        flush_locked(&self.dir, &mut g)?;
+        let leo = g.log_end_offset();
+        segment::sync_index_files(&self.dir, g.active().base)?;
+        // A snapshot at the log end describes every batch below it already (written by
+        // the roll or close that left the log there, or loaded by the open; a truncation
+        // removes the snapshots past its cut): a log stopped with nothing appended since
+        // writes nothing.
+        if !snapshot::path(&self.dir, leo).exists() {
+            self.snapshot_producers(&mut g, leo, true)?;
+        }
+        Ok(leo)
     }
 
     /// What the log knows about an idempotent producer: its epoch, its last sequence

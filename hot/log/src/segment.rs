@@ -85,6 +85,15 @@ pub(crate) struct ScanResult {
     pub epochs: Vec<(LeaderEpoch, Offset, Offset)>,
 }
 
+/// Where [`Segment::scan_from`] starts: a batch boundary, the offset of the batch there,
+/// and the index of the batches before it.
+#[derive(Debug)]
+pub(crate) struct ScanFrom {
+    pub pos: u64,
+    pub offset: Offset,
+    pub builder: IndexBuilder,
+}
+
 /// Where [`Segment::plan_cut`] would cut a segment.
 #[derive(Debug)]
 pub(crate) struct Cut {
@@ -171,16 +180,60 @@ impl Segment {
         index_interval: u64,
         allow_gaps: bool,
     ) -> Result<ScanResult, LogError> {
+        let from = ScanFrom {
+            pos: 0,
+            offset: base,
+            builder: IndexBuilder::new(index_interval),
+        };
+        Self::scan_from(file, direct, path, base, allow_gaps, from)
+    }
+
+    /// [`Self::scan`] from the batch at `from.pos`, which must start at offset
+    /// `from.offset`, continuing `from.builder` (the index of the batches before it:
+    /// [`IndexBuilder::rewind`]). The bytes before it are not read, except the first
+    /// batch's header (for `first_batch_max_ts`). The result describes the whole
+    /// segment as a full scan would, except `epochs`, which covers the scanned batches
+    /// only. A batch at `from.pos` that does not start at `from.offset` stops the scan
+    /// there (with gaps allowed too: the index said which offset is there).
+    pub fn scan_from(
+        file: &File,
+        direct: Option<&File>,
+        path: &Path,
+        base: Offset,
+        allow_gaps: bool,
+        from: ScanFrom,
+    ) -> Result<ScanResult, LogError> {
         let mut direct = direct;
         let mut read = |pos: u64, len: usize| {
             direct_read::read_range(file, &mut direct, pos, len).map_err(LogError::io("read", path))
         };
         let len = file.metadata().map_err(LogError::io("stat", path))?.len();
-        let mut builder = IndexBuilder::new(index_interval);
-        let mut pos: u64 = 0;
-        let mut expected = base;
+        let ScanFrom {
+            mut pos,
+            offset: mut expected,
+            mut builder,
+        } = from;
+        let resumed_at = (pos > 0).then_some(expected);
         let mut stop_reason = None;
         let mut first_batch_max_ts = None;
+        if pos > 0 {
+            let head = read(0, HEADER_LEN)?;
+            match batch::parse_header(&head) {
+                Ok(h) => first_batch_max_ts = Some(h.max_timestamp),
+                Err(e) => {
+                    // Nothing after it can be trusted either: the caller scans it all.
+                    return Ok(ScanResult {
+                        valid_size: 0,
+                        next_offset: base,
+                        builder: IndexBuilder::new(builder.interval()),
+                        stop_reason: Some(format!("at byte 0: {e}")),
+                        padding: 0,
+                        first_batch_max_ts: None,
+                        epochs: Vec::new(),
+                    });
+                }
+            }
+        }
         let mut epochs: Vec<(LeaderEpoch, Offset, Offset)> = Vec::new();
         // Read in large chunks; a batch spanning the chunk end is re-read whole.
         const CHUNK: usize = 4 << 20;
@@ -227,7 +280,8 @@ impl Segment {
             // Offsets increase. Gaps only in a log that may have them (compacted, or a
             // follower of a compacted leader): the base offset is not covered by the
             // CRC, and elsewhere a gap is a damaged base offset.
-            if (b.base_offset() != expected && !(allow_gaps && b.base_offset() > expected))
+            let gap_allowed = allow_gaps && resumed_at != Some(expected);
+            if (b.base_offset() != expected && !(gap_allowed && b.base_offset() > expected))
                 || b.header().last_offset_delta < 0
                 || b.next_offset() - base > u32::MAX as i64
             {
@@ -574,6 +628,16 @@ pub(crate) fn write_index_files(
         if sync {
             f.sync_all().map_err(LogError::io("fsync", &p))?;
         }
+    }
+    Ok(())
+}
+
+/// fsyncs both index files of a segment (an active segment's are appended to without).
+pub(crate) fn sync_index_files(dir: &Path, base: Offset) -> Result<(), LogError> {
+    for p in [index_path(dir, base), time_index_path(dir, base)] {
+        File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(LogError::io("fsync", &p))?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! (`RecoveryCheckpoint::Shared`, Kafka's `recovery-point-offset-checkpoint`): it writes
 //! no file of its own in steady state, the hint it is opened with saves the scan of
 //! sealed segments, and a truncation's lower point survives a shared value taken before
-//! it.
+//! it. After a clean stop the active segment is scanned only from its last index entry.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,18 +12,27 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use strata_log::{IoMode, Log, ManualClock, RecoveryCheckpoint, RecoveryReport};
+use strata_log::{IoMode, Log, LogConfig, ManualClock, RecoveryCheckpoint, RecoveryReport};
 
 fn clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::new(1_000))
 }
 
 fn open_shared(dir: &Path, mode: IoMode, hint: Option<i64>) -> (Log, RecoveryReport) {
+    open_with(dir, small_config(mode), hint, false)
+}
+
+fn open_with(
+    dir: &Path,
+    config: LogConfig,
+    hint: Option<i64>,
+    clean: bool,
+) -> (Log, RecoveryReport) {
     Log::open_with(
         dir,
-        small_config(mode),
+        config,
         clock(),
-        RecoveryCheckpoint::Shared { hint },
+        RecoveryCheckpoint::Shared { hint, clean },
     )
     .unwrap()
 }
@@ -125,7 +134,174 @@ fn a_truncation_outlives_a_shared_point_taken_before_it(mode: IoMode) {
     assert!(!own_file(dir.path()));
 }
 
+/// One active segment of many index intervals (256 bytes), batches of varying size
+/// and timestamps (some going back), readied for a clean stop.
+fn stopped_cleanly(dir: &Path, mode: IoMode) -> (LogConfig, Vec<Vec<u8>>, i64) {
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        ..small_config(mode)
+    };
+    let (log, _) = open_with(dir, config.clone(), None, false);
+    let mut stored = Vec::new();
+    for i in 0..120u64 {
+        let ts = if i % 9 == 4 { 500 } else { 1000 + i as i64 * 3 };
+        let mut b = make_batch(1 + (i % 3) as usize, 40 + (i * 13 % 90) as usize, i, ts);
+        log.append(&mut b, 1).unwrap();
+        stored.push(b);
+    }
+    assert_eq!(log.segments().len(), 1);
+    let leo = log.prepare_shutdown().unwrap();
+    // The owner saves the point in its file (which lets the log drop its own).
+    let point = log.recovery_checkpoint();
+    assert_eq!(point.offset, leo);
+    log.recovery_checkpoint_saved(point).unwrap();
+    // The owner stops; the log is not closed (the broker does not close its logs).
+    drop(log);
+    (config, stored, leo)
+}
+
+fn index_files(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    let stem = format!("{:020}", 0);
+    (
+        std::fs::read(dir.join(format!("{stem}.index"))).unwrap(),
+        std::fs::read(dir.join(format!("{stem}.timeindex"))).unwrap(),
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+fn a_clean_stop_scans_only_the_last_index_interval(mode: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, stored, leo) = stopped_cleanly(dir.path(), mode);
+    let size = std::fs::metadata(dir.path().join(format!("{:020}.log", 0)))
+        .unwrap()
+        .len();
+    // What a whole scan makes of the same files, to compare with.
+    let full_dir = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), full_dir.path());
+    let (full, full_report) = open_with(full_dir.path(), config.clone(), Some(leo), false);
+    assert!(full_report.resumed_scans.is_empty());
+
+    let (log, report) = open_with(dir.path(), config.clone(), Some(leo), true);
+    assert!(report.clean, "{report:?}");
+    assert!(!report.lost_data());
+    let [(base, pos)] = report.resumed_scans[..] else {
+        panic!("not resumed: {report:?}");
+    };
+    assert_eq!(base, 0);
+    // At most an interval and a batch before the end (direct mode: and the padding).
+    assert!(
+        pos > 0 && size - pos < 256 + 300 + 4096,
+        "resumed at {pos} of {size}"
+    );
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(read_all(&log, 0), stored);
+    assert!(report.scanned_bytes < 600, "{report:?}");
+    assert_eq!(full_report.scanned_bytes, full.segments()[0].size_bytes);
+    // Everything a whole scan rebuilds is the same: the segment, the index files, every
+    // offset's and timestamp's lookup.
+    assert_eq!(
+        log.segments()[0].max_timestamp,
+        full.segments()[0].max_timestamp
+    );
+    assert_eq!(log.segments()[0].size_bytes, full.segments()[0].size_bytes);
+    assert_eq!(index_files(dir.path()), index_files(full_dir.path()));
+    for offset in 0..leo {
+        let (a, b) = (
+            log.read(offset, 1, None).unwrap(),
+            full.read(offset, 1, None).unwrap(),
+        );
+        assert_eq!(a.data, b.data, "offset {offset}");
+    }
+    for ts in [0, 499, 500, 501, 1000, 1100, 1200, 1356, 1357, 5000] {
+        assert_eq!(
+            log.offset_for_timestamp(ts).unwrap(),
+            full.offset_for_timestamp(ts).unwrap(),
+            "timestamp {ts}"
+        );
+    }
+    // Appends carry on from there, and a whole scan agrees with what they built.
+    let mut more = stored.clone();
+    for i in 200..230u64 {
+        let mut b = make_batch(2, 70, i, 2000 + i as i64);
+        log.append(&mut b, 1).unwrap();
+        more.push(b);
+    }
+    log.flush().unwrap();
+    let leo = log.log_end_offset();
+    let built = {
+        log.prepare_shutdown().unwrap();
+        log.recovery_checkpoint_saved(log.recovery_checkpoint())
+            .unwrap();
+        index_files(dir.path())
+    };
+    drop(log);
+    let (log, report) = open_with(dir.path(), config, Some(leo), false);
+    assert!(report.resumed_scans.is_empty());
+    assert_eq!(
+        index_files(dir.path()),
+        built,
+        "the index built after a resumed scan"
+    );
+    assert_eq!(read_all(&log, 0), more);
+}
+
+fn a_clean_open_scans_whole_where_the_index_or_point_disagrees(mode: IoMode) {
+    let stem = format!("{:020}", 0);
+    // Each way the clean state can be wrong, and the whole scan that follows.
+    type Damage = fn(&Path, i64) -> Option<i64>;
+    let damages: [(&str, Damage); 5] = [
+        ("last entry moved by a byte", |d, leo| {
+            let p = d.join(format!("{:020}.index", 0));
+            let mut idx = std::fs::read(&p).unwrap();
+            let n = idx.len();
+            idx[n - 1] = idx[n - 1].wrapping_add(1);
+            std::fs::write(&p, idx).unwrap();
+            Some(leo)
+        }),
+        ("last entry names the wrong offset", |d, leo| {
+            let p = d.join(format!("{:020}.index", 0));
+            let mut idx = std::fs::read(&p).unwrap();
+            let n = idx.len();
+            idx[n - 5] = idx[n - 5].wrapping_sub(1);
+            std::fs::write(&p, idx).unwrap();
+            Some(leo)
+        }),
+        ("a torn index file", |d, leo| {
+            let p = d.join(format!("{:020}.index", 0));
+            let idx = std::fs::read(&p).unwrap();
+            std::fs::write(&p, &idx[..idx.len() - 3]).unwrap();
+            Some(leo)
+        }),
+        ("a point below the log end", |_, leo| Some(leo - 5)),
+        ("no point", |_, _| None),
+    ];
+    for (what, damage) in damages {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, stored, leo) = stopped_cleanly(dir.path(), mode);
+        assert!(
+            std::fs::metadata(dir.path().join(format!("{stem}.index")))
+                .unwrap()
+                .len()
+                > 8
+        );
+        let hint = damage(dir.path(), leo);
+        let (log, report) = open_with(dir.path(), config, hint, true);
+        assert!(report.resumed_scans.is_empty(), "{what}: {report:?}");
+        assert_eq!(report.scanned_segments, vec![0], "{what}");
+        assert!(!report.lost_data(), "{what}: {report:?}");
+        assert_eq!(log.log_end_offset(), leo, "{what}");
+        assert_eq!(read_all(&log, 0), stored, "{what}");
+    }
+}
+
 both_modes!(
     shared_log_keeps_no_file_of_its_own,
-    a_truncation_outlives_a_shared_point_taken_before_it
+    a_truncation_outlives_a_shared_point_taken_before_it,
+    a_clean_stop_scans_only_the_last_index_interval,
+    a_clean_open_scans_whole_where_the_index_or_point_disagrees
 );

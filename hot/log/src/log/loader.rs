@@ -47,6 +47,12 @@ pub struct Truncation {
 pub struct RecoveryReport {
     /// Segments CRC-scanned (those at or above the recovery point, and the last one).
     pub scanned_segments: Vec<Offset>,
+    /// Of those, the ones scanned only from a byte position on (base offset, position):
+    /// after a clean stop ([`RecoveryCheckpoint::Shared`]'s `clean`), the active segment
+    /// from its last index entry below the recovery point.
+    pub resumed_scans: Vec<(Offset, u64)>,
+    /// Bytes those scans read and CRC-checked.
+    pub scanned_bytes: u64,
     pub truncations: Vec<Truncation>,
     /// Segments removed: after a truncation (offsets must not overlap) or below the log start.
     pub deleted_segments: Vec<Offset>,
@@ -146,8 +152,8 @@ impl Log {
         // Both are lower bounds of what was durable: the lower one is safe whichever was
         // written last (the log's own file is written where the point moves back).
         let recovery_checkpoint = match (own_checkpoint, recovery) {
-            (Some(own), RecoveryCheckpoint::Shared { hint: Some(h) }) => Some(own.min(h)),
-            (None, RecoveryCheckpoint::Shared { hint }) => hint,
+            (Some(own), RecoveryCheckpoint::Shared { hint: Some(h), .. }) => Some(own.min(h)),
+            (None, RecoveryCheckpoint::Shared { hint, .. }) => hint,
             (own, _) => own,
         };
         let own_recovery = OwnRecoveryFile {
@@ -158,6 +164,8 @@ impl Log {
             writes: 0,
         };
         let recovery_point = recovery_checkpoint.unwrap_or(0);
+        let clean_stop = matches!(recovery, RecoveryCheckpoint::Shared { clean: true, .. })
+            && recovery_checkpoint.is_some();
         // Whether offsets may have gaps here (see `GAPS_FILE`).
         let gaps_allowed = dir.join(GAPS_FILE).exists();
         let start_checkpoint = checkpoint::read(&dir.join(LOG_START_FILE));
@@ -195,7 +203,46 @@ impl Log {
                 }
                 IoMode::Buffered => None,
             };
-            let scan = Segment::scan(&file, direct.as_ref(), &path, base, interval, gaps_allowed)?;
+            // After a clean stop the active segment's index is trusted up to the recovery
+            // point: only the batches from its last entry on are scanned (at most an index
+            // interval and a batch), if they end exactly there.
+            let resumed = match is_last && clean_stop {
+                true => resume_point(dir, base, &file, recovery_point, interval),
+                false => None,
+            };
+            let scan = match resumed {
+                Some(from) => {
+                    let (pos, offset) = (from.pos, from.offset);
+                    let scan = Segment::scan_from(
+                        &file,
+                        direct.as_ref(),
+                        &path,
+                        base,
+                        gaps_allowed,
+                        from,
+                    )?;
+                    let whole = scan.stop_reason.is_none()
+                        && scan.next_offset == recovery_point
+                        && scan.epochs.first().is_some_and(|run| run.1 == offset);
+                    if whole {
+                        report.resumed_scans.push((base, pos));
+                        Some(scan)
+                    } else {
+                        tracing::info!(segment = %path.display(), position = pos, "the index of a cleanly stopped segment does not match its batches: scanning it whole");
+                        None
+                    }
+                }
+                None => None,
+            };
+            let scan = match scan {
+                Some(scan) => scan,
+                None => Segment::scan(&file, direct.as_ref(), &path, base, interval, gaps_allowed)?,
+            };
+            let scanned_from = match report.resumed_scans.last() {
+                Some(&(b, pos)) if b == base => pos,
+                _ => 0,
+            };
+            report.scanned_bytes += scan.valid_size.saturating_sub(scanned_from);
             scanned_epochs.extend_from_slice(&scan.epochs);
             let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
             if scan.padding > 0 {
@@ -569,6 +616,36 @@ fn seg_files(
         None
     };
     Ok((seg.plain()?, direct))
+}
+
+/// Where a cleanly stopped active segment's scan resumes: at its last offset-index entry
+/// below `recovery_point`, with the index before it, if its index files hold whole,
+/// ordered entries inside the file. `None` if there is no such entry (the segment is
+/// scanned whole: it is at most an index interval and a batch long) or the files are
+/// damaged. What the entry points at is checked by the scan.
+fn resume_point(
+    dir: &Path,
+    base: Offset,
+    file: &std::fs::File,
+    recovery_point: Offset,
+    interval: u64,
+) -> Option<segment::ScanFrom> {
+    let next_rel = recovery_point.checked_sub(base).filter(|&r| r > 0)?;
+    let next_rel = u32::try_from(next_rel).ok()?;
+    let len = file.metadata().ok()?.len();
+    let offsets = fs::read(segment::index_path(dir, base)).ok()?;
+    let times = fs::read(segment::time_index_path(dir, base)).ok()?;
+    let idx = crate::index::Indexes::decode_checked(&offsets, &times, len, next_rel as u64)
+        .map_err(|reason| tracing::info!(dir = %dir.display(), base, %reason, "active segment index damaged after a clean stop: scanning it whole"))
+        .ok()?;
+    let last = idx.offsets.last().copied()?;
+    let (builder, pos) = crate::index::IndexBuilder::rewind(&idx, interval, next_rel);
+    debug_assert_eq!(pos, last.pos);
+    Some(segment::ScanFrom {
+        pos: pos as u64,
+        offset: base + last.rel as i64,
+        builder,
+    })
 }
 
 /// Opens a sealed segment below the recovery point without scanning it. Returns `None`
