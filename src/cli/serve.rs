@@ -107,13 +107,15 @@ pub struct ServeArgs {
     /// direct writes and tail reads in direct mode, e.g. 16MiB [default: 4MiB]
     #[arg(long, env = "STRATA_LOG_TAIL_CACHE")]
     pub log_tail_cache: Option<String>,
-    /// All partitions' tail buffers together: past it, new buffers are smaller (down
-    /// to two 16KiB windows a partition), e.g. 4GiB [default: 1GiB]
+    /// All partitions' tail buffers and the read cache together (appends first: the
+    /// read cache gives room back to a new buffer); past it, new buffers are smaller
+    /// (down to two 16KiB windows a partition), e.g. 4GiB [default: 1GiB]
     #[arg(long, env = "STRATA_LOG_TAIL_CACHE_TOTAL")]
     pub log_tail_cache_total: Option<String>,
     /// In direct mode, recently read segment bytes kept in memory for every reader of
     /// every partition (a second consumer group, a consumer behind another, reads
-    /// memory rather than the device), e.g. 1GiB; off unless given [default: 0]
+    /// memory rather than the device), at most this much of what the tail buffers leave
+    /// of --log-tail-cache-total, e.g. 512MiB; off unless given [default: 0]
     #[arg(long, env = "STRATA_LOG_READ_CACHE")]
     pub log_read_cache: Option<String>,
     /// How many segment files the broker keeps open at most, for all partitions

@@ -6,7 +6,10 @@
 //! bytes of each partition). This cache holds aligned chunks ([`CHUNK`], 1 MiB) of segment
 //! files, read with `O_DIRECT` [`READ_AHEAD`] chunks at a time on a miss (a sequential
 //! reader's next fetches hit), least recently used dropped first, within one process-wide
-//! budget (`--log-read-cache`, [`set_limit`]; 0 turns the cache off).
+//! budget (`--log-read-cache`, [`set_limit`]; 0 turns the cache off). That budget is a
+//! share of the one the tail buffers draw from ([`crate::tail_budget`]): the cache holds
+//! at most what the tail windows leave of it, and gives chunks back when a window needs
+//! the room, so appended and read bytes together stay within one figure.
 //!
 //! A chunk is keyed by the log (a number per opened [`crate::Log`]), the log's read
 //! generation, the segment and the chunk's position. The generation moves with every
@@ -70,6 +73,31 @@ pub fn used() -> usize {
     lock().bytes
 }
 
+/// What the cache may hold now: its own limit, within what the tail windows leave of
+/// their shared budget.
+fn effective_limit() -> usize {
+    limit().min(crate::tail_budget::room_for_reads())
+}
+
+/// Drops least recently used chunks until the cache holds at most `bytes` (a tail window
+/// needs the room).
+pub(crate) fn shrink_to(bytes: usize) {
+    let mut c = lock();
+    evict(&mut c, bytes);
+}
+
+fn evict(c: &mut Lru, limit: usize) {
+    while c.bytes > limit {
+        let Some((_, victim)) = c.order.pop_first() else {
+            break;
+        };
+        if let Some((_, b)) = c.chunks.remove(&victim) {
+            c.bytes -= b.len();
+        }
+    }
+    crate::tail_budget::set_read(c.bytes);
+}
+
 /// Reads served from the cache, and chunks read from the device into it.
 pub fn hits() -> u64 {
     HITS.load(Ordering::Relaxed)
@@ -130,6 +158,7 @@ impl Lru {
         self.chunks.clear();
         self.order.clear();
         self.bytes = 0;
+        crate::tail_budget::set_read(0);
     }
 }
 
@@ -217,7 +246,7 @@ pub(crate) fn get_or_load(
 
 /// Caches a chunk, dropping the least recently used ones past the budget.
 pub(crate) fn put(key: Key, bytes: Bytes) {
-    let limit = limit();
+    let limit = effective_limit();
     if bytes.len() > limit {
         return;
     }
@@ -232,14 +261,7 @@ pub(crate) fn put(key: Key, bytes: Bytes) {
         c.bytes -= old.len();
     }
     c.order.insert(tick, key);
-    while c.bytes > limit {
-        let Some((_, victim)) = c.order.pop_first() else {
-            break;
-        };
-        if let Some((_, b)) = c.chunks.remove(&victim) {
-            c.bytes -= b.len();
-        }
-    }
+    evict(c, limit);
 }
 
 /// Drops every chunk of `log` (it was closed or deleted).
@@ -258,6 +280,7 @@ pub(crate) fn forget_log(log: u64) {
             c.bytes -= b.len();
         }
     }
+    crate::tail_budget::set_read(c.bytes);
 }
 
 /// Test-only: serializes the tests that change the process-wide budget.

@@ -213,7 +213,10 @@ impl AlignedBuf {
 
 /// The memory the tail windows of every log in the process take together: one budget
 /// for the broker, not a fixed amount per partition (10,000 partitions at the
-/// per-log 4 MiB default would be 40 GB).
+/// per-log 4 MiB default would be 40 GB). The read cache ([`crate::read_cache`]) holds
+/// its chunks within the same budget: recently appended and recently read bytes share
+/// it, and appends come first (a window that does not fit makes the read cache drop its
+/// least recently used chunks before the window is made smaller).
 ///
 /// A window asks for the log's configured size; while the budget is short it gets
 /// half, a quarter, and so on down to [`MIN_WINDOW`], which is always granted (so
@@ -233,6 +236,8 @@ pub mod budget {
 
     static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
     static USED: AtomicUsize = AtomicUsize::new(0);
+    /// Bytes the read cache holds (it keeps this up to date).
+    static READ: AtomicUsize = AtomicUsize::new(0);
 
     /// Sets the budget in bytes (until called, there is none).
     pub fn set_limit(bytes: usize) {
@@ -246,6 +251,16 @@ pub mod budget {
     /// Bytes the windows of every log hold now.
     pub fn used() -> usize {
         USED.load(Ordering::Relaxed)
+    }
+
+    /// What the read cache may hold now: the budget less the windows.
+    pub(crate) fn room_for_reads() -> usize {
+        limit().saturating_sub(used())
+    }
+
+    /// The read cache's bytes, as it changes them.
+    pub(crate) fn set_read(bytes: usize) {
+        READ.store(bytes, Ordering::Relaxed);
     }
 
     /// Bytes taken from the budget, given back on drop.
@@ -272,6 +287,13 @@ pub mod budget {
         loop {
             let used = USED.load(Ordering::Relaxed);
             let fits = used.saturating_add(size) <= limit();
+            // Room the read cache holds goes back first: reads yield to appends.
+            let over = (used + READ.load(Ordering::Relaxed))
+                .saturating_add(size)
+                .saturating_sub(limit());
+            if fits && over > 0 {
+                crate::read_cache::shrink_to(limit().saturating_sub(used.saturating_add(size)));
+            }
             if (fits || size <= floor)
                 && USED
                     .compare_exchange(used, used + size, Ordering::Relaxed, Ordering::Relaxed)
