@@ -262,7 +262,25 @@ fn ten_thousand_partitions_restart_intact_after_a_clean_stop_and_after_kill_9() 
     // hold: kill -9. Only r0's partitions have a tail to recover.
     produce_round(&broker.kafka, 0..1, 1);
     broker.kill9();
-    broker.restart();
+    // While the restarted broker opens its partitions it already answers, with a
+    // per-partition error clients retry on, never "unknown".
+    let answers = while_restarting(&mut broker, "r3");
+    let loading: Vec<_> = answers
+        .iter()
+        .filter(|codes| codes.contains(&ErrorCode::NotLeaderOrFollower))
+        .collect();
+    assert!(
+        !loading.is_empty(),
+        "no answer while the partitions were opening: {answers:?}"
+    );
+    for codes in &answers {
+        assert!(
+            codes
+                .iter()
+                .all(|c| matches!(c, ErrorCode::None | ErrorCode::NotLeaderOrFollower)),
+            "{codes:?}"
+        );
+    }
     check_10k(
         &broker.kafka,
         |t| if t == 0 { 2 } else { 1 },
@@ -275,6 +293,32 @@ fn ten_thousand_partitions_restart_intact_after_a_clean_stop_and_after_kill_9() 
         "opens that recovered a tail"
     );
     assert_eq!(opens(&broker, "none"), clean - WIDE as f64);
+}
+
+/// Restarts `broker`, asking for the end offsets of every partition of `topic` over and
+/// over while it starts: the set of error codes of each answer it gave.
+fn while_restarting(
+    broker: &mut common::Broker,
+    topic: &str,
+) -> Vec<std::collections::HashSet<ErrorCode>> {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (addr, topic) = (broker.kafka.clone(), topic.to_string());
+    let poller = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(ends) = common::wire::try_end_offsets(&addr, &topic, WIDE) {
+                    answers.push(ends.iter().map(|(code, _)| *code).collect());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            answers
+        })
+    };
+    broker.restart();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    poller.join().unwrap()
 }
 
 /// `strata_partition_opens_total{recovery="..."}`, 0 if absent.

@@ -1111,7 +1111,21 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("--http-addr {}: cannot listen", config.http_addr))?;
     let http_addr = http.local_addr()?;
+    // Answering at once: while the partitions open, requests for them get
+    // NOT_LEADER_OR_FOLLOWER (clients retry), not a connection that waits.
     let server = Server::start_on(broker.clone(), bound);
+    let started = std::time::Instant::now();
+    broker.load().await.with_context(|| {
+        format!(
+            "cannot open the partitions in the data directory {}",
+            config.data_dir.display()
+        )
+    })?;
+    tracing::info!(
+        partitions = broker.partitions().len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "partitions open"
+    );
     // The gateway is a Kafka client of this broker: of its own listener (by the address
     // it advertises, which is what metadata tells clients anyway), and in-process for
     // producing to the partitions it leads.

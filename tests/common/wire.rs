@@ -97,6 +97,12 @@ pub fn produce(
 /// ListOffsets v7 (latest) for partitions `0..partitions` of `topic` in one request:
 /// each partition's error code and end offset, in partition order.
 pub fn end_offsets(addr: &str, topic: &str, partitions: i32) -> Vec<(ErrorCode, i64)> {
+    try_end_offsets(addr, topic, partitions).expect("an answer")
+}
+
+/// [`end_offsets`], or `None` if nothing listens at `addr` or the connection closes
+/// before the answer (a broker starting or stopping).
+pub fn try_end_offsets(addr: &str, topic: &str, partitions: i32) -> Option<Vec<(ErrorCode, i64)>> {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
     let mut t = ListOffsetsTopic::default();
@@ -112,11 +118,10 @@ pub fn end_offsets(addr: &str, topic: &str, partitions: i32) -> Vec<(ErrorCode, 
     let mut req = ListOffsetsRequest::default();
     req.replica_id = BrokerId(-1);
     req.topics = vec![t];
-    let mut s = connect(addr);
+    let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.write_all(&frame(ApiKey::ListOffsets, 7, 1, &req))
-        .unwrap();
-    let (_, r): (i32, ListOffsetsResponse) = response(read_frame(&mut s).expect("an answer"), 1, 7);
+    s.write_all(&frame(ApiKey::ListOffsets, 7, 1, &req)).ok()?;
+    let (_, r): (i32, ListOffsetsResponse) = response(read_frame(&mut s)?, 1, 7);
     let mut parts: Vec<_> = r.topics[0]
         .partitions
         .iter()
@@ -134,5 +139,5 @@ pub fn end_offsets(addr: &str, topic: &str, partitions: i32) -> Vec<(ErrorCode, 
         partitions as usize,
         "an answer for every partition"
     );
-    parts.into_iter().map(|(_, e, o)| (e, o)).collect()
+    Some(parts.into_iter().map(|(_, e, o)| (e, o)).collect())
 }

@@ -113,6 +113,13 @@ impl TopicState {
     }
 }
 
+/// A topic as a request names it.
+#[derive(Clone, Copy, Debug)]
+pub enum TopicRef<'a> {
+    Name(&'a str),
+    Id(TopicId),
+}
+
 /// Producer ids are reserved from the controller in blocks, as Kafka's ProducerIdManager
 /// does.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -161,13 +168,19 @@ pub struct Broker {
     clean_stop: bool,
     /// One checkpoint file write at a time (housekeeping, shutdown).
     checkpoint_lock: std::sync::Mutex<()>,
+    /// The first reconcile has opened every replica assigned here ([`Self::load`]):
+    /// until then the checkpoint file is not rewritten (it would lose the entries of
+    /// partitions not open yet) and a stop is not marked clean.
+    loaded: std::sync::atomic::AtomicBool,
 }
 
 impl Broker {
     /// Joins the cluster: fetches metadata from the controller, registers this broker
-    /// (at `advertised`), opens and recovers every local replica metadata assigns here,
-    /// and removes directories of deleted topics. Background duties start with the
-    /// server ([`crate::Server`]).
+    /// (at `advertised`) and removes directories of deleted topics. The replicas
+    /// metadata assigns here open with [`Self::load`], which the caller may run while
+    /// the server ([`crate::Server`], with the background duties) already answers:
+    /// requests for a partition still opening get NOT_LEADER_OR_FOLLOWER
+    /// ([`Self::missing_partition_code`]) and clients retry.
     pub async fn open(
         config: BrokerConfig,
         controller: Arc<dyn ControllerApi>,
@@ -219,6 +232,7 @@ impl Broker {
         let broker = Arc::new(Broker {
             saved_checkpoints,
             clean_stop,
+            loaded: Default::default(),
             checkpoint_lock: Default::default(),
             config,
             metadata,
@@ -252,8 +266,26 @@ impl Broker {
             broker.heartbeats_stop.clone(),
         ));
         broker.remove_stray_directories();
-        broker.reconcile().await?;
         Ok(broker)
+    }
+
+    /// Opens and recovers every replica metadata assigns here (the first reconcile; in
+    /// parallel, see `open_new_partitions`). Until it returns, partitions not open yet
+    /// answer NOT_LEADER_OR_FOLLOWER.
+    pub async fn load(&self) -> Result<(), ApiError> {
+        self.reconcile().await?;
+        self.loaded.store(true, Ordering::Release);
+        // Entries no open took belong to partitions no longer assigned here.
+        self.saved_checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
+    }
+
+    /// Whether [`Self::load`] has opened every replica assigned here.
+    pub fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
     }
 
     /// Registers with the controller (again after a fencing or a controller restart
@@ -337,6 +369,34 @@ impl Broker {
             .by_id
             .get(&id)
             .cloned()
+    }
+
+    /// The error for a request to partition `index` of a topic (by name or by id) this
+    /// broker hosts no open replica of, as Kafka's `getPartitionOrError`: what
+    /// [`TopicState::missing_partition_code`] says if the topic is hosted here;
+    /// NOT_LEADER_OR_FOLLOWER if the cluster has the partition (another broker's, or
+    /// one still opening here after a start: the client refreshes its metadata and
+    /// retries); UNKNOWN_TOPIC_OR_PARTITION otherwise.
+    pub fn missing_partition_code(
+        &self,
+        state: Option<&TopicState>,
+        topic: TopicRef<'_>,
+        index: i32,
+    ) -> strata_proto::ErrorCode {
+        if let Some(s) = state {
+            return s.missing_partition_code(index);
+        }
+        let md = self.cluster();
+        let rec = match topic {
+            TopicRef::Name(name) => md.topics.get(name).map(|t| &**t),
+            TopicRef::Id(id) => md.topic_by_id(id),
+        };
+        match rec {
+            Some(r) if index >= 0 && (index as usize) < r.partitions.len() => {
+                strata_proto::ErrorCode::NotLeaderOrFollower
+            }
+            _ => strata_proto::ErrorCode::UnknownTopicOrPartition,
+        }
     }
 
     pub fn topics(&self) -> Vec<Arc<TopicState>> {
@@ -909,8 +969,12 @@ impl Broker {
     /// Writes every hosted partition's recovery point and high-water mark to the one
     /// checkpoint file (`crate::checkpoints`), then lets the partitions drop their own
     /// checkpoint files. A failure is logged (the next interval tries again) and
-    /// returned as `false`.
+    /// returned as `false`, as is a call before [`Self::load`] finished (which writes
+    /// nothing: the file still holds the values of the partitions not open yet).
     pub fn checkpoint_partitions(&self) -> bool {
+        if !self.loaded() {
+            return false;
+        }
         let _one = self
             .checkpoint_lock
             .lock()

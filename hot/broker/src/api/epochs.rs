@@ -44,15 +44,13 @@ pub(super) fn handle(
             e.partition = rp.partition;
             e.leader_epoch = -1;
             e.end_offset = -1;
-            let known = state
-                .as_ref()
-                .is_some_and(|s| rp.partition >= 0 && rp.partition < s.partition_count);
             let code = match state.as_ref().and_then(|s| s.partition(rp.partition)) {
                 _ if !allowed => ErrorCode::TopicAuthorizationFailed,
-                None if known => state.as_ref().map_or(ErrorCode::NotLeaderOrFollower, |s| {
-                    s.missing_partition_code(rp.partition)
-                }),
-                None => ErrorCode::UnknownTopicOrPartition,
+                None => broker.missing_partition_code(
+                    state.as_deref(),
+                    crate::broker::TopicRef::Name(t.topic.0.as_str()),
+                    rp.partition,
+                ),
                 Some(p) if !p.is_leader() => ErrorCode::NotLeaderOrFollower,
                 Some(p) => {
                     let epoch = p.leader_epoch();

@@ -226,12 +226,17 @@ async fn fetch_once(
             let (code, plan) = match (p, follower) {
                 _ if topic_denied => (ErrorCode::TopicAuthorizationFailed, Plan::Done),
                 (None, _) => {
-                    let code = match state
-                        .as_ref()
-                        .map(|t| t.missing_partition_code(fp.partition))
-                    {
-                        Some(ErrorCode::UnknownTopicOrPartition) | None => unknown_code,
-                        Some(code) => code,
+                    let named = match ctx.version >= 13 {
+                        true => crate::broker::TopicRef::Id(TopicId(topic.topic_id)),
+                        false => crate::broker::TopicRef::Name(topic.topic.0.as_str()),
+                    };
+                    let code = match broker.missing_partition_code(
+                        state.as_deref(),
+                        named,
+                        fp.partition,
+                    ) {
+                        ErrorCode::UnknownTopicOrPartition => unknown_code,
+                        code => code,
                     };
                     (code, Plan::Done)
                 }

@@ -42,11 +42,11 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                 let p = state.as_ref().and_then(|t| t.partition(lp.partition_index));
                 let result = match p {
                     _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
-                    None => Err(state
-                        .as_ref()
-                        .map_or(ErrorCode::UnknownTopicOrPartition, |t| {
-                            t.missing_partition_code(lp.partition_index)
-                        })),
+                    None => Err(broker.missing_partition_code(
+                        state.as_deref(),
+                        crate::broker::TopicRef::Name(topic.name.0.as_str()),
+                        lp.partition_index,
+                    )),
                     // Offsets come from the leader only, as Kafka answers: a follower's
                     // high-water mark and log end lag the leader's.
                     Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
