@@ -7,7 +7,8 @@
 //! queued behind it on that worker (other connections, other partitions) waited too.
 //! [`may_wait`] runs such work in `tokio::task::block_in_place`: the runtime hands the
 //! worker's queue to another thread first, so only the caller waits. Local reads that
-//! will go to the device (direct mode, below the tail buffer) run the same way.
+//! may go to the device (direct mode below the tail buffer; a sealed segment through
+//! the page cache, which it may have left) run the same way (`Log::read_may_wait`).
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 

@@ -84,17 +84,20 @@ impl Log {
 
     /// Whether a read from `offset` may wait on the device: in direct mode, unless the
     /// active segment's tail buffer holds it (judged by the index position the read
-    /// starts at). A sealed segment's bytes may be in the read cache; this says "may".
+    /// starts at); through the page cache (buffered mode, or O_DIRECT refused), a read of
+    /// a sealed segment (its bytes may have left the page cache, and its index may not
+    /// be loaded yet), not of the active one (just written). A sealed segment's bytes
+    /// may be in the read cache or the page cache; this says "may".
     pub fn read_may_wait(&self, offset: Offset) -> bool {
         let g = self.read_lock();
-        if g.config.io_mode != crate::IoMode::Direct || g.direct_refused {
-            return false;
-        }
         let Some(seg) = g.segment_for(offset) else {
             return false;
         };
         if seg.sealed {
             return true;
+        }
+        if g.config.io_mode != crate::IoMode::Direct || g.direct_refused {
+            return false;
         }
         let pos = seg
             .builder

@@ -292,3 +292,28 @@ fn sealed_spans_read_in_pieces_what_read_range_reads() {
         );
     }
 }
+
+/// Through the page cache, a read of a sealed segment may wait on the device (it may
+/// have left the page cache; its index may not be loaded) and one of the active
+/// segment's newest bytes may not.
+#[test]
+fn buffered_reads_of_sealed_segments_may_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 8000,
+        io_mode: IoMode::Buffered,
+        ..LogConfig::default()
+    };
+    let (log, _) = Log::open(dir.path(), config, Arc::new(ManualClock::new(0))).unwrap();
+    for i in 0..6 {
+        log.append(&mut make_batch(i), 0).unwrap();
+    }
+    let segs = log.segments();
+    assert!(segs.len() >= 2, "{segs:?}");
+    assert!(log.read_may_wait(segs[0].base_offset));
+    assert!(!log.read_may_wait(log.log_end_offset() - 1));
+    assert!(
+        !log.read_may_wait(log.log_end_offset() + 10),
+        "nothing there"
+    );
+}
