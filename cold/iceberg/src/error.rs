@@ -25,6 +25,17 @@ pub enum IcebergError {
         committed: i64,
     },
     #[error(
+        "table {table} holds no data file {location} (as of its current snapshot): reload the \
+         table; another writer may have removed it already"
+    )]
+    NoSuchDataFile { table: String, location: String },
+    #[error("table {table}: not a valid {operation} commit: {reason}")]
+    InvalidCommit {
+        table: String,
+        operation: &'static str,
+        reason: String,
+    },
+    #[error(
         "{location} is not a Strata Parquet file ({reason}): only files written by \
          strata-parquet can be published"
     )]

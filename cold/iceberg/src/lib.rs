@@ -38,9 +38,14 @@ pub mod metadata;
 pub mod schema;
 pub mod spec;
 
-pub use catalog::{FsCatalog, NAME_MAPPING_PROPERTY, Table};
+pub use catalog::{
+    CommitStats, DEFAULT_PREVIOUS_VERSIONS_MAX, DELETE_AFTER_COMMIT_PROPERTY, Expired, FsCatalog,
+    MAX_MANIFESTS, MERGE_AT_ONCE, NAME_MAPPING_PROPERTY, Operation, PREVIOUS_VERSIONS_MAX_PROPERTY,
+    Table,
+};
 pub use datafile::DataFile;
 pub use error::{IcebergError, Result};
+pub use manifest::ManifestEntry;
 pub use metadata::{Snapshot, TableMetadata, summary_keys};
 pub use schema::IcebergSchema;
 pub use spec::PartitionSpec;
