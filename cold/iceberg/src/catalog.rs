@@ -18,8 +18,21 @@
 //! then probes the next versions until one is missing; without a hint it lists the
 //! metadata directory and takes the highest version.
 //!
-//! Each append writes one manifest per partition spec of its files and a manifest list
-//! holding those plus the previous snapshot's manifests, which are never rewritten.
+//! Each commit ([`Table::commit`]) writes one manifest per partition spec of the files it
+//! adds and a manifest list holding those plus the previous snapshot's manifests: carried
+//! as they are, except that a manifest holding a removed file is rewritten (that file
+//! `DELETED`, the others `EXISTING`, older `DELETED` entries dropped), and that past
+//! [`MAX_MANIFESTS`] the smallest manifests of one spec are merged, so a commit reads and
+//! writes a bounded number of manifests however long the table's history.
+//!
+//! [`Table::expire_snapshots`] removes old snapshots in a new version and deletes the
+//! manifest lists and manifests only they referenced; it hands back, without deleting,
+//! the data files no kept snapshot holds. The metadata log keeps
+//! `write.metadata.previous-versions-max` entries, and new tables set
+//! `write.metadata.delete-after-commit.enabled` so older metadata files are deleted.
+//!
+//! Manifests of a commit that lost the race stay behind unreferenced; nothing deletes
+//! them yet (an orphan-file sweep would).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 pub enum IcebergError {
     #[error(
         "another writer committed version {version} of table {table} first: reload the table \
-         (FsCatalog::load_table) and append again on top of its snapshot"
+         (FsCatalog::load_table) and commit again on top of its snapshot"
     )]
     CommitConflict { table: String, version: u64 },
     #[error("table {table} already exists: load it with FsCatalog::load_table")]

@@ -18,10 +18,15 @@
 //! * Statistics ([`datafile`]): from the Parquet footer; bounds on `partition`,
 //!   `offset` and `timestamp` so engines prune by time and offset.
 //! * Manifests and manifest lists ([`manifest`]): Avro with field ids, uncompressed.
-//! * Snapshots ([`metadata`]): one per append, with the standard summary and, per Kafka
-//!   partition, the offsets it added and the offset committed so far
-//!   (`strata.partition.{p}.first-offset`, `.last-offset`, `.committed-offset`), so a
-//!   publisher resumes exactly once from [`Table::last_committed_offsets`].
+//! * Snapshots ([`metadata`]): one per commit ([`Table::commit`]: `append`, `delete`,
+//!   `overwrite` or `replace`), with the standard summary and, per Kafka partition, the
+//!   offsets it added and the offset committed so far
+//!   (`strata.partition.{p}.first-offset`, `.last-offset`, `.committed-offset`), carried
+//!   for every partition through deletes and replaces, so a publisher resumes exactly
+//!   once from [`Table::last_committed_offsets`].
+//! * Lifecycle: removing files rewrites the manifests holding them; manifests are merged
+//!   past [`MAX_MANIFESTS`]; [`Table::expire_snapshots`] drops old snapshots, deletes the
+//!   metadata only they used and returns the data files nothing references any more.
 //!
 //! # Catalog
 //!

@@ -1,8 +1,10 @@
 //! Publishes real strata-parquet files (2 partitions over 2 days, plus one file whose
 //! rows cross midnight) to a table on the local file system in two snapshots, then has
 //! pyiceberg read it back (`python/check_table.py`): every record exactly once, the
-//! schema, and fewer files planned for a one-day time filter. pyiceberg is installed by
-//! scripts/deps; without it this test fails and says so.
+//! schema, and fewer files planned for a one-day time filter. A second table has files
+//! appended, deleted and replaced, then snapshots expired (`python/check_live.py`):
+//! pyiceberg reads exactly the live files, and each kept snapshot by time travel.
+//! pyiceberg is installed by scripts/deps; without it this test fails and says so.
 #![allow(clippy::unwrap_used)]
 
 mod common;
