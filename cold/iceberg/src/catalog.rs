@@ -18,8 +18,21 @@
 //! then probes the next versions until one is missing; without a hint it lists the
 //! metadata directory and takes the highest version.
 //!
-//! Each append writes one manifest per partition spec of its files and a manifest list
-//! holding those plus the previous snapshot's manifests, which are never rewritten.
+//! Each commit ([`Table::commit`]) writes one manifest per partition spec of the files it
+//! adds and a manifest list holding those plus the previous snapshot's manifests: carried
+//! as they are, except that a manifest holding a removed file is rewritten (that file
+//! `DELETED`, the others `EXISTING`, older `DELETED` entries dropped), and that past
+//! [`MAX_MANIFESTS`] the smallest manifests of one spec are merged, so a commit reads and
+//! writes a bounded number of manifests however long the table's history.
+//!
+//! [`Table::expire_snapshots`] removes old snapshots in a new version and deletes the
+//! manifest lists and manifests only they referenced; it hands back, without deleting,
+//! the data files no kept snapshot holds. The metadata log keeps
+//! `write.metadata.previous-versions-max` entries, and new tables set
+//! `write.metadata.delete-after-commit.enabled` so older metadata files are deleted.
+//!
+//! Manifests of a commit that lost the race stay behind unreferenced; nothing deletes
+//! them yet (an orphan-file sweep would).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -36,7 +49,8 @@ use uuid::Uuid;
 use crate::datafile::DataFile;
 use crate::error::{IcebergError, Result};
 use crate::manifest::{
-    FieldSummary, ManifestContext, ManifestFile, read_manifest_list, write_manifest,
+    FieldSummary, ManifestContext, ManifestEntry, ManifestFile, STATUS_ADDED, STATUS_DELETED,
+    STATUS_EXISTING, read_manifest, read_manifest_list, write_manifest_entries,
     write_manifest_list,
 };
 use crate::metadata::{
@@ -48,6 +62,74 @@ use strata_parquet::columns;
 
 /// The table property holding the name mapping.
 pub const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
+
+/// Iceberg's table property: how many earlier metadata files the metadata log keeps.
+pub const PREVIOUS_VERSIONS_MAX_PROPERTY: &str = "write.metadata.previous-versions-max";
+/// Iceberg's default for [`PREVIOUS_VERSIONS_MAX_PROPERTY`].
+pub const DEFAULT_PREVIOUS_VERSIONS_MAX: usize = 100;
+/// Iceberg's table property: delete the metadata files that fall out of the metadata log
+/// after a commit. New tables set it: a topic's table commits often (every publish), and
+/// without it the metadata directory grows by one file per commit forever.
+pub const DELETE_AFTER_COMMIT_PROPERTY: &str = "write.metadata.delete-after-commit.enabled";
+
+/// The most manifests a snapshot lists before a commit merges some. A commit reads the
+/// previous manifest list and, to remove files, its manifests: bounding their number
+/// keeps a commit's cost flat however many commits came before, instead of one more
+/// manifest per append forever. 64 keeps the list small for readers too (they open every
+/// manifest that may match a filter).
+pub const MAX_MANIFESTS: usize = 64;
+/// The fewest manifests merged at once when the list is over [`MAX_MANIFESTS`], so a
+/// table at the bound merges every few commits rather than at every one.
+pub const MERGE_AT_ONCE: usize = 8;
+
+/// What a snapshot does (its summary's `operation`, as the Iceberg spec names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Only adds files, of offsets after the committed ones.
+    Append,
+    /// Only removes files (retention).
+    Delete,
+    /// Removes files and adds others with different rows (e.g. records dropped).
+    Overwrite,
+    /// Removes files and adds others holding the same rows (compaction).
+    Replace,
+}
+
+impl Operation {
+    /// The summary's `operation` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Append => "append",
+            Operation::Delete => "delete",
+            Operation::Overwrite => "overwrite",
+            Operation::Replace => "replace",
+        }
+    }
+}
+
+/// The manifests a commit read and wrote (besides the manifest lists): what merging
+/// keeps bounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    pub manifests_read: usize,
+    pub manifests_written: usize,
+}
+
+/// What [`Table::expire_snapshots`] expired, as absolute locations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// The snapshots removed from the table.
+    pub snapshot_ids: Vec<i64>,
+    /// Their manifest lists, deleted.
+    pub manifest_lists: Vec<String>,
+    /// The manifests no kept snapshot lists, deleted.
+    pub manifests: Vec<String>,
+    /// The data files no kept snapshot holds: not deleted, the caller owns them.
+    pub data_files: Vec<String>,
+    /// Manifest lists and manifests the store did not delete (still unreferenced; delete
+    /// them later).
+    pub not_deleted: Vec<String>,
+}
 
 /// Tables of topics under one root of an object store.
 #[derive(Debug, Clone)]
@@ -110,6 +192,11 @@ impl FsCatalog {
             serde_json::to_string(&schema.name_mapping)?,
         );
         properties.insert("strata.topic".to_string(), topic.to_string());
+        properties.insert(
+            PREVIOUS_VERSIONS_MAX_PROPERTY.to_string(),
+            DEFAULT_PREVIOUS_VERSIONS_MAX.to_string(),
+        );
+        properties.insert(DELETE_AFTER_COMMIT_PROPERTY.to_string(), "true".to_string());
         let metadata = TableMetadata {
             format_version: 2,
             table_uuid: Uuid::new_v4().to_string(),
@@ -142,6 +229,7 @@ impl FsCatalog {
             schema,
             partition_source: p,
             timestamp_source: ts,
+            last_commit: CommitStats::default(),
         };
         match table.put_version(1).await {
             Err(IcebergError::CommitConflict { .. }) => Err(IcebergError::TableExists {
@@ -232,6 +320,7 @@ impl FsCatalog {
             schema,
             partition_source,
             timestamp_source,
+            last_commit: CommitStats::default(),
         })
     }
 
@@ -269,9 +358,16 @@ pub struct Table {
     schema: IcebergSchema,
     partition_source: i32,
     timestamp_source: i32,
+    last_commit: CommitStats,
 }
 
 impl Table {
+    /// The manifests the commit that made this version read and wrote (zero for a loaded
+    /// table).
+    pub fn last_commit_stats(&self) -> CommitStats {
+        self.last_commit
+    }
+
     pub fn metadata(&self) -> &TableMetadata {
         &self.metadata
     }
@@ -329,13 +425,67 @@ impl Table {
         Ok(())
     }
 
-    /// Adds `files` in a new snapshot and commits it as the next metadata version. On
-    /// success `self` is the new version. Files of a partition must come after what the
-    /// table holds of it ([`Self::last_committed_offsets`]) and must not overlap.
+    /// Adds `files` in a new `append` snapshot and commits it as the next metadata
+    /// version: [`Self::commit`] with nothing removed. On success `self` is the new
+    /// version. Files of a partition must come after what the table holds of it
+    /// ([`Self::last_committed_offsets`]) and must not overlap.
     pub async fn append(&mut self, files: Vec<DataFile>) -> Result<Snapshot> {
-        // Offsets: no overlap with the table or with each other.
-        let mut committed = self.last_committed_offsets();
-        let mut ordered: Vec<&DataFile> = files.iter().collect();
+        self.commit(files, &[], Operation::Append).await
+    }
+
+    /// Adds `add` and removes the data files at the locations `remove` in one snapshot,
+    /// committed as the next metadata version; on success `self` is the new version, on
+    /// [`IcebergError::CommitConflict`] reload the table and call again.
+    ///
+    /// `operation` must match the change: [`Operation::Append`] only adds,
+    /// [`Operation::Delete`] only removes, [`Operation::Overwrite`] and
+    /// [`Operation::Replace`] remove and add (`Replace` when the added files hold the
+    /// same rows, e.g. compaction: record counts must match and the files must lie within
+    /// the committed offsets). Added files of offsets after a partition's committed offset
+    /// advance it; every partition's committed offset is carried into the new snapshot,
+    /// whatever the operation, so [`Self::last_committed_offsets`] never goes back.
+    ///
+    /// A manifest holding a removed file is rewritten with it `DELETED` and its other
+    /// files `EXISTING`; the others are carried as they are. When the manifest list would
+    /// exceed [`MAX_MANIFESTS`], the smallest manifests of one spec are merged.
+    pub async fn commit(
+        &mut self,
+        add: Vec<DataFile>,
+        remove: &[String],
+        operation: Operation,
+    ) -> Result<Snapshot> {
+        let invalid = |reason: String| IcebergError::InvalidCommit {
+            table: self.topic.clone(),
+            operation: operation.name(),
+            reason,
+        };
+        let remove: BTreeSet<&str> = remove.iter().map(String::as_str).collect();
+        match operation {
+            Operation::Append if !remove.is_empty() => {
+                return Err(invalid(
+                    "an append removes no files: use Overwrite, Replace or Delete".to_string(),
+                ));
+            }
+            Operation::Delete if !add.is_empty() || remove.is_empty() => {
+                return Err(invalid(
+                    "a delete removes files and adds none: use Overwrite to add".to_string(),
+                ));
+            }
+            Operation::Overwrite | Operation::Replace if remove.is_empty() || add.is_empty() => {
+                return Err(invalid(
+                    "an overwrite or replace both removes and adds files: use Append or \
+                     Delete"
+                        .to_string(),
+                ));
+            }
+            _ => {}
+        }
+
+        // Offsets: new data after the table's and not overlapping; rewritten data (an
+        // overwrite's or a replace's) within what the table has committed.
+        let start = self.last_committed_offsets();
+        let mut committed = start.clone();
+        let mut ordered: Vec<&DataFile> = add.iter().collect();
         ordered.sort_by_key(|f| (f.partition, f.first_offset));
         let mut added: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
         for f in &ordered {
@@ -343,6 +493,22 @@ impl Table {
                 return Err(IcebergError::SchemaMismatch {
                     location: f.location.clone(),
                 });
+            }
+            let rewrite = start.get(&f.partition).is_some_and(|&c| f.last_offset <= c);
+            match operation {
+                Operation::Replace if !rewrite => {
+                    return Err(invalid(format!(
+                        "{} holds offsets {}..={} of partition {}, beyond the committed {:?}: \
+                         a replace only rewrites committed rows",
+                        f.location,
+                        f.first_offset,
+                        f.last_offset,
+                        f.partition,
+                        start.get(&f.partition)
+                    )));
+                }
+                Operation::Replace | Operation::Overwrite if rewrite => continue,
+                _ => {}
             }
             if let Some(&c) = committed.get(&f.partition)
                 && f.first_offset <= c
@@ -361,97 +527,154 @@ impl Table {
             r.1 = f.last_offset;
         }
 
-        let store = &self.catalog.store;
-        let meta_dir = self.catalog.table_dir(&self.topic).join("metadata");
         let parent = self.metadata.current_snapshot().cloned();
-        let sequence_number = self.metadata.last_sequence_number + 1;
-        let snapshot_id = loop {
-            let (hi, _) = Uuid::new_v4().as_u64_pair();
-            let id = i64::try_from(hi >> 1).unwrap_or(1).max(1);
-            if !self.metadata.snapshots.iter().any(|s| s.snapshot_id == id) {
-                break id;
-            }
-        };
-        let commit_uuid = Uuid::new_v4();
+        let mut w = Writing::new(self);
+        let mut stats = CommitStats::default();
 
-        // One manifest per spec.
-        let mut by_spec: BTreeMap<PartitionSpec, Vec<&DataFile>> = BTreeMap::new();
+        // The previous snapshot's manifests; those holding a removed file rewritten.
+        let mut carried = match &parent {
+            Some(parent) => {
+                let bytes = self.read_uri(&parent.manifest_list).await?;
+                read_manifest_list(&bytes, &parent.manifest_list)?
+            }
+            None => Vec::new(),
+        };
+        let mut removed: Vec<DataFile> = Vec::new();
+        if !remove.is_empty() {
+            let mut rewrites: Vec<Option<Vec<ManifestEntry>>> = Vec::new();
+            for m in &carried {
+                let entries =
+                    read_manifest(&self.read_uri(&m.manifest_path).await?, &m.manifest_path)?;
+                stats.manifests_read += 1;
+                if !entries
+                    .iter()
+                    .any(|e| e.is_live() && remove.contains(e.file.location.as_str()))
+                {
+                    rewrites.push(None);
+                    continue;
+                }
+                let mut out = Vec::new();
+                // DELETED entries of earlier snapshots are dropped: that snapshot's own
+                // manifests still record the removal.
+                for mut e in entries.into_iter().filter(ManifestEntry::is_live) {
+                    if remove.contains(e.file.location.as_str()) {
+                        e.status = STATUS_DELETED;
+                        e.snapshot_id = w.snapshot_id;
+                        removed.push(e.file.clone());
+                    } else {
+                        e.status = STATUS_EXISTING;
+                    }
+                    out.push(e);
+                }
+                rewrites.push(Some(out));
+            }
+            let found: BTreeSet<&str> = removed.iter().map(|f| f.location.as_str()).collect();
+            if let Some(missing) = remove.iter().find(|l| !found.contains(*l)) {
+                return Err(IcebergError::NoSuchDataFile {
+                    table: self.topic.clone(),
+                    location: missing.to_string(),
+                });
+            }
+            if operation == Operation::Replace {
+                let rows = |files: &mut dyn Iterator<Item = &DataFile>| -> u64 {
+                    files.map(|f| f.record_count).sum()
+                };
+                let (a, r) = (rows(&mut add.iter()), rows(&mut removed.iter()));
+                if a != r {
+                    return Err(invalid(format!(
+                        "the added files hold {a} records, the removed {r}: a replace keeps \
+                         the rows (use Overwrite to change them)"
+                    )));
+                }
+            }
+            for (m, rewrite) in carried.iter_mut().zip(rewrites) {
+                if let Some(entries) = rewrite {
+                    let spec = spec_of_id(m.partition_spec_id, &m.manifest_path)?;
+                    *m = w.put_manifest(self, &entries, spec).await?;
+                    stats.manifests_written += 1;
+                }
+            }
+        }
+
+        // One new manifest per spec of the added files, listed first.
+        let mut by_spec: BTreeMap<PartitionSpec, Vec<ManifestEntry>> = BTreeMap::new();
         for f in &ordered {
-            by_spec.entry(PartitionSpec::of(f)).or_default().push(f);
+            by_spec
+                .entry(PartitionSpec::of(f))
+                .or_default()
+                .push(ManifestEntry {
+                    status: STATUS_ADDED,
+                    snapshot_id: w.snapshot_id,
+                    sequence_number: w.sequence_number,
+                    file_sequence_number: w.sequence_number,
+                    file: (*f).clone(),
+                });
         }
         let mut manifests = Vec::new();
-        for (i, (spec, files)) in by_spec.iter().enumerate() {
-            let bytes = write_manifest(
-                files,
-                ManifestContext {
-                    schema: &self.schema,
-                    spec: *spec,
-                    partition_source: self.partition_source,
-                    timestamp_source: self.timestamp_source,
-                    snapshot_id,
-                    sequence_number,
-                },
-            )?;
-            let path = meta_dir.clone().join(format!("{commit_uuid}-m{i}.avro"));
-            let length = bytes.len() as i64;
-            store.put(&path, PutPayload::from(bytes)).await?;
-            manifests.push(ManifestFile {
-                manifest_path: self.catalog.uri(&path),
-                manifest_length: length,
-                partition_spec_id: spec.id,
-                sequence_number,
-                min_sequence_number: sequence_number,
-                added_snapshot_id: snapshot_id,
-                added_files_count: i32::try_from(files.len()).unwrap_or(i32::MAX),
-                existing_files_count: 0,
-                deleted_files_count: 0,
-                added_rows_count: files.iter().map(|f| f.record_count as i64).sum(),
-                existing_rows_count: 0,
-                deleted_rows_count: 0,
-                partitions: FieldSummary::of(files, *spec),
-            });
+        for (spec, entries) in &by_spec {
+            manifests.push(w.put_manifest(self, entries, *spec).await?);
+            stats.manifests_written += 1;
         }
-        // The previous snapshot's manifests, as they are.
-        if let Some(parent) = &parent {
-            let bytes = self.read_uri(&parent.manifest_list).await?;
-            manifests.extend(read_manifest_list(&bytes, &parent.manifest_list)?);
+        manifests.extend(carried);
+        if manifests.len() > MAX_MANIFESTS {
+            self.merge_smallest(&mut manifests, &mut w, &mut stats)
+                .await?;
         }
         let list = write_manifest_list(
             &manifests,
-            snapshot_id,
+            w.snapshot_id,
             parent.as_ref().map(|p| p.snapshot_id),
-            sequence_number,
+            w.sequence_number,
         )?;
-        let list_path = meta_dir
+        let list_path = w
+            .meta_dir
             .clone()
-            .join(format!("snap-{snapshot_id}-1-{commit_uuid}.avro"));
-        store.put(&list_path, PutPayload::from(list)).await?;
+            .join(format!("snap-{}-1-{}.avro", w.snapshot_id, w.commit_uuid));
+        self.catalog
+            .store
+            .put(&list_path, PutPayload::from(list))
+            .await?;
 
         // Summary.
-        let added_files = files.len() as u64;
-        let added_records: u64 = files.iter().map(|f| f.record_count).sum();
-        let added_size: u64 = files.iter().map(|f| f.file_size_in_bytes).sum();
-        let changed: BTreeSet<(i32, Option<i32>)> =
-            files.iter().map(|f| (f.partition, f.day)).collect();
+        let added_files = add.len() as u64;
+        let added_records: u64 = add.iter().map(|f| f.record_count).sum();
+        let added_size: u64 = add.iter().map(|f| f.file_size_in_bytes).sum();
+        let deleted_files = removed.len() as u64;
+        let deleted_records: u64 = removed.iter().map(|f| f.record_count).sum();
+        let deleted_size: u64 = removed.iter().map(|f| f.file_size_in_bytes).sum();
+        let changed: BTreeSet<(i32, Option<i32>)> = add
+            .iter()
+            .chain(&removed)
+            .map(|f| (f.partition, f.day))
+            .collect();
         let prev = |key: &str| parent.as_ref().map_or(0, |p| p.count(key));
+        let total =
+            |key: &str, plus: u64, minus: u64| (prev(key) + plus).saturating_sub(minus).to_string();
         let mut summary = BTreeMap::new();
         let mut put = |k: &str, v: String| summary.insert(k.to_string(), v);
-        put("operation", "append".to_string());
-        put("added-data-files", added_files.to_string());
-        put("added-records", added_records.to_string());
-        put("added-files-size", added_size.to_string());
+        put("operation", operation.name().to_string());
+        if !add.is_empty() || operation == Operation::Append {
+            put("added-data-files", added_files.to_string());
+            put("added-records", added_records.to_string());
+            put("added-files-size", added_size.to_string());
+        }
+        if !removed.is_empty() {
+            put("deleted-data-files", deleted_files.to_string());
+            put("deleted-records", deleted_records.to_string());
+            put("removed-files-size", deleted_size.to_string());
+        }
         put("changed-partition-count", changed.len().to_string());
         put(
             "total-data-files",
-            (prev("total-data-files") + added_files).to_string(),
+            total("total-data-files", added_files, deleted_files),
         );
         put(
             "total-records",
-            (prev("total-records") + added_records).to_string(),
+            total("total-records", added_records, deleted_records),
         );
         put(
             "total-files-size",
-            (prev("total-files-size") + added_size).to_string(),
+            total("total-files-size", added_size, deleted_size),
         );
         for k in [
             "total-delete-files",
@@ -469,10 +692,11 @@ impl Table {
         }
 
         let timestamp_ms = now_ms().max(self.metadata.last_updated_ms);
+        let snapshot_id = w.snapshot_id;
         let snapshot = Snapshot {
             snapshot_id,
             parent_snapshot_id: parent.as_ref().map(|p| p.snapshot_id),
-            sequence_number,
+            sequence_number: w.sequence_number,
             timestamp_ms,
             manifest_list: self.catalog.uri(&list_path),
             summary,
@@ -480,11 +704,7 @@ impl Table {
         };
         let mut next = self.clone();
         let m = &mut next.metadata;
-        m.metadata_log.push(MetadataLogEntry {
-            metadata_file: self.metadata_location(),
-            timestamp_ms: self.metadata.last_updated_ms,
-        });
-        m.last_sequence_number = sequence_number;
+        m.last_sequence_number = w.sequence_number;
         m.last_updated_ms = timestamp_ms;
         m.current_snapshot_id = Some(snapshot_id);
         m.snapshots.push(snapshot.clone());
@@ -499,14 +719,229 @@ impl Table {
                 kind: "branch".to_string(),
             },
         );
-        next.version = self.version + 1;
-        next.put_version(next.version).await?;
-        *self = next;
+        next.last_commit = stats;
+        self.commit_next(next).await?;
         Ok(snapshot)
     }
 
-    /// Reads a file of this catalog by its absolute location.
-    async fn read_uri(&self, uri: &str) -> Result<Bytes> {
+    /// Merges the smallest manifests of earlier snapshots under the spec with the most of
+    /// them into one, so the list has at most [`MAX_MANIFESTS`] (at least
+    /// [`MERGE_AT_ONCE`] at a time, so merges are not every commit). Their files become
+    /// `EXISTING`; `DELETED` entries (of earlier snapshots) are dropped.
+    async fn merge_smallest(
+        &self,
+        manifests: &mut Vec<ManifestFile>,
+        w: &mut Writing,
+        stats: &mut CommitStats,
+    ) -> Result<()> {
+        let mut groups: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        for (i, m) in manifests.iter().enumerate() {
+            if m.added_snapshot_id != w.snapshot_id {
+                groups.entry(m.partition_spec_id).or_default().push(i);
+            }
+        }
+        let Some((&spec_id, _)) = groups.iter().max_by_key(|(_, g)| g.len()) else {
+            return Ok(());
+        };
+        let mut group = groups.remove(&spec_id).unwrap_or_default();
+        group.sort_by_key(|&i| (manifests[i].manifest_length, i));
+        let n = (manifests.len() - MAX_MANIFESTS + 1)
+            .max(MERGE_AT_ONCE)
+            .min(group.len());
+        if n < 2 {
+            return Ok(());
+        }
+        let mut chosen: Vec<usize> = group[..n].to_vec();
+        let spec = spec_of_id(spec_id, &manifests[chosen[0]].manifest_path)?;
+        // In list order, so the merged entries keep the order they had.
+        chosen.sort_unstable();
+        let mut entries = Vec::new();
+        for &i in &chosen {
+            let m = &manifests[i];
+            let read = read_manifest(&self.read_uri(&m.manifest_path).await?, &m.manifest_path)?;
+            stats.manifests_read += 1;
+            entries.extend(
+                read.into_iter()
+                    .filter(ManifestEntry::is_live)
+                    .map(|mut e| {
+                        e.status = STATUS_EXISTING;
+                        e
+                    }),
+            );
+        }
+        let merged = w.put_manifest(self, &entries, spec).await?;
+        stats.manifests_written += 1;
+        for &i in chosen.iter().rev() {
+            manifests.remove(i);
+        }
+        manifests.push(merged);
+        Ok(())
+    }
+
+    /// Removes snapshots older than `older_than_ms` beyond the `retain_last` newest (never
+    /// the current one, nor one a ref names) in a new metadata version; on
+    /// [`IcebergError::CommitConflict`] reload and call again. Then deletes the manifest
+    /// lists and manifests only the expired snapshots referenced, and returns them with
+    /// the data files no kept snapshot holds any more (files removed by a delete,
+    /// overwrite or replace whose earlier snapshots expired): those are not deleted, the
+    /// caller owns them. Nothing to expire commits nothing.
+    pub async fn expire_snapshots(
+        &mut self,
+        older_than_ms: i64,
+        retain_last: usize,
+    ) -> Result<Expired> {
+        let mut newest: Vec<&Snapshot> = self.metadata.snapshots.iter().collect();
+        newest.sort_by_key(|s| std::cmp::Reverse((s.sequence_number, s.timestamp_ms)));
+        let referenced: BTreeSet<i64> = self
+            .metadata
+            .refs
+            .values()
+            .map(|r| r.snapshot_id)
+            .chain(self.metadata.current_snapshot_id)
+            .collect();
+        let keep: BTreeSet<i64> = newest
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                *i < retain_last
+                    || s.timestamp_ms >= older_than_ms
+                    || referenced.contains(&s.snapshot_id)
+            })
+            .map(|(_, s)| s.snapshot_id)
+            .collect();
+        let (kept, expired): (Vec<Snapshot>, Vec<Snapshot>) = self
+            .metadata
+            .snapshots
+            .iter()
+            .cloned()
+            .partition(|s| keep.contains(&s.snapshot_id));
+        if expired.is_empty() {
+            return Ok(Expired::default());
+        }
+
+        // What the kept snapshots reach; a kept snapshot's files must all be readable.
+        let mut kept_manifests = BTreeSet::new();
+        for s in &kept {
+            let bytes = self.read_uri(&s.manifest_list).await?;
+            for m in read_manifest_list(&bytes, &s.manifest_list)? {
+                kept_manifests.insert(m.manifest_path);
+            }
+        }
+        let mut gone_manifests = BTreeSet::new();
+        for s in &expired {
+            // A list already gone (an earlier expiry stopped midway) has nothing to add.
+            let bytes = match self.read_uri(&s.manifest_list).await {
+                Ok(b) => b,
+                Err(IcebergError::Store(object_store::Error::NotFound { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            for m in read_manifest_list(&bytes, &s.manifest_list)? {
+                if !kept_manifests.contains(&m.manifest_path) {
+                    gone_manifests.insert(m.manifest_path);
+                }
+            }
+        }
+        let mut kept_files = BTreeSet::new();
+        for m in &kept_manifests {
+            for e in read_manifest(&self.read_uri(m).await?, m)? {
+                if e.is_live() {
+                    kept_files.insert(e.file.location);
+                }
+            }
+        }
+        let mut data_files = BTreeSet::new();
+        for m in &gone_manifests {
+            let bytes = match self.read_uri(m).await {
+                Ok(b) => b,
+                Err(IcebergError::Store(object_store::Error::NotFound { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            for e in read_manifest(&bytes, m)? {
+                if e.is_live() && !kept_files.contains(&e.file.location) {
+                    data_files.insert(e.file.location);
+                }
+            }
+        }
+
+        let mut next = self.clone();
+        let m = &mut next.metadata;
+        m.snapshots = kept;
+        // As Iceberg does: history before an expired snapshot's entry is dropped with it,
+        // so what remains is a true history of the current state.
+        let mut log = Vec::new();
+        for e in &m.snapshot_log {
+            if keep.contains(&e.snapshot_id) {
+                log.push(e.clone());
+            } else {
+                log.clear();
+            }
+        }
+        m.snapshot_log = log;
+        m.last_updated_ms = now_ms().max(m.last_updated_ms);
+        next.last_commit = CommitStats::default();
+        self.commit_next(next).await?;
+
+        let mut out = Expired {
+            snapshot_ids: expired.iter().map(|s| s.snapshot_id).collect(),
+            manifest_lists: expired.iter().map(|s| s.manifest_list.clone()).collect(),
+            manifests: gone_manifests.into_iter().collect(),
+            data_files: data_files.into_iter().collect(),
+            not_deleted: Vec::new(),
+        };
+        for uri in out.manifest_lists.iter().chain(&out.manifests) {
+            if !self.delete_uri(uri).await {
+                out.not_deleted.push(uri.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits `next` as the next version: the current metadata file goes into the
+    /// metadata log, which keeps [`PREVIOUS_VERSIONS_MAX_PROPERTY`] entries; with
+    /// [`DELETE_AFTER_COMMIT_PROPERTY`] the files that fell out are deleted after the
+    /// commit (best effort: a file left behind is only unreferenced).
+    async fn commit_next(&mut self, mut next: Table) -> Result<()> {
+        let m = &mut next.metadata;
+        m.metadata_log.push(MetadataLogEntry {
+            metadata_file: self.metadata_location(),
+            timestamp_ms: self.metadata.last_updated_ms,
+        });
+        let max = m
+            .properties
+            .get(PREVIOUS_VERSIONS_MAX_PROPERTY)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(DEFAULT_PREVIOUS_VERSIONS_MAX)
+            .max(1);
+        let excess = m.metadata_log.len().saturating_sub(max);
+        let dropped: Vec<MetadataLogEntry> = m.metadata_log.drain(..excess).collect();
+        let delete = m
+            .properties
+            .get(DELETE_AFTER_COMMIT_PROPERTY)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        next.version = self.version + 1;
+        next.put_version(next.version).await?;
+        *self = next;
+        if delete {
+            for d in dropped {
+                self.delete_uri(&d.metadata_file).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a file of this catalog by its absolute location; whether it is gone.
+    async fn delete_uri(&self, uri: &str) -> bool {
+        let Ok(path) = self.path_of(uri) else {
+            return false;
+        };
+        match self.catalog.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The path in the store of an absolute location of this catalog.
+    fn path_of(&self, uri: &str) -> Result<Path> {
         let prefix = format!("{}/", self.catalog.store_uri);
         let rel = uri
             .strip_prefix(&prefix)
@@ -517,11 +952,121 @@ impl Table {
                     self.catalog.store_uri
                 ),
             })?;
-        let path = Path::parse(rel).map_err(|e| IcebergError::CorruptMetadata {
+        Path::parse(rel).map_err(|e| IcebergError::CorruptMetadata {
             location: self.metadata_location(),
             reason: e.to_string(),
-        })?;
+        })
+    }
+
+    /// Reads a file of this catalog by its absolute location.
+    async fn read_uri(&self, uri: &str) -> Result<Bytes> {
+        let path = self.path_of(uri)?;
         Ok(self.catalog.store.get(&path).await?.bytes().await?)
+    }
+}
+
+/// The partition spec of a manifest's `partition_spec_id`.
+fn spec_of_id(id: i32, manifest: &str) -> Result<PartitionSpec> {
+    [PartitionSpec::DEFAULT, PartitionSpec::partition_only()]
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| IcebergError::CorruptMetadata {
+            location: manifest.to_string(),
+            reason: format!("unknown partition spec {id}"),
+        })
+}
+
+/// The new snapshot's identity while its files are written.
+struct Writing {
+    snapshot_id: i64,
+    sequence_number: i64,
+    commit_uuid: Uuid,
+    meta_dir: Path,
+    /// Manifests written so far (their file names' `m{i}`).
+    written: usize,
+}
+
+impl Writing {
+    fn new(table: &Table) -> Writing {
+        let snapshot_id = loop {
+            let (hi, _) = Uuid::new_v4().as_u64_pair();
+            let id = i64::try_from(hi >> 1).unwrap_or(1).max(1);
+            if !table.metadata.snapshots.iter().any(|s| s.snapshot_id == id) {
+                break id;
+            }
+        };
+        Writing {
+            snapshot_id,
+            sequence_number: table.metadata.last_sequence_number + 1,
+            commit_uuid: Uuid::new_v4(),
+            meta_dir: table.catalog.table_dir(&table.topic).join("metadata"),
+            written: 0,
+        }
+    }
+
+    /// Writes a manifest of `entries` under `spec` as this snapshot's, and describes it
+    /// for the manifest list.
+    async fn put_manifest(
+        &mut self,
+        table: &Table,
+        entries: &[ManifestEntry],
+        spec: PartitionSpec,
+    ) -> Result<ManifestFile> {
+        let bytes = write_manifest_entries(
+            entries,
+            ManifestContext {
+                schema: &table.schema,
+                spec,
+                partition_source: table.partition_source,
+                timestamp_source: table.timestamp_source,
+                snapshot_id: self.snapshot_id,
+                sequence_number: self.sequence_number,
+            },
+        )?;
+        let path = self
+            .meta_dir
+            .clone()
+            .join(format!("{}-m{}.avro", self.commit_uuid, self.written));
+        self.written += 1;
+        let length = bytes.len() as i64;
+        table
+            .catalog
+            .store
+            .put(&path, PutPayload::from(bytes))
+            .await?;
+        let count = |status: i32| {
+            let of = entries.iter().filter(|e| e.status == status);
+            (
+                i32::try_from(of.clone().count()).unwrap_or(i32::MAX),
+                of.map(|e| i64::try_from(e.file.record_count).unwrap_or(i64::MAX))
+                    .sum::<i64>(),
+            )
+        };
+        let (added_files_count, added_rows_count) = count(STATUS_ADDED);
+        let (existing_files_count, existing_rows_count) = count(STATUS_EXISTING);
+        let (deleted_files_count, deleted_rows_count) = count(STATUS_DELETED);
+        let files: Vec<&DataFile> = entries.iter().map(|e| &e.file).collect();
+        Ok(ManifestFile {
+            manifest_path: table.catalog.uri(&path),
+            manifest_length: length,
+            partition_spec_id: spec.id,
+            sequence_number: self.sequence_number,
+            // The spec: the least data sequence number of the live files.
+            min_sequence_number: entries
+                .iter()
+                .filter(|e| e.is_live())
+                .map(|e| e.sequence_number)
+                .min()
+                .unwrap_or(self.sequence_number),
+            added_snapshot_id: self.snapshot_id,
+            added_files_count,
+            existing_files_count,
+            deleted_files_count,
+            added_rows_count,
+            existing_rows_count,
+            deleted_rows_count,
+            partitions: FieldSummary::of(&files, spec),
+        })
     }
 }
 
@@ -705,5 +1250,451 @@ mod tests {
             loaded.metadata_location(),
             "memory:///root/iceberg/t/metadata/v3.metadata.json"
         );
+    }
+
+    /// Every entry of every manifest of `s`, with the manifest it is in.
+    async fn entries(t: &Table, s: &Snapshot) -> Vec<(ManifestFile, ManifestEntry)> {
+        let list = read_manifest_list(&t.read_uri(&s.manifest_list).await.unwrap(), "l").unwrap();
+        let mut out = Vec::new();
+        for m in list {
+            let bytes = t.read_uri(&m.manifest_path).await.unwrap();
+            for e in read_manifest(&bytes, &m.manifest_path).unwrap() {
+                out.push((m.clone(), e));
+            }
+        }
+        out
+    }
+
+    /// The locations of the live files of the current snapshot.
+    async fn live(t: &Table) -> BTreeSet<String> {
+        let s = t.metadata().current_snapshot().unwrap().clone();
+        entries(t, &s)
+            .await
+            .into_iter()
+            .filter(|(_, e)| e.is_live())
+            .map(|(_, e)| e.file.location)
+            .collect()
+    }
+
+    async fn exists(c: &FsCatalog, uri: &str) -> bool {
+        let rel = uri.strip_prefix("memory:///").unwrap();
+        c.store.head(&Path::from(rel)).await.is_ok()
+    }
+
+    fn loc(f: &DataFile) -> String {
+        f.location.clone()
+    }
+
+    #[tokio::test]
+    async fn a_delete_rewrites_the_manifest_and_keeps_every_committed_offset() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let (a, b, p1) = (
+            file(0, Some(1), 0, 9),
+            file(0, Some(1), 10, 19),
+            file(1, Some(1), 0, 4),
+        );
+        let s1 = t.append(vec![a.clone(), b.clone()]).await.unwrap();
+        let s2 = t.append(vec![p1.clone()]).await.unwrap();
+        let s3 = t
+            .commit(vec![], &[loc(&b)], Operation::Delete)
+            .await
+            .unwrap();
+        assert_eq!(s3.summary["operation"], "delete");
+        assert_eq!(s3.summary["deleted-data-files"], "1");
+        assert_eq!(s3.summary["deleted-records"], "10");
+        assert_eq!(s3.summary["total-data-files"], "2");
+        assert_eq!(s3.summary["total-records"], "15");
+        assert!(!s3.summary.contains_key("added-data-files"));
+        assert!(!s3.summary.contains_key(&summary_keys::first_offset(0)));
+        // The delete does not make the table forget where either partition is.
+        assert_eq!(s3.committed_offsets(), BTreeMap::from([(0, 19), (1, 4)]));
+        assert_eq!(
+            c.load_table("t").await.unwrap().last_committed_offsets(),
+            BTreeMap::from([(0, 19), (1, 4)])
+        );
+        assert_eq!(live(&t).await, BTreeSet::from([loc(&a), loc(&p1)]));
+        assert_eq!(
+            t.last_commit_stats(),
+            CommitStats {
+                manifests_read: 2,
+                manifests_written: 1
+            }
+        );
+
+        let got = entries(&t, &s3).await;
+        let of = |f: &DataFile| {
+            got.iter()
+                .find(|(_, e)| e.file.location == f.location)
+                .unwrap()
+        };
+        // a: EXISTING, still with the snapshot and sequence number that added it.
+        let (m, ea) = of(&a);
+        assert_eq!(
+            (
+                ea.status,
+                ea.snapshot_id,
+                ea.sequence_number,
+                ea.file_sequence_number
+            ),
+            (STATUS_EXISTING, s1.snapshot_id, 1, 1)
+        );
+        // b: DELETED by the delete snapshot, its data sequence number kept.
+        let (mb, eb) = of(&b);
+        assert_eq!(
+            (eb.status, eb.snapshot_id, eb.sequence_number),
+            (STATUS_DELETED, s3.snapshot_id, 1)
+        );
+        assert_eq!(m, mb, "one rewritten manifest");
+        assert_eq!(
+            (
+                m.added_snapshot_id,
+                m.sequence_number,
+                m.min_sequence_number,
+                m.added_files_count,
+                m.existing_files_count,
+                m.deleted_files_count,
+                m.existing_rows_count,
+                m.deleted_rows_count
+            ),
+            (s3.snapshot_id, 3, 1, 0, 1, 1, 10, 10)
+        );
+        // Partition 1's manifest is carried as it was.
+        let (m1, e1) = of(&p1);
+        assert_eq!(
+            (m1.added_snapshot_id, e1.status),
+            (s2.snapshot_id, STATUS_ADDED)
+        );
+
+        // Removing what the table does not hold (any more) is an error naming it.
+        for missing in [loc(&b), "file:///nowhere.parquet".to_string()] {
+            let e = t
+                .commit(vec![], &[loc(&a), missing.clone()], Operation::Delete)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&e, IcebergError::NoSuchDataFile { location, .. } if *location == missing),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&missing), "{e}");
+        }
+        assert_eq!(t.version(), 4);
+
+        // The next rewrite drops b's DELETED entry from the earlier snapshot.
+        let s4 = t
+            .commit(vec![], &[loc(&a)], Operation::Delete)
+            .await
+            .unwrap();
+        let got = entries(&t, &s4).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|(_, e)| e.file.location != b.location));
+        assert_eq!(s4.summary["total-data-files"], "1");
+        assert_eq!(s4.committed_offsets(), BTreeMap::from([(0, 19), (1, 4)]));
+        // Appends resume after the committed offset, not after what is left.
+        assert!(matches!(
+            t.append(vec![file(0, Some(1), 15, 25)]).await,
+            Err(IcebergError::OffsetsAlreadyCommitted { committed: 19, .. })
+        ));
+        t.append(vec![file(0, Some(1), 20, 25)]).await.unwrap();
+        assert_eq!(
+            t.last_committed_offsets(),
+            BTreeMap::from([(0, 25), (1, 4)])
+        );
+    }
+
+    #[tokio::test]
+    async fn replace_keeps_offsets_and_overwrite_advances_only_for_new_ones() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let (a, b, p1) = (
+            file(0, Some(1), 0, 9),
+            file(0, Some(1), 10, 19),
+            file(1, None, 0, 4),
+        );
+        t.append(vec![a.clone()]).await.unwrap();
+        t.append(vec![b.clone(), p1.clone()]).await.unwrap();
+        let ab = file(0, Some(1), 0, 19);
+        // Operations must match what the commit does.
+        for (add, remove, op) in [
+            (vec![ab.clone()], vec![loc(&a)], Operation::Append),
+            (vec![ab.clone()], vec![loc(&a)], Operation::Delete),
+            (vec![], vec![], Operation::Delete),
+            (vec![ab.clone()], vec![], Operation::Replace),
+            (vec![], vec![loc(&a)], Operation::Overwrite),
+            // Not the same rows.
+            (vec![ab.clone()], vec![loc(&a)], Operation::Replace),
+            // Offsets beyond the committed ones are not a rewrite.
+            (
+                vec![file(0, Some(1), 0, 29)],
+                vec![loc(&a), loc(&b)],
+                Operation::Replace,
+            ),
+        ] {
+            let e = t.commit(add, &remove, op).await.unwrap_err();
+            assert!(
+                matches!(e, IcebergError::InvalidCommit { .. }),
+                "{op:?}: {e}"
+            );
+        }
+        assert_eq!(t.version(), 3);
+
+        let s = t
+            .commit(vec![ab.clone()], &[loc(&a), loc(&b)], Operation::Replace)
+            .await
+            .unwrap();
+        assert_eq!(s.summary["operation"], "replace");
+        assert_eq!(s.summary["added-data-files"], "1");
+        assert_eq!(s.summary["deleted-data-files"], "2");
+        assert_eq!(s.summary["total-data-files"], "2");
+        assert_eq!(s.summary["total-records"], "25");
+        assert!(!s.summary.contains_key(&summary_keys::first_offset(0)));
+        assert_eq!(
+            t.last_committed_offsets(),
+            BTreeMap::from([(0, 19), (1, 4)])
+        );
+        assert_eq!(live(&t).await, BTreeSet::from([loc(&ab), loc(&p1)]));
+        let got = entries(&t, &s).await;
+        let added: Vec<_> = got
+            .iter()
+            .filter(|(_, e)| e.status == STATUS_ADDED && e.snapshot_id == s.snapshot_id)
+            .collect();
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0].1.file.location, ab.location);
+        assert_eq!(added[0].1.sequence_number, 3);
+        assert_eq!(
+            got.iter()
+                .filter(|(_, e)| e.status == STATUS_DELETED)
+                .count(),
+            2
+        );
+
+        // An overwrite: ab's rows rewritten (fewer), and new offsets of partition 0.
+        let fewer = file(0, Some(1), 0, 14);
+        let new = file(0, Some(2), 20, 25);
+        let s = t
+            .commit(
+                vec![fewer.clone(), new.clone()],
+                &[loc(&ab)],
+                Operation::Overwrite,
+            )
+            .await
+            .unwrap();
+        assert_eq!(s.summary["operation"], "overwrite");
+        assert_eq!(s.summary[&summary_keys::first_offset(0)], "20");
+        assert_eq!(s.summary[&summary_keys::last_offset(0)], "25");
+        assert_eq!(s.summary["total-records"], "26");
+        assert_eq!(
+            t.last_committed_offsets(),
+            BTreeMap::from([(0, 25), (1, 4)])
+        );
+        assert_eq!(
+            live(&t).await,
+            BTreeSet::from([loc(&fewer), loc(&new), loc(&p1)])
+        );
+        // A file straddling the committed offset is neither.
+        assert!(matches!(
+            t.commit(
+                vec![file(0, Some(2), 20, 30)],
+                &[loc(&new)],
+                Operation::Overwrite
+            )
+            .await,
+            Err(IcebergError::OffsetsAlreadyCommitted { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn manifests_stay_bounded_over_many_commits() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let mut all = BTreeSet::new();
+        let mut most = CommitStats::default();
+        for i in 0..300i64 {
+            // Two partitions, a file across midnight now and then (the other spec).
+            let p = (i % 2) as i32;
+            let day = (i % 7 != 0).then_some(1);
+            let f = file(p, day, i * 10, i * 10 + 9);
+            all.insert(loc(&f));
+            t.append(vec![f]).await.unwrap();
+            let s = t.metadata().current_snapshot().unwrap().clone();
+            let list =
+                read_manifest_list(&t.read_uri(&s.manifest_list).await.unwrap(), "l").unwrap();
+            assert!(list.len() <= MAX_MANIFESTS, "commit {i}: {}", list.len());
+            let st = t.last_commit_stats();
+            most.manifests_read = most.manifests_read.max(st.manifests_read);
+            most.manifests_written = most.manifests_written.max(st.manifests_written);
+        }
+        // Per commit: its own manifest, and at most one merge.
+        assert_eq!(
+            most,
+            CommitStats {
+                manifests_read: MERGE_AT_ONCE,
+                manifests_written: 2
+            }
+        );
+        assert_eq!(live(&t).await, all);
+        let s = t.metadata().current_snapshot().unwrap().clone();
+        let got = entries(&t, &s).await;
+        assert_eq!(got.len(), 300, "each file once");
+        // Merged manifests keep one spec each, and each file's own sequence number.
+        for (m, e) in &got {
+            assert_eq!(m.partition_spec_id, PartitionSpec::of(&e.file).id);
+            let i = e.file.first_offset / 10;
+            assert_eq!(e.sequence_number, i + 1);
+        }
+        assert_eq!(s.summary["total-data-files"], "300");
+        // The metadata log stays at its default bound; older metadata files are gone.
+        assert_eq!(
+            t.metadata().metadata_log.len(),
+            DEFAULT_PREVIOUS_VERSIONS_MAX
+        );
+        assert!(!exists(&c, "memory:///root/iceberg/t/metadata/v200.metadata.json").await);
+        assert!(exists(&c, &t.metadata().metadata_log[0].metadata_file).await);
+        let reloaded = c.load_table("t").await.unwrap();
+        assert_eq!(reloaded.version(), 301);
+    }
+
+    #[tokio::test]
+    async fn metadata_log_keeps_previous_versions_max() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        assert_eq!(
+            t.metadata().properties[DELETE_AFTER_COMMIT_PROPERTY],
+            "true"
+        );
+        assert_eq!(
+            t.metadata().properties[PREVIOUS_VERSIONS_MAX_PROPERTY],
+            "100"
+        );
+        t.metadata
+            .properties
+            .insert(PREVIOUS_VERSIONS_MAX_PROPERTY.to_string(), "3".to_string());
+        for i in 0..6 {
+            t.append(vec![file(0, Some(1), i * 10, i * 10 + 9)])
+                .await
+                .unwrap();
+        }
+        assert_eq!(t.version(), 7);
+        let log: Vec<&str> = t
+            .metadata()
+            .metadata_log
+            .iter()
+            .map(|e| e.metadata_file.as_str())
+            .collect();
+        let v = |n: u64| format!("memory:///root/iceberg/t/metadata/v{n}.metadata.json");
+        assert_eq!(log, [v(4), v(5), v(6)]);
+        for n in 1..=3 {
+            assert!(!exists(&c, &v(n)).await, "v{n} deleted");
+        }
+        for n in 4..=7 {
+            assert!(exists(&c, &v(n)).await, "v{n} kept");
+        }
+        // Without delete-after-commit the files stay (Iceberg's default).
+        t.metadata.properties.insert(
+            DELETE_AFTER_COMMIT_PROPERTY.to_string(),
+            "false".to_string(),
+        );
+        t.append(vec![file(0, Some(1), 100, 109)]).await.unwrap();
+        assert!(exists(&c, &v(4)).await);
+        assert_eq!(t.metadata().metadata_log.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn expiry_drops_old_snapshots_and_returns_what_they_alone_held() {
+        let c = catalog();
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let (a, b, x) = (
+            file(0, Some(1), 0, 9),
+            file(1, Some(1), 0, 9),
+            file(0, Some(1), 10, 19),
+        );
+        let s1 = t.append(vec![a.clone()]).await.unwrap();
+        let s2 = t.append(vec![b.clone()]).await.unwrap();
+        let s3 = t
+            .commit(vec![], &[loc(&a)], Operation::Delete)
+            .await
+            .unwrap();
+        let s4 = t.append(vec![x.clone()]).await.unwrap();
+        let m1 = read_manifest_list(&t.read_uri(&s1.manifest_list).await.unwrap(), "l").unwrap();
+        let stale = c.load_table("t").await.unwrap();
+
+        // Nothing is old enough: nothing happens.
+        let version = t.version();
+        assert_eq!(t.expire_snapshots(0, 1).await.unwrap(), Expired::default());
+        assert_eq!(t.version(), version);
+
+        // All old enough, keep the newest two (s3, s4).
+        let e = t.expire_snapshots(i64::MAX, 2).await.unwrap();
+        assert_eq!(e.snapshot_ids, [s1.snapshot_id, s2.snapshot_id]);
+        assert_eq!(
+            e.manifest_lists,
+            [s1.manifest_list.clone(), s2.manifest_list.clone()]
+        );
+        // s1's manifest (only a) was rewritten by the delete; s2's is still listed.
+        assert_eq!(e.manifests, [m1[0].manifest_path.clone()]);
+        assert_eq!(e.data_files, [loc(&a)], "a is in no kept snapshot");
+        assert!(e.not_deleted.is_empty());
+        for uri in e.manifest_lists.iter().chain(&e.manifests) {
+            assert!(!exists(&c, uri).await, "{uri} deleted");
+        }
+        let loaded = c.load_table("t").await.unwrap();
+        let ids: Vec<i64> = loaded
+            .metadata()
+            .snapshots
+            .iter()
+            .map(|s| s.snapshot_id)
+            .collect();
+        assert_eq!(ids, [s3.snapshot_id, s4.snapshot_id]);
+        let log: Vec<i64> = loaded
+            .metadata()
+            .snapshot_log
+            .iter()
+            .map(|s| s.snapshot_id)
+            .collect();
+        assert_eq!(log, [s3.snapshot_id, s4.snapshot_id]);
+        assert_eq!(loaded.metadata().current_snapshot_id, Some(s4.snapshot_id));
+        assert_eq!(live(&loaded).await, BTreeSet::from([loc(&b), loc(&x)]));
+        assert_eq!(
+            loaded.last_committed_offsets(),
+            BTreeMap::from([(0, 19), (1, 9)])
+        );
+        // Every kept snapshot still reads.
+        for s in &loaded.metadata().snapshots {
+            entries(&loaded, s).await;
+        }
+
+        // A writer that loaded before the expiry loses the race, deleting nothing.
+        let mut stale = stale;
+        let s4_list = s4.manifest_list.clone();
+        assert!(matches!(
+            stale.expire_snapshots(i64::MAX, 1).await,
+            Err(IcebergError::CommitConflict { .. })
+        ));
+        assert!(exists(&c, &s4_list).await);
+        assert!(exists(&c, &s3.manifest_list).await);
+
+        // Never the current snapshot, even with retain_last 0.
+        let e = t.expire_snapshots(i64::MAX, 0).await.unwrap();
+        assert_eq!(e.snapshot_ids, [s3.snapshot_id]);
+        // The delete that removed a is gone too, but a was already handed back.
+        assert!(e.data_files.is_empty(), "{e:?}");
+        assert_eq!(t.metadata().snapshots.len(), 1);
+        assert_eq!(live(&t).await, BTreeSet::from([loc(&b), loc(&x)]));
+        t.append(vec![file(0, Some(1), 20, 29)]).await.unwrap();
     }
 }

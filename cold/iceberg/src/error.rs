@@ -6,7 +6,7 @@
 pub enum IcebergError {
     #[error(
         "another writer committed version {version} of table {table} first: reload the table \
-         (FsCatalog::load_table) and append again on top of its snapshot"
+         (FsCatalog::load_table) and commit again on top of its snapshot"
     )]
     CommitConflict { table: String, version: u64 },
     #[error("table {table} already exists: load it with FsCatalog::load_table")]
@@ -23,6 +23,17 @@ pub enum IcebergError {
         first: i64,
         last: i64,
         committed: i64,
+    },
+    #[error(
+        "table {table} holds no data file {location} (as of its current snapshot): reload the \
+         table; another writer may have removed it already"
+    )]
+    NoSuchDataFile { table: String, location: String },
+    #[error("table {table}: not a valid {operation} commit: {reason}")]
+    InvalidCommit {
+        table: String,
+        operation: &'static str,
+        reason: String,
     },
     #[error(
         "{location} is not a Strata Parquet file ({reason}): only files written by \

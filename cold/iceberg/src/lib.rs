@@ -18,10 +18,15 @@
 //! * Statistics ([`datafile`]): from the Parquet footer; bounds on `partition`,
 //!   `offset` and `timestamp` so engines prune by time and offset.
 //! * Manifests and manifest lists ([`manifest`]): Avro with field ids, uncompressed.
-//! * Snapshots ([`metadata`]): one per append, with the standard summary and, per Kafka
-//!   partition, the offsets it added and the offset committed so far
-//!   (`strata.partition.{p}.first-offset`, `.last-offset`, `.committed-offset`), so a
-//!   publisher resumes exactly once from [`Table::last_committed_offsets`].
+//! * Snapshots ([`metadata`]): one per commit ([`Table::commit`]: `append`, `delete`,
+//!   `overwrite` or `replace`), with the standard summary and, per Kafka partition, the
+//!   offsets it added and the offset committed so far
+//!   (`strata.partition.{p}.first-offset`, `.last-offset`, `.committed-offset`), carried
+//!   for every partition through deletes and replaces, so a publisher resumes exactly
+//!   once from [`Table::last_committed_offsets`].
+//! * Lifecycle: removing files rewrites the manifests holding them; manifests are merged
+//!   past [`MAX_MANIFESTS`]; [`Table::expire_snapshots`] drops old snapshots, deletes the
+//!   metadata only they used and returns the data files nothing references any more.
 //!
 //! # Catalog
 //!
@@ -38,9 +43,14 @@ pub mod metadata;
 pub mod schema;
 pub mod spec;
 
-pub use catalog::{FsCatalog, NAME_MAPPING_PROPERTY, Table};
+pub use catalog::{
+    CommitStats, DEFAULT_PREVIOUS_VERSIONS_MAX, DELETE_AFTER_COMMIT_PROPERTY, Expired, FsCatalog,
+    MAX_MANIFESTS, MERGE_AT_ONCE, NAME_MAPPING_PROPERTY, Operation, PREVIOUS_VERSIONS_MAX_PROPERTY,
+    Table,
+};
 pub use datafile::DataFile;
 pub use error::{IcebergError, Result};
+pub use manifest::ManifestEntry;
 pub use metadata::{Snapshot, TableMetadata, summary_keys};
 pub use schema::IcebergSchema;
 pub use spec::PartitionSpec;

@@ -10,8 +10,12 @@
 //! `partition-spec`, `partition-spec-id`, `format-version` and `content`. A manifest list
 //! carries `snapshot-id`, `parent-snapshot-id`, `sequence-number` and `format-version`.
 //!
-//! Entries are written `ADDED` with their sequence numbers set (the commit knows them),
-//! so nothing depends on a reader's inheritance rules.
+//! Entries carry their sequence numbers explicitly (the commit knows them), so nothing
+//! depends on a reader's inheritance rules. A new file is written `ADDED`; when a commit
+//! rewrites a manifest (to remove a file, or to merge small manifests) the files it keeps
+//! become `EXISTING` with the snapshot id and sequence numbers they were added with, and
+//! a removed file stays in the rewritten manifest as `DELETED` by the removing snapshot,
+//! so readers of that snapshot's changes see it go ([`read_manifest`] reads them back).
 
 use apache_avro::types::Value as Avro;
 use apache_avro::{Reader, Schema, Writer};
@@ -23,8 +27,40 @@ use crate::error::{IcebergError, Result};
 use crate::schema::IcebergSchema;
 use crate::spec::{DAY_FIELD_ID, PARTITION_FIELD_ID, PartitionSpec};
 
-/// Manifest entry status `ADDED`.
+/// Manifest entry status `EXISTING`: a live file added by an earlier snapshot, carried
+/// into a rewritten manifest.
+pub const STATUS_EXISTING: i32 = 0;
+/// Manifest entry status `ADDED`: a live file added by the entry's snapshot.
 pub const STATUS_ADDED: i32 = 1;
+/// Manifest entry status `DELETED`: the file was removed by the entry's snapshot; it is
+/// not part of the table from that snapshot on.
+pub const STATUS_DELETED: i32 = 2;
+
+/// One entry of a manifest: a data file and what happened to it in which snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestEntry {
+    /// [`STATUS_EXISTING`], [`STATUS_ADDED`] or [`STATUS_DELETED`].
+    pub status: i32,
+    /// The snapshot that added the file (`ADDED`, `EXISTING`) or removed it (`DELETED`).
+    pub snapshot_id: i64,
+    /// The data sequence number: the sequence number of the snapshot that added the
+    /// file, kept through rewrites (delete files would be ordered against it).
+    pub sequence_number: i64,
+    /// The sequence number of the snapshot that added the file, also kept.
+    pub file_sequence_number: i64,
+    /// The data file. Read back from a manifest, `first_offset`/`last_offset` are the
+    /// `offset` column's bounds (a manifest has no room for Strata's offset range, which
+    /// may be wider) and `schema` is the manifest's `schema` without a name mapping
+    /// (that is a table property); neither is written into a manifest.
+    pub file: DataFile,
+}
+
+impl ManifestEntry {
+    /// Whether the file is in the table as of the entry's manifest (`ADDED`/`EXISTING`).
+    pub fn is_live(&self) -> bool {
+        self.status != STATUS_DELETED
+    }
+}
 
 fn optional(ty: Value) -> Value {
     json!(["null", ty])
@@ -154,6 +190,49 @@ pub struct ManifestContext<'a> {
 
 /// A manifest of `files`, all added by this snapshot under `cx.spec`.
 pub fn write_manifest(files: &[&DataFile], cx: ManifestContext<'_>) -> Result<Vec<u8>> {
+    write_entries(
+        files.iter().map(|f| EntryRef {
+            status: STATUS_ADDED,
+            snapshot_id: cx.snapshot_id,
+            sequence_number: cx.sequence_number,
+            file_sequence_number: cx.sequence_number,
+            file: f,
+        }),
+        cx,
+    )
+}
+
+/// A manifest of `entries` as they are (statuses, snapshot ids and sequence numbers), for
+/// a commit that rewrites manifests; `cx.snapshot_id` and `cx.sequence_number` are not
+/// used.
+pub fn write_manifest_entries(
+    entries: &[ManifestEntry],
+    cx: ManifestContext<'_>,
+) -> Result<Vec<u8>> {
+    write_entries(
+        entries.iter().map(|e| EntryRef {
+            status: e.status,
+            snapshot_id: e.snapshot_id,
+            sequence_number: e.sequence_number,
+            file_sequence_number: e.file_sequence_number,
+            file: &e.file,
+        }),
+        cx,
+    )
+}
+
+struct EntryRef<'a> {
+    status: i32,
+    snapshot_id: i64,
+    sequence_number: i64,
+    file_sequence_number: i64,
+    file: &'a DataFile,
+}
+
+fn write_entries<'a>(
+    entries: impl Iterator<Item = EntryRef<'a>>,
+    cx: ManifestContext<'_>,
+) -> Result<Vec<u8>> {
     let schema = Schema::parse(&manifest_entry_schema(cx.spec))?;
     let mut w = Writer::new(&schema, Vec::new());
     let meta = [
@@ -173,7 +252,8 @@ pub fn write_manifest(files: &[&DataFile], cx: ManifestContext<'_>) -> Result<Ve
     for (k, v) in meta {
         w.add_user_metadata(k.to_string(), v)?;
     }
-    for f in files {
+    for e in entries {
+        let f = e.file;
         let mut partition = vec![("partition", some(Avro::Int(f.partition)))];
         if cx.spec.with_day {
             partition.push((
@@ -202,10 +282,13 @@ pub fn write_manifest(files: &[&DataFile], cx: ManifestContext<'_>) -> Result<Ve
             ("sort_order_id", none()),
         ]);
         w.append(rec(vec![
-            ("status", Avro::Int(STATUS_ADDED)),
-            ("snapshot_id", some(Avro::Long(cx.snapshot_id))),
-            ("sequence_number", some(Avro::Long(cx.sequence_number))),
-            ("file_sequence_number", some(Avro::Long(cx.sequence_number))),
+            ("status", Avro::Int(e.status)),
+            ("snapshot_id", some(Avro::Long(e.snapshot_id))),
+            ("sequence_number", some(Avro::Long(e.sequence_number))),
+            (
+                "file_sequence_number",
+                some(Avro::Long(e.file_sequence_number)),
+            ),
             ("data_file", data_file),
         ]))?;
     }
@@ -417,6 +500,188 @@ pub fn read_manifest_list(bytes: &[u8], location: &str) -> Result<Vec<ManifestFi
         });
     }
     Ok(out)
+}
+
+/// An `array<record{key: int, value}>` map field, by key.
+fn read_map<T>(
+    f: &Fields<'_>,
+    name: &str,
+    value: impl Fn(&Avro) -> Option<T>,
+) -> Result<std::collections::BTreeMap<i32, T>> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(v) = f.get(name) else {
+        return Ok(out);
+    };
+    let Avro::Array(items) = v else {
+        return Err(corrupt(f.location, format!("{name} is not an array")));
+    };
+    for item in items {
+        let Avro::Record(kv) = item else {
+            return Err(corrupt(
+                f.location,
+                format!("an entry of {name} is not a record"),
+            ));
+        };
+        let kv = Fields {
+            fields: kv,
+            location: f.location,
+        };
+        let v = kv
+            .get("value")
+            .and_then(&value)
+            .ok_or_else(|| corrupt(f.location, format!("a value of {name} has the wrong type")))?;
+        out.insert(kv.int("key")?, v);
+    }
+    Ok(out)
+}
+
+fn non_negative(location: &str, name: &str, v: i64) -> Result<u64> {
+    u64::try_from(v).map_err(|_| corrupt(location, format!("{name} is negative ({v})")))
+}
+
+/// Reads a manifest's entries, to carry its files into a rewritten manifest. Only data
+/// manifests of Parquet files are expected (what [`write_manifest`] writes); anything
+/// else is [`IcebergError::CorruptMetadata`] naming `location`.
+pub fn read_manifest(bytes: &[u8], location: &str) -> Result<Vec<ManifestEntry>> {
+    let reader = Reader::new(bytes)?;
+    let meta = reader.user_metadata();
+    let text = |k: &str| meta.get(k).and_then(|v| std::str::from_utf8(v).ok());
+    if let Some(content) = text("content")
+        && content != "data"
+    {
+        return Err(corrupt(location, format!("a {content} manifest, not data")));
+    }
+    let schema_json: Value = text("schema")
+        .ok_or_else(|| corrupt(location, "no schema in the file metadata"))
+        .and_then(|s| serde_json::from_str(s).map_err(|e| corrupt(location, e.to_string())))?;
+    let schema = IcebergSchema {
+        last_column_id: max_field_id(&schema_json),
+        json: schema_json,
+        name_mapping: Value::Null,
+    };
+    let offset_id = schema.top_level_id(strata_parquet::columns::OFFSET);
+    let mut out = Vec::new();
+    for value in reader {
+        let value = value?;
+        let Avro::Record(fields) = &value else {
+            return Err(corrupt(location, "an entry is not a record"));
+        };
+        let e = Fields { fields, location };
+        let Some(Avro::Record(df)) = e.get("data_file") else {
+            return Err(corrupt(location, "no data_file"));
+        };
+        let d = Fields {
+            fields: df,
+            location,
+        };
+        let content = d.int("content")?;
+        if content != 0 {
+            return Err(corrupt(
+                location,
+                format!("content {content}: not a data file"),
+            ));
+        }
+        let file_path = match d.get("file_path") {
+            Some(Avro::String(s)) => s.clone(),
+            _ => return Err(corrupt(location, "no file_path")),
+        };
+        match d.get("file_format") {
+            Some(Avro::String(s)) if s.eq_ignore_ascii_case("parquet") => {}
+            other => {
+                return Err(corrupt(
+                    location,
+                    format!("{file_path}: file format {other:?}, not PARQUET"),
+                ));
+            }
+        }
+        let Some(Avro::Record(pf)) = d.get("partition") else {
+            return Err(corrupt(location, "no partition"));
+        };
+        let p = Fields {
+            fields: pf,
+            location,
+        };
+        let partition = p.int("partition")?;
+        let day = match p.get("timestamp_day") {
+            None => None,
+            Some(Avro::Date(d) | Avro::Int(d)) => Some(*d),
+            Some(_) => return Err(corrupt(location, "timestamp_day is not a date")),
+        };
+        let long = |v: &Avro| match v {
+            Avro::Long(v) => Some(*v),
+            _ => None,
+        };
+        let bytes = |v: &Avro| match v {
+            Avro::Bytes(b) => Some(b.clone()),
+            _ => None,
+        };
+        let lower_bounds = read_map(&d, "lower_bounds", bytes)?;
+        let upper_bounds = read_map(&d, "upper_bounds", bytes)?;
+        let bound = |m: &std::collections::BTreeMap<i32, Vec<u8>>| {
+            offset_id
+                .and_then(|id| m.get(&id))
+                .and_then(|b| crate::bounds::read_long(b))
+        };
+        // Unknown offsets (no rows, no bounds) read as the empty range 0..=-1.
+        let (first_offset, last_offset) = match (bound(&lower_bounds), bound(&upper_bounds)) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            _ => (0, -1),
+        };
+        let split_offsets = match d.get("split_offsets") {
+            Some(Avro::Array(items)) => items.iter().filter_map(long).collect(),
+            _ => Vec::new(),
+        };
+        let snapshot_id = e.long("snapshot_id")?;
+        let sequence_number = e.long("sequence_number")?;
+        out.push(ManifestEntry {
+            status: match e.int("status")? {
+                s @ (STATUS_EXISTING | STATUS_ADDED | STATUS_DELETED) => s,
+                s => return Err(corrupt(location, format!("entry status {s}"))),
+            },
+            snapshot_id,
+            sequence_number,
+            file_sequence_number: e.long("file_sequence_number").unwrap_or(sequence_number),
+            file: DataFile {
+                record_count: non_negative(location, "record_count", d.long("record_count")?)?,
+                file_size_in_bytes: non_negative(
+                    location,
+                    "file_size_in_bytes",
+                    d.long("file_size_in_bytes")?,
+                )?,
+                location: file_path,
+                partition,
+                day,
+                first_offset,
+                last_offset,
+                column_sizes: read_map(&d, "column_sizes", long)?,
+                value_counts: read_map(&d, "value_counts", long)?,
+                null_value_counts: read_map(&d, "null_value_counts", long)?,
+                lower_bounds,
+                upper_bounds,
+                split_offsets,
+                schema: schema.clone(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The highest field id in a schema's JSON (`id`, `element-id`, `key-id`, `value-id`).
+fn max_field_id(v: &Value) -> i32 {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| match (k.as_str(), v) {
+                ("id" | "element-id" | "key-id" | "value-id", Value::Number(n)) => {
+                    n.as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0)
+                }
+                (_, v) => max_field_id(v),
+            })
+            .max()
+            .unwrap_or(0),
+        Value::Array(a) => a.iter().map(max_field_id).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
@@ -637,5 +902,127 @@ pub(crate) mod tests {
         );
         assert_eq!(written["fields"][13]["type"][1]["element-id"], 508);
         assert_eq!(read_manifest_list(&bytes, "x").unwrap(), vec![m, older]);
+    }
+
+    #[test]
+    fn manifest_entries_read_back_as_written() {
+        let a = file(0, Some(19675), 0, 9);
+        let b = file(1, None, 5, 7);
+        let c = file(2, Some(19676), 100, 100);
+        let schema = a.schema.clone();
+        let cx = ManifestContext {
+            schema: &schema,
+            spec: PartitionSpec::DEFAULT,
+            partition_source: 1,
+            timestamp_source: 3,
+            snapshot_id: 42,
+            sequence_number: 3,
+        };
+        let same = |read: &ManifestEntry, want: &DataFile| {
+            assert_eq!(read.file.schema.json, want.schema.json);
+            assert_eq!(read.file.schema.last_column_id, want.schema.last_column_id);
+            let mut f = read.file.clone();
+            f.schema = want.schema.clone();
+            assert_eq!(&f, want);
+        };
+        let bytes = write_manifest(&[&a, &b], cx).unwrap();
+        let read = read_manifest(&bytes, "m.avro").unwrap();
+        assert_eq!(read.len(), 2);
+        for (r, want) in read.iter().zip([&a, &b]) {
+            assert_eq!(
+                (
+                    r.status,
+                    r.snapshot_id,
+                    r.sequence_number,
+                    r.file_sequence_number
+                ),
+                (STATUS_ADDED, 42, 3, 3)
+            );
+            same(r, want);
+        }
+
+        // Every status, other snapshots' sequence numbers, written back unchanged.
+        let entries = vec![
+            ManifestEntry {
+                status: STATUS_EXISTING,
+                snapshot_id: 7,
+                sequence_number: 1,
+                file_sequence_number: 1,
+                file: read[0].file.clone(),
+            },
+            ManifestEntry {
+                status: STATUS_DELETED,
+                snapshot_id: 42,
+                sequence_number: 2,
+                file_sequence_number: 2,
+                file: read[1].file.clone(),
+            },
+            ManifestEntry {
+                status: STATUS_ADDED,
+                snapshot_id: 42,
+                sequence_number: 3,
+                file_sequence_number: 3,
+                file: c.clone(),
+            },
+        ];
+        let bytes = write_manifest_entries(&entries, cx).unwrap();
+        let again = read_manifest(&bytes, "m2.avro").unwrap();
+        assert_eq!(again.len(), 3);
+        for (r, w) in again.iter().zip(&entries) {
+            assert_eq!(
+                (
+                    r.status,
+                    r.snapshot_id,
+                    r.sequence_number,
+                    r.file_sequence_number
+                ),
+                (
+                    w.status,
+                    w.snapshot_id,
+                    w.sequence_number,
+                    w.file_sequence_number
+                )
+            );
+            same(r, &w.file);
+        }
+        assert_eq!(
+            again.iter().map(ManifestEntry::is_live).collect::<Vec<_>>(),
+            [true, false, true]
+        );
+        // What was read back writes the same bytes' entries again.
+        assert_eq!(
+            read_manifest(&write_manifest_entries(&again, cx).unwrap(), "m3").unwrap(),
+            again
+        );
+    }
+
+    #[test]
+    fn a_bad_manifest_is_an_error_not_a_panic() {
+        assert!(read_manifest(b"not avro at all", "x.avro").is_err());
+        // A manifest list is not a manifest.
+        let list = write_manifest_list(&[], 1, None, 1).unwrap();
+        let e = read_manifest(&list, "list.avro").unwrap_err();
+        assert!(e.to_string().contains("list.avro"), "{e}");
+        // Truncated.
+        let a = file(0, Some(1), 0, 9);
+        let schema = a.schema.clone();
+        let bytes = write_manifest(
+            &[&a],
+            ManifestContext {
+                schema: &schema,
+                spec: PartitionSpec::DEFAULT,
+                partition_source: 1,
+                timestamp_source: 3,
+                snapshot_id: 1,
+                sequence_number: 1,
+            },
+        )
+        .unwrap();
+        for cut in [10, bytes.len() / 2, bytes.len() - 3] {
+            assert!(
+                read_manifest(&bytes[..cut], "t.avro").is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }

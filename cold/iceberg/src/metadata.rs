@@ -20,8 +20,10 @@ pub mod summary_keys {
     pub fn last_offset(partition: i32) -> String {
         format!("strata.partition.{partition}.last-offset")
     }
-    /// `strata.partition.{p}.committed-offset`: the last offset in the table, carried
-    /// forward for every partition, so the current snapshot alone says where to resume.
+    /// `strata.partition.{p}.committed-offset`: the last offset ever added to the table,
+    /// carried forward for every partition by every snapshot (deletes and replaces
+    /// included: removing files does not un-publish their offsets), so the current
+    /// snapshot alone says where to resume.
     pub fn committed_offset(partition: i32) -> String {
         format!("strata.partition.{partition}.committed-offset")
     }

@@ -1,8 +1,10 @@
 //! Publishes real strata-parquet files (2 partitions over 2 days, plus one file whose
 //! rows cross midnight) to a table on the local file system in two snapshots, then has
 //! pyiceberg read it back (`python/check_table.py`): every record exactly once, the
-//! schema, and fewer files planned for a one-day time filter. pyiceberg is installed by
-//! scripts/deps; without it this test fails and says so.
+//! schema, and fewer files planned for a one-day time filter. A second table has files
+//! appended, deleted and replaced, then snapshots expired (`python/check_live.py`):
+//! pyiceberg reads exactly the live files, and each kept snapshot by time travel.
+//! pyiceberg is installed by scripts/deps; without it this test fails and says so.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -259,4 +261,156 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
         );
     }
     println!("{stdout}");
+}
+
+/// Runs `python/check_live.py` on the table's current metadata and returns its output.
+fn check_live(
+    table: &strata_iceberg::Table,
+    root: &std::path::Path,
+    expected: &serde_json::Value,
+) -> String {
+    let expected_path = root.join("expected-live.json");
+    std::fs::write(&expected_path, serde_json::to_vec(expected).unwrap()).unwrap();
+    let metadata = table
+        .metadata_location()
+        .strip_prefix("file://")
+        .unwrap()
+        .to_string();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/check_live.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&metadata)
+        .arg(&expected_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "check_live.py failed:\n{stdout}\n{stderr}"
+    );
+    for check in ["live files ok", "snapshots ok"] {
+        assert!(
+            stdout.contains(check),
+            "missing '{check}' in:\n{stdout}\n{stderr}"
+        );
+    }
+    println!("{stdout}");
+    stdout
+}
+
+/// Appends four files, deletes one (retention) and replaces two by one holding the same
+/// rows (compaction); pyiceberg reads exactly the live files' rows, and every snapshot's
+/// rows by time travel. Then expiry keeps only the current snapshot: the table still
+/// loads and reads the same with the removed files gone from disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pyiceberg_reads_only_live_files_after_delete_replace_and_expiry() {
+    use strata_iceberg::Operation;
+
+    require_pyiceberg();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&root).unwrap());
+    let catalog = FsCatalog::new(
+        store.clone(),
+        &format!("file://{}", root.display()),
+        Path::from("lake"),
+    );
+    let mut table = catalog
+        .create_table(TOPIC, &file_schema(&ValueFormat::Binary))
+        .await
+        .unwrap();
+    let (ts, step) = (DAY0_MS + 3_600_000, 60_000);
+    // Partition 0 in three files; the first two are 15 records each, so one file of 30
+    // from offset 0 generates the same records (keys, values, headers repeat every 15).
+    let a = write_file(&store, 0, 0, 15, ts, step, false).await;
+    let b = write_file(&store, 0, 15, 15, ts + 15 * step, step, false).await;
+    let c = write_file(&store, 0, 30, 10, ts + 30 * step, step, false).await;
+    let p1 = write_file(&store, 1, 0, 20, ts, step, false).await;
+    let ab = write_file(&store, 0, 0, 30, ts, step, false).await;
+    assert_eq!(
+        ab.expected,
+        [a.expected.clone(), b.expected.clone()].concat(),
+        "the compacted file holds the same rows"
+    );
+    let df = |w: &Written| {
+        let catalog = catalog.clone();
+        let path = w.path.clone();
+        async move { catalog.data_file(&path).await.unwrap() }
+    };
+    let uri = |w: &Written| catalog.uri(&w.path);
+    let keys = |ws: &[&Written]| -> Vec<serde_json::Value> {
+        ws.iter()
+            .flat_map(|w| w.expected.iter())
+            .map(|r| json!([r["partition"], r["offset"]]))
+            .collect()
+    };
+
+    let s1 = table
+        .append(vec![df(&a).await, df(&b).await, df(&p1).await])
+        .await
+        .unwrap();
+    let s2 = table.append(vec![df(&c).await]).await.unwrap();
+    let s3 = table
+        .commit(vec![], &[uri(&p1)], Operation::Delete)
+        .await
+        .unwrap();
+    let s4 = table
+        .commit(vec![df(&ab).await], &[uri(&a), uri(&b)], Operation::Replace)
+        .await
+        .unwrap();
+    assert_eq!(s4.summary["total-data-files"], "2");
+    assert_eq!(s4.summary["total-records"], "40");
+    // Neither the delete nor the replace moved a committed offset.
+    assert_eq!(
+        table.last_committed_offsets(),
+        BTreeMap::from([(0, c.last), (1, p1.last)])
+    );
+
+    let live_rows: Vec<serde_json::Value> =
+        [&ab, &c].iter().flat_map(|w| w.expected.clone()).collect();
+    let live_files = json!([uri(&ab), uri(&c)]);
+    let snapshots = json!([
+        {"id": s1.snapshot_id, "operation": "append", "keys": keys(&[&a, &b, &p1])},
+        {"id": s2.snapshot_id, "operation": "append", "keys": keys(&[&a, &b, &p1, &c])},
+        {"id": s3.snapshot_id, "operation": "delete", "keys": keys(&[&a, &b, &c])},
+        {"id": s4.snapshot_id, "operation": "replace", "keys": keys(&[&ab, &c])},
+    ]);
+    let out = check_live(
+        &table,
+        &root,
+        &json!({"rows": live_rows, "files": live_files, "snapshots": snapshots}),
+    );
+    assert!(out.contains("live files ok: 2 files, 40 rows"), "{out}");
+
+    // Expire all but the current snapshot. The removed files are handed back, no longer
+    // needed by any snapshot: delete them as their owner would.
+    let expired = table.expire_snapshots(i64::MAX, 1).await.unwrap();
+    assert_eq!(
+        expired.snapshot_ids,
+        [s1.snapshot_id, s2.snapshot_id, s3.snapshot_id]
+    );
+    let mut returned = expired.data_files.clone();
+    returned.sort();
+    let mut want = vec![uri(&a), uri(&b), uri(&p1)];
+    want.sort();
+    assert_eq!(returned, want);
+    assert!(expired.not_deleted.is_empty(), "{expired:?}");
+    for l in expired.manifest_lists.iter().chain(&expired.manifests) {
+        let path = l.strip_prefix("file://").unwrap();
+        assert!(!std::path::Path::new(path).exists(), "{path} deleted");
+    }
+    for w in [&a, &b, &p1] {
+        store.delete(&w.path).await.unwrap();
+    }
+    let table = catalog.load_table(TOPIC).await.unwrap();
+    assert_eq!(table.metadata().snapshots.len(), 1);
+    let snapshots = json!([
+        {"id": s4.snapshot_id, "operation": "replace", "keys": keys(&[&ab, &c])},
+    ]);
+    check_live(
+        &table,
+        &root,
+        &json!({"rows": live_rows, "files": live_files, "snapshots": snapshots}),
+    );
 }
