@@ -12,8 +12,8 @@
 //! The commit point is writing `v{N+1}.metadata.json` with [`PutMode::Create`]: of two
 //! writers that both read version N, one creates the file and the other gets
 //! [`IcebergError::CommitConflict`] and must reload and retry (its manifests stay behind
-//! unreferenced). The object store provides the atomic create: S3 conditional writes,
-//! `link`/`rename` without replacing on a local file system. The version hint is written
+//! unreferenced). The [`BlobStore`] provides the atomic create: S3 conditional writes,
+//! `link`/`rename` without replacing on a local directory. The version hint is written
 //! after the commit and may lag (a crash between the two), so loading reads the hint and
 //! then probes the next versions until one is missing; without a hint it lists the
 //! metadata directory and takes the highest version.
@@ -40,10 +40,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::Schema as ArrowSchema;
 use bytes::Bytes;
-use futures::StreamExt;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde_json::json;
+use strata_store::{BlobStore, ErrorKind, PutMode};
 use uuid::Uuid;
 
 use crate::datafile::DataFile;
@@ -131,45 +129,60 @@ pub struct Expired {
     pub not_deleted: Vec<String>,
 }
 
-/// Tables of topics under one root of an object store.
+/// Tables of topics under one root of a [`BlobStore`].
 #[derive(Debug, Clone)]
 pub struct FsCatalog {
-    store: Arc<dyn ObjectStore>,
+    store: Arc<dyn BlobStore>,
     /// The URI of the store's root, without a trailing slash (`file:///data/bucket`,
     /// `s3://bucket`; one trailing slash is dropped): locations in the metadata are
     /// absolute.
     store_uri: String,
-    /// The catalog's root inside the store (may be empty).
-    root: Path,
+    /// The catalog's root inside the store: a '/'-separated key prefix without leading,
+    /// trailing or repeated slashes (may be empty).
+    root: String,
 }
 
 impl FsCatalog {
-    pub fn new(store: Arc<dyn ObjectStore>, store_uri: &str, root: Path) -> FsCatalog {
+    /// A catalog over `store`, whose root `store_uri` names (the scheme and place readers
+    /// open: `file:///data/bucket`, `s3://bucket/prefix`), with its tables under the key
+    /// prefix `root` (`""` for the store's root; leading, trailing and repeated slashes
+    /// are ignored).
+    pub fn new(store: Arc<dyn BlobStore>, store_uri: &str, root: &str) -> FsCatalog {
         FsCatalog {
             store,
             store_uri: store_uri.strip_suffix('/').unwrap_or(store_uri).to_string(),
-            root,
+            root: root
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("/"),
         }
     }
 
-    /// The absolute location of `path` in the store.
-    pub fn uri(&self, path: &Path) -> String {
-        format!("{}/{}", self.store_uri, path)
+    /// The absolute location of the object at `key` (relative to the store's root).
+    pub fn uri(&self, key: &str) -> String {
+        format!("{}/{}", self.store_uri, key)
     }
 
-    fn table_dir(&self, topic: &str) -> Path {
-        self.root.clone().join("iceberg").join(topic)
+    fn table_dir(&self, topic: &str) -> String {
+        join(&join(&self.root, "iceberg"), topic)
     }
 
-    fn metadata_path(&self, topic: &str, version: u64) -> Path {
-        self.table_dir(topic)
-            .join("metadata")
-            .join(format!("v{version}.metadata.json"))
+    fn metadata_dir(&self, topic: &str) -> String {
+        join(&self.table_dir(topic), "metadata")
     }
 
-    /// Reads the footer of the Parquet file at `path` in the store, for [`Table::append`].
-    pub async fn data_file(&self, path: &Path) -> Result<DataFile> {
-        DataFile::read(&self.store, path, self.uri(path)).await
+    fn metadata_path(&self, topic: &str, version: u64) -> String {
+        join(
+            &self.metadata_dir(topic),
+            &format!("v{version}.metadata.json"),
+        )
+    }
+
+    /// Reads the footer of the Parquet file at `key` in the store (relative to its root,
+    /// as strata-parquet's sink names it), for [`Table::append`].
+    pub async fn data_file(&self, key: &str) -> Result<DataFile> {
+        DataFile::read(self.store.as_ref(), key, self.uri(key)).await
     }
 
     /// Creates the table of `topic` for files with this Arrow schema (a strata-parquet
@@ -242,12 +255,12 @@ impl FsCatalog {
 
     /// Loads the current version of `topic`'s table.
     pub async fn load_table(&self, topic: &str) -> Result<Table> {
-        let dir = self.table_dir(topic).join("metadata");
-        let hint = match self.store.get(&dir.clone().join("version-hint.text")).await {
-            Ok(r) => std::str::from_utf8(&r.bytes().await?)
+        let dir = self.metadata_dir(topic);
+        let hint = match self.store.get(&join(&dir, "version-hint.text")).await {
+            Ok(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok()),
-            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
         let mut version = match hint {
@@ -268,14 +281,14 @@ impl FsCatalog {
                 .await
             {
                 Ok(_) => version += 1,
-                Err(object_store::Error::NotFound { .. }) => break,
+                Err(e) if e.kind() == ErrorKind::NotFound => break,
                 Err(e) => return Err(e.into()),
             }
         }
         let path = self.metadata_path(topic, version);
         let bytes = match self.store.get(&path).await {
-            Ok(r) => r.bytes().await?,
-            Err(object_store::Error::NotFound { .. }) => {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(IcebergError::NoSuchTable {
                     table: topic.to_string(),
                     location: self.uri(&path),
@@ -324,20 +337,30 @@ impl FsCatalog {
         })
     }
 
-    async fn highest_listed(&self, dir: &Path) -> Result<Option<u64>> {
-        let mut listing = self.store.list(Some(dir));
-        let mut highest = None;
-        while let Some(meta) = listing.next().await {
-            let meta = meta?;
-            let version = meta
-                .location
-                .filename()
-                .and_then(|n| n.strip_prefix('v'))
-                .and_then(|n| n.strip_suffix(".metadata.json"))
-                .and_then(|n| n.parse::<u64>().ok());
-            highest = highest.max(version);
-        }
+    async fn highest_listed(&self, dir: &str) -> Result<Option<u64>> {
+        let highest = self
+            .store
+            .list(dir)
+            .await?
+            .iter()
+            .filter_map(|meta| {
+                let name = meta.path.rsplit('/').next()?;
+                name.strip_prefix('v')?
+                    .strip_suffix(".metadata.json")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max();
         Ok(highest)
+    }
+}
+
+/// `dir/name`, or `name` at the store's root.
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
     }
 }
 
@@ -393,20 +416,34 @@ impl Table {
             .unwrap_or_default()
     }
 
+    /// The commit point: writes this table's metadata as `v{version}.metadata.json`
+    /// with [`PutMode::Create`], then the version hint. A store answering
+    /// [`ErrorKind::AlreadyExists`] or [`ErrorKind::PreconditionFailed`] means another
+    /// writer committed this version first: [`IcebergError::CommitConflict`].
+    ///
+    /// The store is usually wrapped with retries (`strata_store::layered`). A create
+    /// whose first attempt was applied but whose answer was lost (a timeout, a dropped
+    /// connection) finds the key taken when retried. The retry wrapper reads the object
+    /// back and, when it holds exactly our bytes, reports success; when it cannot tell
+    /// (the read-back failed too, or a store without that wrapper), the put comes back
+    /// as AlreadyExists and this is a `CommitConflict` although our own version is the
+    /// one committed. That is safe: the caller reloads as after any conflict and finds
+    /// its own snapshot current, with its offsets in
+    /// [`Table::last_committed_offsets`], so retrying the same files is refused
+    /// ([`IcebergError::OffsetsAlreadyCommitted`]) instead of adding them twice, and a
+    /// publisher resuming after the committed offsets has nothing left to commit.
     async fn put_version(&self, version: u64) -> Result<()> {
         let store = &self.catalog.store;
         let path = self.catalog.metadata_path(&self.topic, version);
-        let body = serde_json::to_vec_pretty(&self.metadata)?;
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        match store.put_opts(&path, PutPayload::from(body), opts).await {
+        let body = Bytes::from(serde_json::to_vec_pretty(&self.metadata)?);
+        match store.put(&path, body, PutMode::Create).await {
             Ok(_) => {}
-            Err(
-                object_store::Error::AlreadyExists { .. }
-                | object_store::Error::Precondition { .. },
-            ) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+                ) =>
+            {
                 return Err(IcebergError::CommitConflict {
                     table: self.topic.clone(),
                     version,
@@ -414,13 +451,13 @@ impl Table {
             }
             Err(e) => return Err(e.into()),
         }
-        let hint = self
-            .catalog
-            .table_dir(&self.topic)
-            .join("metadata")
-            .join("version-hint.text");
+        let hint = join(&self.catalog.metadata_dir(&self.topic), "version-hint.text");
         store
-            .put(&hint, PutPayload::from(version.to_string().into_bytes()))
+            .put(
+                &hint,
+                Bytes::from(version.to_string().into_bytes()),
+                PutMode::Overwrite,
+            )
             .await?;
         Ok(())
     }
@@ -435,7 +472,10 @@ impl Table {
 
     /// Adds `add` and removes the data files at the locations `remove` in one snapshot,
     /// committed as the next metadata version; on success `self` is the new version, on
-    /// [`IcebergError::CommitConflict`] reload the table and call again.
+    /// [`IcebergError::CommitConflict`] reload the table and call again. A conflict can
+    /// also be this very commit, applied by the store but its answer lost past the
+    /// retry wrapper's read-back: the reloaded table then holds it, and its offsets in
+    /// [`Self::last_committed_offsets`] say what not to add again.
     ///
     /// `operation` must match the change: [`Operation::Append`] only adds,
     /// [`Operation::Delete`] only removes, [`Operation::Overwrite`] and
@@ -626,13 +666,13 @@ impl Table {
             parent.as_ref().map(|p| p.snapshot_id),
             w.sequence_number,
         )?;
-        let list_path = w
-            .meta_dir
-            .clone()
-            .join(format!("snap-{}-1-{}.avro", w.snapshot_id, w.commit_uuid));
+        let list_path = join(
+            &w.meta_dir,
+            &format!("snap-{}-1-{}.avro", w.snapshot_id, w.commit_uuid),
+        );
         self.catalog
             .store
-            .put(&list_path, PutPayload::from(list))
+            .put(&list_path, Bytes::from(list), PutMode::Overwrite)
             .await?;
 
         // Summary.
@@ -832,7 +872,7 @@ impl Table {
             // A list already gone (an earlier expiry stopped midway) has nothing to add.
             let bytes = match self.read_uri(&s.manifest_list).await {
                 Ok(b) => b,
-                Err(IcebergError::Store(object_store::Error::NotFound { .. })) => continue,
+                Err(IcebergError::Store(e)) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
             for m in read_manifest_list(&bytes, &s.manifest_list)? {
@@ -853,7 +893,7 @@ impl Table {
         for m in &gone_manifests {
             let bytes = match self.read_uri(m).await {
                 Ok(b) => b,
-                Err(IcebergError::Store(object_store::Error::NotFound { .. })) => continue,
+                Err(IcebergError::Store(e)) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
             for e in read_manifest(&bytes, m)? {
@@ -934,14 +974,15 @@ impl Table {
         let Ok(path) = self.path_of(uri) else {
             return false;
         };
-        match self.catalog.store.delete(&path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
-            Err(_) => false,
+        // Deleting a missing object succeeds; NotFound is accepted all the same.
+        match self.catalog.store.delete(path).await {
+            Ok(()) => true,
+            Err(e) => e.kind() == ErrorKind::NotFound,
         }
     }
 
-    /// The path in the store of an absolute location of this catalog.
-    fn path_of(&self, uri: &str) -> Result<Path> {
+    /// The key in the store of an absolute location of this catalog.
+    fn path_of<'a>(&self, uri: &'a str) -> Result<&'a str> {
         let prefix = format!("{}/", self.catalog.store_uri);
         let rel = uri
             .strip_prefix(&prefix)
@@ -952,16 +993,23 @@ impl Table {
                     self.catalog.store_uri
                 ),
             })?;
-        Path::parse(rel).map_err(|e| IcebergError::CorruptMetadata {
-            location: self.metadata_location(),
-            reason: e.to_string(),
-        })
+        // A store key: '/'-separated, no empty, `.` or `..` segment.
+        if let Some(bad) = rel
+            .split('/')
+            .find(|s| s.is_empty() || *s == "." || *s == "..")
+        {
+            return Err(IcebergError::CorruptMetadata {
+                location: self.metadata_location(),
+                reason: format!("{uri}: invalid path segment {bad:?}"),
+            });
+        }
+        Ok(rel)
     }
 
     /// Reads a file of this catalog by its absolute location.
     async fn read_uri(&self, uri: &str) -> Result<Bytes> {
         let path = self.path_of(uri)?;
-        Ok(self.catalog.store.get(&path).await?.bytes().await?)
+        Ok(self.catalog.store.get(path).await?)
     }
 }
 
@@ -981,7 +1029,7 @@ struct Writing {
     snapshot_id: i64,
     sequence_number: i64,
     commit_uuid: Uuid,
-    meta_dir: Path,
+    meta_dir: String,
     /// Manifests written so far (their file names' `m{i}`).
     written: usize,
 }
@@ -999,7 +1047,7 @@ impl Writing {
             snapshot_id,
             sequence_number: table.metadata.last_sequence_number + 1,
             commit_uuid: Uuid::new_v4(),
-            meta_dir: table.catalog.table_dir(&table.topic).join("metadata"),
+            meta_dir: table.catalog.metadata_dir(&table.topic),
             written: 0,
         }
     }
@@ -1023,16 +1071,16 @@ impl Writing {
                 sequence_number: self.sequence_number,
             },
         )?;
-        let path = self
-            .meta_dir
-            .clone()
-            .join(format!("{}-m{}.avro", self.commit_uuid, self.written));
+        let path = join(
+            &self.meta_dir,
+            &format!("{}-m{}.avro", self.commit_uuid, self.written),
+        );
         self.written += 1;
         let length = bytes.len() as i64;
         table
             .catalog
             .store
-            .put(&path, PutPayload::from(bytes))
+            .put(&path, Bytes::from(bytes), PutMode::Overwrite)
             .await?;
         let count = |status: i32| {
             let of = entries.iter().filter(|e| e.status == status);
@@ -1072,14 +1120,14 @@ impl Writing {
 
 #[cfg(test)]
 mod tests {
-    use object_store::memory::InMemory;
     use strata_parquet::{ValueFormat, file_schema};
+    use strata_store::ObjectBackend;
 
     use super::*;
     use crate::manifest::tests::file;
 
     fn catalog() -> FsCatalog {
-        FsCatalog::new(Arc::new(InMemory::new()), "memory:///", Path::from("root"))
+        FsCatalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "root")
     }
 
     #[tokio::test]
@@ -1123,16 +1171,157 @@ mod tests {
         assert_eq!(t.metadata().refs["main"].snapshot_id, s.snapshot_id);
     }
 
+    /// Two handles of one table, loaded at the same version, commit at the same time
+    /// through one store wrapped as the broker holds it (retries, timeouts, metrics), in
+    /// memory and in a local directory: exactly one wins, the other gets
+    /// `CommitConflict` and changes nothing. After reloading, the loser sees the
+    /// winner's offsets: its own files overlap them and are refused, files above them
+    /// commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_handles_over_one_blob_store_have_exactly_one_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = file_schema(&ValueFormat::Binary);
+        for round in 0..16 {
+            let (backend, uri) = if round % 2 == 0 {
+                (ObjectBackend::memory().into_dyn(), "memory:///".to_string())
+            } else {
+                let d = dir.path().join(format!("r{round}"));
+                let uri = format!("file://{}", d.display());
+                (ObjectBackend::local(&d).unwrap().into_dyn(), uri)
+            };
+            let store = strata_store::layered(backend, strata_store::LayerConfig::default());
+            let c = FsCatalog::new(store, &uri, "root");
+            c.create_table("t", &schema).await.unwrap();
+            let a = c.load_table("t").await.unwrap();
+            let b = c.load_table("t").await.unwrap();
+            // Two publishers of partition 0 that both read "nothing committed yet".
+            let files = [file(0, Some(1), 0, 9), file(0, Some(1), 0, 14)];
+            let start = Arc::new(tokio::sync::Barrier::new(2));
+            let race = |mut t: Table, f: DataFile| {
+                let start = start.clone();
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let r = t.append(vec![f]).await;
+                    (t, r)
+                })
+            };
+            let (ja, jb) = (race(a, files[0].clone()), race(b, files[1].clone()));
+            let (ra, rb) = (ja.await.unwrap(), jb.await.unwrap());
+            // (the winner's table, its file's index, the loser's table, its index, error)
+            let (won, w, mut lost_table, l, e) = match (ra, rb) {
+                ((wt, Ok(_)), (lt, Err(e))) => (wt, 0, lt, 1, e),
+                ((lt, Err(e)), (wt, Ok(_))) => (wt, 1, lt, 0, e),
+                (a, b) => panic!("round {round}: not one winner: {:?} {:?}", a.1, b.1),
+            };
+            assert!(
+                matches!(e, IcebergError::CommitConflict { version: 2, .. }),
+                "round {round}: {e}"
+            );
+            assert_eq!((won.version(), lost_table.version()), (2, 1));
+            assert!(lost_table.last_committed_offsets().is_empty());
+            let committed = files[w].last_offset;
+
+            // The store holds the winner's version 2, and no version 3.
+            let loaded = c.load_table("t").await.unwrap();
+            assert_eq!(loaded.version(), 2);
+            assert_eq!(loaded.metadata(), won.metadata());
+            assert_eq!(live(&loaded).await, BTreeSet::from([loc(&files[w])]));
+
+            // The loser reloads: the winner's offsets are committed, so its own file
+            // (overlapping them) is refused and files above them go in.
+            lost_table = c.load_table("t").await.unwrap();
+            assert_eq!(
+                lost_table.last_committed_offsets(),
+                BTreeMap::from([(0, committed)])
+            );
+            assert!(matches!(
+                lost_table.append(vec![files[l].clone()]).await,
+                Err(IcebergError::OffsetsAlreadyCommitted { .. })
+            ));
+            let next = file(0, Some(1), committed + 1, committed + 10);
+            lost_table.append(vec![next.clone()]).await.unwrap();
+            assert_eq!(lost_table.version(), 3);
+            let t = c.load_table("t").await.unwrap();
+            assert_eq!(t.version(), 3);
+            assert_eq!(
+                t.last_committed_offsets(),
+                BTreeMap::from([(0, committed + 10)])
+            );
+            assert_eq!(live(&t).await, BTreeSet::from([loc(&files[w]), loc(&next)]));
+        }
+    }
+
+    /// A create of the next version that the store applied but whose answer was lost
+    /// (a timeout after the fact) is retried by the store wrapper, which finds its own
+    /// bytes there and reports success. When it cannot tell (its read-back fails too),
+    /// the commit is a `CommitConflict`; reloading finds the commit in place and its
+    /// files are not added twice.
+    #[tokio::test]
+    async fn a_commit_whose_answer_was_lost_is_never_applied_twice() {
+        use std::time::Duration;
+        use strata_store::{Fault, FaultStore, LayerConfig, Op, RetryConfig};
+
+        let faults = FaultStore::new(ObjectBackend::memory().into_dyn());
+        let handle = faults.handle();
+        let config = LayerConfig {
+            retry: RetryConfig {
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(5),
+                seed: Some(7),
+                ..RetryConfig::default()
+            },
+            ..LayerConfig::default()
+        };
+        let store = strata_store::layered(Arc::new(faults), config);
+        let c = FsCatalog::new(store, "memory:///", "root");
+        let mut t = c
+            .create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap();
+        let lost_answer = |version: u64| {
+            Fault::new(ErrorKind::Timeout)
+                .op(Op::Put)
+                .prefix(format!("root/iceberg/t/metadata/v{version}.metadata.json"))
+                .after_call()
+        };
+
+        // The retry finds its own version 2: success.
+        handle.inject(lost_answer(2));
+        let a = file(0, Some(1), 0, 9);
+        t.append(vec![a.clone()]).await.unwrap();
+        assert_eq!(handle.injected(), 1);
+        assert_eq!(t.version(), 2);
+        assert_eq!(c.load_table("t").await.unwrap().metadata(), t.metadata());
+
+        // The read-back fails as well: a conflict, although version 3 is ours.
+        handle.inject(lost_answer(3));
+        handle.inject(
+            Fault::new(ErrorKind::Permanent)
+                .op(Op::Get)
+                .prefix("root/iceberg/t/metadata/v3.metadata.json"),
+        );
+        let b = file(0, Some(1), 10, 19);
+        let e = t.append(vec![b.clone()]).await.unwrap_err();
+        assert!(
+            matches!(e, IcebergError::CommitConflict { version: 3, .. }),
+            "{e}"
+        );
+        assert_eq!(handle.injected(), 3);
+        let mut t = c.load_table("t").await.unwrap();
+        assert_eq!(t.version(), 3);
+        assert_eq!(t.last_committed_offsets(), BTreeMap::from([(0, 19)]));
+        assert!(matches!(
+            t.append(vec![b.clone()]).await,
+            Err(IcebergError::OffsetsAlreadyCommitted { committed: 19, .. })
+        ));
+        assert_eq!(live(&t).await, BTreeSet::from([loc(&a), loc(&b)]));
+    }
+
     #[tokio::test]
     async fn a_local_file_system_refuses_the_second_commit_too() {
         let dir = tempfile::tempdir().unwrap();
-        let store =
-            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-        let c = FsCatalog::new(
-            store,
-            &format!("file://{}", dir.path().display()),
-            Path::default(),
-        );
+        let store = ObjectBackend::local(dir.path()).unwrap().into_dyn();
+        let c = FsCatalog::new(store, &format!("file://{}", dir.path().display()), "");
         let schema = file_schema(&ValueFormat::Binary);
         let mut a = c.create_table("t", &schema).await.unwrap();
         let mut b = c.load_table("t").await.unwrap();
@@ -1231,16 +1420,16 @@ mod tests {
             .unwrap();
         t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
         t.append(vec![file(0, Some(1), 10, 19)]).await.unwrap();
-        let hint = Path::from("root/iceberg/t/metadata/version-hint.text");
+        let hint = "root/iceberg/t/metadata/version-hint.text";
         // A crash between the commit and the hint: the hint says 2, v3 exists.
         c.store
-            .put(&hint, PutPayload::from_static(b"2"))
+            .put(hint, Bytes::from_static(b"2"), PutMode::Overwrite)
             .await
             .unwrap();
         let loaded = c.load_table("t").await.unwrap();
         assert_eq!(loaded.version(), 3);
         assert_eq!(loaded.metadata(), t.metadata());
-        c.store.delete(&hint).await.unwrap();
+        c.store.delete(hint).await.unwrap();
         assert_eq!(c.load_table("t").await.unwrap().version(), 3);
         assert!(matches!(
             c.load_table("other").await,
@@ -1278,7 +1467,7 @@ mod tests {
 
     async fn exists(c: &FsCatalog, uri: &str) -> bool {
         let rel = uri.strip_prefix("memory:///").unwrap();
-        c.store.head(&Path::from(rel)).await.is_ok()
+        c.store.head(rel).await.is_ok()
     }
 
     fn loc(f: &DataFile) -> String {

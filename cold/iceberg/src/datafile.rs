@@ -21,16 +21,14 @@
 //!   summary records it so a publisher resumes exactly where it stopped.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use bytes::Bytes;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::statistics::Statistics;
 use strata_parquet::{columns, metadata_keys, with_field_ids};
+use strata_store::BlobStore;
 
 use crate::bounds::{day_of_ms, int_bytes, long_bytes, timestamp_ms_bytes};
 use crate::error::{IcebergError, Result};
@@ -67,16 +65,13 @@ pub struct DataFile {
 const FOOTER_GUESS: u64 = 64 * 1024;
 
 impl DataFile {
-    /// Reads the footer of `path` in `store`; `location` is the URI readers will use.
-    pub async fn read(
-        store: &Arc<dyn ObjectStore>,
-        path: &Path,
-        location: String,
-    ) -> Result<DataFile> {
-        let size = store.head(path).await?.size;
+    /// Reads the footer of the object at `key` in `store` (relative to the store's
+    /// root); `location` is the URI readers will use.
+    pub async fn read(store: &dyn BlobStore, key: &str, location: String) -> Result<DataFile> {
+        let size = store.head(key).await?.size;
         let mut want = FOOTER_GUESS.min(size);
         loop {
-            let tail = store.get_range(path, size - want..size).await?;
+            let tail = store.get_range(key, size - want..size).await?;
             let mut reader =
                 ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Skip);
             match reader.try_parse_sized(&tail, size) {

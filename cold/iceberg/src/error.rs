@@ -53,8 +53,10 @@ pub enum IcebergError {
     Avro(#[from] Box<apache_avro::Error>),
     #[error("Parquet footer: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
-    #[error("object store: {0}")]
-    Store(#[from] object_store::Error),
+    /// The store's error names the operation, the key and what kind of failure it was
+    /// ([`strata_store::StoreError::kind`]).
+    #[error(transparent)]
+    Store(#[from] strata_store::StoreError),
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
 }

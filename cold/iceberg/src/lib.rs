@@ -31,8 +31,9 @@
 //! # Catalog
 //!
 //! [`FsCatalog`] keeps `{root}/iceberg/{topic}/metadata/v{N}.metadata.json` and a
-//! `version-hint.text` on any [`object_store::ObjectStore`]; a commit is a create-only
-//! put of the next version, so concurrent committers cannot both win ([`catalog`]).
+//! `version-hint.text` on any [`strata_store::BlobStore`] (the broker's bucket, with its
+//! retries, timeouts and metrics); a commit is a create-only put of the next version, so
+//! concurrent committers cannot both win ([`catalog`]).
 
 pub mod bounds;
 pub mod catalog;

@@ -14,15 +14,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::local::LocalFileSystem;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde_json::json;
 use strata_iceberg::{FsCatalog, PartitionSpec, summary_keys};
 use strata_parquet::{ConvertOptions, ParquetLayout, ValueFormat, convert_segment, file_schema};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::batch::set_base_offset;
+use strata_store::{BlobStore, ObjectBackend, PutMode};
 
 const TOPIC: &str = "orders";
 /// 2024-01-01T00:00:00Z.
@@ -47,7 +45,8 @@ fn segment(records: &[NewRecord], base: i64) -> (Vec<u8>, i64) {
 }
 
 struct Written {
-    path: Path,
+    /// The file's key in the store.
+    path: String,
     expected: Vec<serde_json::Value>,
     last: i64,
 }
@@ -55,7 +54,7 @@ struct Written {
 /// Converts `n` records of `partition` from offset `base`, timestamps from `ts0` every
 /// `step` ms, and stores the file under the sink's layout.
 async fn write_file(
-    store: &Arc<dyn ObjectStore>,
+    store: &Arc<dyn BlobStore>,
     partition: i32,
     base: i64,
     n: usize,
@@ -89,9 +88,8 @@ async fn write_file(
         file.bytes = common::without_field_ids(&file.bytes, &opts);
     }
     let key = ParquetLayout::new("c1").file_key(TOPIC, partition, ts0, base, last);
-    let path = Path::from(key);
     store
-        .put(&path, PutPayload::from(file.bytes))
+        .put(&key, Bytes::from(file.bytes), PutMode::Overwrite)
         .await
         .unwrap();
     let expected = records
@@ -109,7 +107,7 @@ async fn write_file(
         })
         .collect();
     Written {
-        path,
+        path: key,
         expected,
         last,
     }
@@ -133,12 +131,8 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
     require_pyiceberg();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&root).unwrap());
-    let catalog = FsCatalog::new(
-        store.clone(),
-        &format!("file://{}", root.display()),
-        Path::from("lake"),
-    );
+    let store = ObjectBackend::local(&root).unwrap().into_dyn();
+    let catalog = FsCatalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
 
     let mut table = catalog
         .create_table(TOPIC, &file_schema(&ValueFormat::Binary))
@@ -310,12 +304,8 @@ async fn pyiceberg_reads_only_live_files_after_delete_replace_and_expiry() {
     require_pyiceberg();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&root).unwrap());
-    let catalog = FsCatalog::new(
-        store.clone(),
-        &format!("file://{}", root.display()),
-        Path::from("lake"),
-    );
+    let store = ObjectBackend::local(&root).unwrap().into_dyn();
+    let catalog = FsCatalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
     let mut table = catalog
         .create_table(TOPIC, &file_schema(&ValueFormat::Binary))
         .await
