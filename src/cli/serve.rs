@@ -132,6 +132,11 @@ pub struct ServeArgs {
     /// log.retention.check.interval.ms), e.g. 5m [default: 30s]
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL")]
     pub retention_check_interval: Option<String>,
+    /// How often the Parquet files of each parquet.enable topic are committed to its
+    /// Iceberg table (`{cluster}/iceberg/{topic}/` in the object store), one snapshot per
+    /// topic per interval; 0 turns publishing off [default: 60s]
+    #[arg(long, env = "STRATA_ICEBERG_COMMIT_INTERVAL")]
+    pub iceberg_commit_interval: Option<String>,
     /// A broker that has not heartbeated to the controller this long is fenced and its
     /// partitions get new leaders (Kafka's broker.session.timeout.ms); brokers heartbeat
     /// six times per timeout. Give every voter the same value [default: 3s]
@@ -248,6 +253,7 @@ struct FileSettings {
     local_disk_cap: Option<String>,
     orphan_grace: Option<String>,
     retention_check_interval: Option<String>,
+    iceberg_commit_interval: Option<String>,
     log_io: Option<String>,
     log_tail_cache: Option<String>,
     log_tail_cache_total: Option<String>,
@@ -319,6 +325,8 @@ pub struct ServeConfig {
     pub local_disk_cap: u64,
     pub orphan_grace: std::time::Duration,
     pub retention_check_interval: std::time::Duration,
+    /// Zero: off.
+    pub iceberg_commit_interval: std::time::Duration,
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
     pub log_tail_cache_total: u64,
@@ -527,6 +535,15 @@ impl ServeConfig {
                 format!("--retention-check-interval '{v}': expected a duration such as 30s or 5m")
             })?,
             None => std::time::Duration::from_secs(30),
+        };
+        let iceberg_commit_interval = match args
+            .iceberg_commit_interval
+            .or(file.iceberg_commit_interval)
+        {
+            Some(v) => humantime::parse_duration(&v).with_context(|| {
+                format!("--iceberg-commit-interval '{v}': expected a duration such as 60s or 5m, or 0 for off")
+            })?,
+            None => std::time::Duration::from_secs(60),
         };
         let broker_session_timeout =
             match args.broker_session_timeout.or(file.broker_session_timeout) {
@@ -879,6 +896,7 @@ impl ServeConfig {
             local_disk_cap,
             orphan_grace,
             retention_check_interval,
+            iceberg_commit_interval,
             log_io,
             log_tail_cache,
             log_tail_cache_total,
@@ -912,6 +930,8 @@ impl ServeConfig {
             transaction_max_timeout: self.transaction_max_timeout,
             transactional_id_expiration: self.transactional_id_expiration,
             retention_check_interval: self.retention_check_interval,
+            iceberg_commit_interval: self.iceberg_commit_interval,
+            iceberg_store_uri: iceberg_store_uri(&self.object_store_url),
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
             heartbeat_interval: self.broker_session_timeout / 6,
@@ -1237,6 +1257,18 @@ fn gateway_router(
         ..strata_gateway::GatewayConfig::default()
     };
     Ok(strata_gateway::gateway(Arc::new(service), gateway))
+}
+
+/// The absolute URI of the object store's root, as Iceberg metadata names its files (an
+/// engine opens them from there): `file:///abs/dir` for a local directory, the URL as
+/// given for S3; `None` for the in-memory store, which no engine can read.
+fn iceberg_store_uri(url: &str) -> Option<String> {
+    if let Some(dir) = url.strip_prefix("file://") {
+        let abs = std::fs::canonicalize(dir).ok()?;
+        return Some(format!("file://{}", abs.display()));
+    }
+    url.starts_with("s3://")
+        .then(|| url.trim_end_matches('/').to_string())
 }
 
 /// The object store behind its retry/timeout/metrics wrappers, and the chunk cache.

@@ -416,6 +416,27 @@ impl Table {
             .unwrap_or_default()
     }
 
+    /// The locations of the data files the current snapshot holds live (what a scan
+    /// reads), in manifest order; empty before the first commit. Reads the current
+    /// manifest list and every manifest in it (at most [`MAX_MANIFESTS`]).
+    pub async fn live_files(&self) -> Result<Vec<String>> {
+        let Some(s) = self.metadata.current_snapshot() else {
+            return Ok(Vec::new());
+        };
+        let list = read_manifest_list(&self.read_uri(&s.manifest_list).await?, &s.manifest_list)?;
+        let mut out = Vec::new();
+        for m in list {
+            let entries = read_manifest(&self.read_uri(&m.manifest_path).await?, &m.manifest_path)?;
+            out.extend(
+                entries
+                    .into_iter()
+                    .filter(ManifestEntry::is_live)
+                    .map(|e| e.file.location),
+            );
+        }
+        Ok(out)
+    }
+
     /// The commit point: writes this table's metadata as `v{version}.metadata.json`
     /// with [`PutMode::Create`], then the version hint. A store answering
     /// [`ErrorKind::AlreadyExists`] or [`ErrorKind::PreconditionFailed`] means another

@@ -16,6 +16,7 @@ pub mod archiver;
 pub mod catalog;
 pub mod compaction;
 pub mod error;
+pub mod iceberg;
 pub mod layout;
 pub mod manifest;
 pub mod manifest_store;

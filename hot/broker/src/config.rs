@@ -52,6 +52,12 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How often recovery points are checkpointed.
     pub checkpoint_interval: Duration,
+    /// How often each parquet.enable topic's new Parquet files are committed to its
+    /// Iceberg table (`strata_tier::iceberg`); zero: never.
+    pub iceberg_commit_interval: Duration,
+    /// The object store root's absolute URI, as the table metadata names files; `None`:
+    /// no tables (an in-memory store).
+    pub iceberg_store_uri: Option<String>,
     /// How partition logs write (and read) their segments.
     pub log_io: strata_log::IoMode,
     /// Per partition, the newest bytes kept in memory in Direct mode (tail reads).
@@ -121,6 +127,8 @@ impl Default for BrokerConfig {
             housekeeping_interval: Duration::from_millis(500),
             retention_check_interval: Duration::from_secs(30),
             checkpoint_interval: Duration::from_secs(60),
+            iceberg_commit_interval: Duration::from_secs(60),
+            iceberg_store_uri: None,
             log_io: strata_log::IoMode::Direct,
             log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
             controller_timeout: Duration::from_secs(60),

@@ -137,6 +137,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     let mut archivers: HashMap<(TopicId, i32), Archiver> = HashMap::new();
     let mut last_retention = Instant::now();
     let mut last_sweep = Instant::now();
+    let mut last_publish: HashMap<TopicId, Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -213,6 +214,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                     .increment(1);
             }
         }
+        publish_tables(&broker, &tier, &mut last_publish).await;
         let now_ms = broker.clock.now_ms();
         for p in &leading {
             archivers[&(p.topic_id, p.index)].publish_lag(p.log(), now_ms);
@@ -290,6 +292,63 @@ async fn write_descriptors(
                 Err(e) => {
                     tracing::warn!(topic = %t.name, error = %e, "cannot write the topic's descriptor to the object store")
                 }
+            }
+        }
+    }
+}
+
+/// Iceberg: the leader of partition 0 of each parquet.enable topic commits the topic's
+/// new Parquet files (every partition's) to its table, one snapshot per
+/// `iceberg_commit_interval` (`strata_tier::iceberg::publish`). Topics are published one
+/// after another; a failure is logged and retried at the next interval.
+async fn publish_tables(
+    broker: &Arc<Broker>,
+    tier: &Arc<strata_tier::Tier>,
+    last: &mut HashMap<TopicId, Instant>,
+) {
+    let interval = broker.config.iceberg_commit_interval;
+    let Some(uri) = broker.config.iceberg_store_uri.as_deref() else {
+        return;
+    };
+    if interval.is_zero() {
+        return;
+    }
+    let topics = broker.topics();
+    last.retain(|id, _| topics.iter().any(|t| t.id == *id));
+    for t in topics.iter().filter(|t| t.config.parquet_enable) {
+        let Some(p0) = t.partition(0).filter(|p| p.is_leader()) else {
+            continue;
+        };
+        if last.get(&t.id).is_some_and(|at| at.elapsed() < interval) {
+            continue;
+        }
+        last.insert(t.id, Instant::now());
+        let cluster_id = broker.partition_key(p0).cluster_id;
+        let started = Instant::now();
+        match strata_tier::iceberg::publish(
+            tier.store(),
+            uri,
+            &cluster_id,
+            &t.name,
+            t.partition_count,
+            &t.config,
+        )
+        .await
+        {
+            Ok(Some(done)) => {
+                metrics::counter!("strata_iceberg_commits_total", "topic" => t.name.to_string())
+                    .increment(1);
+                metrics::counter!("strata_iceberg_files_added_total", "topic" => t.name.to_string())
+                    .increment(done.added_files as u64);
+                metrics::histogram!("strata_iceberg_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                tracing::debug!(topic = %t.name, version = done.version, added = done.added_files, removed = done.removed_files, "committed to the Iceberg table");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                metrics::counter!("strata_iceberg_failures_total", "topic" => t.name.to_string())
+                    .increment(1);
+                tracing::warn!(topic = %t.name, error = %e, "Iceberg commit failed; the next interval retries");
             }
         }
     }

@@ -1,0 +1,254 @@
+//! Iceberg tables published by the broker (issue 20): a parquet.enable topic's Parquet
+//! files are committed to `{cluster}/iceberg/{topic}/` in the bucket, one snapshot per
+//! `--iceberg-commit-interval`, and pyiceberg (an independent reader) finds every record
+//! produced exactly once through the table's metadata pointer, also after kill -9 of
+//! the broker in the middle of converting and committing, many times.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::Broker;
+use common::kafka::{create_topic, flush, producer};
+use rdkafka::producer::BaseRecord;
+
+const TOPIC: &str = "lake";
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn value_at(p: i32, o: i64) -> String {
+    format!("p{p}-value-{o}-{}", "z".repeat((o % 50) as usize))
+}
+
+/// Produces `count` records to each partition of `partitions`, numbered on from what
+/// each holds already (`next`), keyed k{o%11}, timestamped `base + o`.
+fn produce(bootstrap: &str, partitions: i32, next: &mut BTreeMap<i32, i64>, count: i64, base: i64) {
+    let (p, d) = producer(
+        bootstrap,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    for part in 0..partitions {
+        let from = *next.entry(part).or_default();
+        for o in from..from + count {
+            let (key, value) = (format!("k{}", o % 11), value_at(part, o));
+            p.send(
+                BaseRecord::<str, str>::to(TOPIC)
+                    .partition(part)
+                    .key(&key)
+                    .payload(&value)
+                    .timestamp(base + o),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+        }
+        flush(&p);
+        next.insert(part, from + count);
+    }
+    assert_eq!(*d.errors.lock().unwrap(), Vec::<String>::new());
+}
+
+/// The table's directory under the bucket (the one cluster directory holding it).
+fn table_dir(cold: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(cold)
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("iceberg").join(TOPIC))
+        .find(|d| d.join("metadata").is_dir())
+}
+
+/// Per partition, the last offset the table's current snapshot has committed (read from
+/// the metadata JSON as any engine would: version hint, then the current snapshot's
+/// summary).
+fn committed(cold: &Path) -> BTreeMap<i32, i64> {
+    let Some(dir) = table_dir(cold) else {
+        return BTreeMap::new();
+    };
+    let Ok(hint) = std::fs::read_to_string(dir.join("metadata/version-hint.text")) else {
+        return BTreeMap::new();
+    };
+    let meta = dir.join(format!("metadata/v{}.metadata.json", hint.trim()));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(meta).unwrap()).unwrap();
+    let current = &meta["current-snapshot-id"];
+    let Some(snapshot) = meta["snapshots"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| &s["snapshot-id"] == current))
+    else {
+        return BTreeMap::new();
+    };
+    snapshot["summary"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| {
+            let p = k
+                .strip_prefix("strata.partition.")?
+                .strip_suffix(".committed-offset")?;
+            Some((p.parse().ok()?, v.as_str()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Rows by (partition, offset): key, value, timestamp.
+type Rows = BTreeMap<(i32, i64), (String, String, i64)>;
+
+/// What pyiceberg reads: the number of files its scan plans, and the rows by
+/// (partition, offset), checked to hold each offset once.
+fn pyiceberg_rows(cold: &Path) -> (usize, Rows) {
+    let dir = table_dir(cold).expect("a table");
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/iceberg_scan.py"
+        ))
+        .arg(&dir)
+        .output()
+        .expect("python3 (scripts/deps installs pyiceberg)");
+    assert!(
+        out.status.success(),
+        "pyiceberg: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut rows = BTreeMap::new();
+    for r in v["rows"].as_array().unwrap() {
+        let (p, o) = (r[0].as_i64().unwrap() as i32, r[1].as_i64().unwrap());
+        let row = (
+            r[2].as_str().unwrap().to_string(),
+            r[3].as_str().unwrap().to_string(),
+            r[4].as_i64().unwrap(),
+        );
+        assert!(
+            rows.insert((p, o), row).is_none(),
+            "pyiceberg read {p}/{o} twice"
+        );
+    }
+    (v["files"].as_u64().unwrap() as usize, rows)
+}
+
+/// Every row is what was produced at its partition and offset, and each partition's
+/// rows are exactly offsets 0..=committed.
+fn check_rows(rows: &Rows, committed: &BTreeMap<i32, i64>, base: i64) {
+    for (&(p, o), (k, v, ts)) in rows {
+        assert_eq!(k, &format!("k{}", o % 11), "key at {p}/{o}");
+        assert_eq!(v, &value_at(p, o), "value at {p}/{o}");
+        assert_eq!(*ts, base + o, "timestamp at {p}/{o}");
+    }
+    for (&p, &last) in committed {
+        let offsets: Vec<i64> = rows.keys().filter(|k| k.0 == p).map(|k| k.1).collect();
+        assert_eq!(
+            offsets,
+            (0..=last).collect::<Vec<_>>(),
+            "partition {p}: offsets 0..={last}, each once"
+        );
+    }
+}
+
+fn start(data: &Path, cold: &Path) -> Broker {
+    let url = format!("file://{}", cold.display());
+    Broker::start(
+        data,
+        &[
+            "--object-store",
+            &url,
+            "--min-segment-bytes",
+            "1",
+            "--iceberg-commit-interval",
+            "1s",
+        ],
+    )
+}
+
+fn create(bootstrap: &str, partitions: i32) {
+    create_topic(
+        bootstrap,
+        TOPIC,
+        partitions,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("segment.ms", "1000"),
+        ],
+    );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn pyiceberg_reads_every_record_once_from_the_published_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let broker = start(&dir.path().join("data"), &cold);
+    create(&broker.kafka, 2);
+    let base = now_ms() - 3_600_000;
+    let mut next = BTreeMap::new();
+    produce(&broker.kafka, 2, &mut next, 3_000, base);
+    // segment.ms rolls the last segment too: everything produced ends up in the table.
+    let want: BTreeMap<i32, i64> = next.iter().map(|(&p, &n)| (p, n - 1)).collect();
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(120),
+        || committed(&cold) == want,
+    );
+    let (files, rows) = pyiceberg_rows(&cold);
+    assert_eq!(rows.len() as i64, next.values().sum::<i64>());
+    check_rows(&rows, &want, base);
+    assert!(files >= 4, "{files} files: small segments make many");
+    // Commits are batched: far fewer snapshots than files.
+    let snapshots = broker
+        .metric(&format!(
+            "strata_iceberg_commits_total{{topic=\"{TOPIC}\"}}"
+        ))
+        .unwrap_or(0.0);
+    assert!(
+        snapshots >= 1.0 && (snapshots as usize) < files,
+        "{snapshots} snapshots for {files} files"
+    );
+}
+
+#[test]
+fn kill_9_while_publishing_leaves_no_duplicate_and_no_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let data = dir.path().join("data");
+    let mut broker = start(&data, &cold);
+    create(&broker.kafka, 2);
+    let base = now_ms() - 3_600_000;
+    let mut next = BTreeMap::new();
+    for round in 0..5u64 {
+        let before = committed(&cold);
+        produce(&broker.kafka, 2, &mut next, 800, base);
+        // Kill once this round's files start reaching the table, after a varying pause:
+        // some kills land between a file and its commit, some in a commit.
+        wait_for("a commit of this round", Duration::from_secs(60), || {
+            committed(&cold) != before
+        });
+        std::thread::sleep(Duration::from_millis(150 * round));
+        broker.kill9();
+        broker.restart();
+    }
+    let want: BTreeMap<i32, i64> = next.iter().map(|(&p, &n)| (p, n - 1)).collect();
+    wait_for("the table to catch up", Duration::from_secs(120), || {
+        committed(&cold) == want
+    });
+    let (_, rows) = pyiceberg_rows(&cold);
+    assert_eq!(rows.len() as i64, next.values().sum::<i64>());
+    check_rows(&rows, &want, base);
+}
