@@ -221,6 +221,22 @@ fn pyiceberg_reads_every_record_once_from_the_published_table() {
         snapshots >= 1.0 && (snapshots as usize) < files,
         "{snapshots} snapshots for {files} files"
     );
+    // `strata topic describe` names the table's location.
+    let out = common::cli(
+        &broker.kafka,
+        &["topic", "describe", TOPIC, "--http", &broker.http],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let dir = table_dir(&cold).unwrap().canonicalize().unwrap();
+    assert!(
+        text.contains(&format!("iceberg table: file://{}", dir.display())),
+        "{text}"
+    );
 }
 
 #[test]

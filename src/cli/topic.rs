@@ -44,7 +44,8 @@ pub enum TopicCommand {
     Describe {
         name: String,
         /// A Strata broker's HTTP address (its --http-addr), for the cleaner's state of
-        /// a compacted topic's partitions hosted there.
+        /// a compacted topic's partitions hosted there and a Parquet topic's Iceberg
+        /// table.
         #[arg(long, env = "STRATA_HTTP", default_value = "127.0.0.1:8080")]
         http: String,
         /// That broker's --http-auth credentials, if it has them.
@@ -372,7 +373,33 @@ fn describe(c: &ClientArgs, name: &str, http: &str, http_auth: Option<&str>) -> 
     if compacted {
         print_cleaner(name, http, http_auth);
     }
+    let parquet = entries
+        .iter()
+        .any(|e| e.name == "parquet.enable" && e.value.as_deref() == Some("true"));
+    if parquet {
+        print_iceberg_table(name, http, http_auth);
+    }
     Ok(())
+}
+
+/// Where a parquet.enable topic's Iceberg table is, from a Strata broker's
+/// `/v1/tier/status` (the broker knows its bucket and cluster id).
+fn print_iceberg_table(name: &str, http: &str, http_auth: Option<&str>) {
+    let status = super::tier::Http::with(http, http_auth).and_then(|h| {
+        let body = h.get("/v1/tier/status")?;
+        Ok(serde_json::from_str::<serde_json::Value>(&body)?)
+    });
+    match status {
+        Ok(v) => match v["iceberg_tables"][name].as_str() {
+            Some(location) => outln!(
+                "iceberg table: {location} (metadata/version-hint.text names the current metadata)"
+            ),
+            None => outln!(
+                "iceberg table: none published by the broker at {http} (it hosts none of the topic's partitions, or --iceberg-commit-interval is 0)"
+            ),
+        },
+        Err(e) => outln!("iceberg table: not known ({e:#}); give a Strata broker's --http address"),
+    }
 }
 
 /// The cleaner's state of a compacted topic's partitions, from a Strata broker's

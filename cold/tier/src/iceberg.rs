@@ -60,6 +60,15 @@ pub enum PublishError {
 /// the rest to the next round.
 const CONFLICT_RETRIES: usize = 3;
 
+/// Snapshots older than this are expired after a commit (beyond the newest
+/// [`MIN_SNAPSHOTS`]): with a commit a minute the metadata JSON, which lists every
+/// snapshot and is rewritten by each commit, stays at about 60 of them. Time travel
+/// reaches back this far. (Iceberg's `history.expire.max-snapshot-age-ms` defaults to
+/// 5 days, for tables committed far less often.)
+pub const SNAPSHOT_MAX_AGE_MS: i64 = 3_600_000;
+/// Snapshots kept whatever their age.
+pub const MIN_SNAPSHOTS: usize = 10;
+
 /// Commits the new Parquet files of `topic` (partitions `0..partitions`) to its table
 /// under `{cluster_id}/iceberg/{topic}/` in `store`, whose root is `store_uri` (the
 /// absolute locations written into the metadata), creating the table first if needed
@@ -135,6 +144,7 @@ pub async fn publish(
         let (added_files, removed_files) = (add.len(), remove.len());
         match table.commit(add, &remove, operation).await {
             Ok(_) => {
+                expire(store.as_ref(), store_uri, &mut table).await;
                 return Ok(Some(Published {
                     version: table.version(),
                     added_files,
@@ -147,6 +157,38 @@ pub async fn publish(
                 tracing::debug!(topic, attempt, "iceberg commit lost a race; reloading");
             }
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Expires the snapshots past [`SNAPSHOT_MAX_AGE_MS`] (beyond [`MIN_SNAPSHOTS`]) and
+/// deletes the data files no kept snapshot holds any more (removed from the table by
+/// an earlier commit: Parquet retention has usually deleted them already, and deleting a
+/// missing object succeeds). A failure is logged: the next commit tries again.
+async fn expire(store: &dyn BlobStore, store_uri: &str, table: &mut strata_iceberg::Table) {
+    if table.metadata().snapshots.len() <= MIN_SNAPSHOTS {
+        return;
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    match table
+        .expire_snapshots(now_ms - SNAPSHOT_MAX_AGE_MS, MIN_SNAPSHOTS)
+        .await
+    {
+        Ok(expired) => {
+            let root = format!("{}/", store_uri.trim_end_matches('/'));
+            for uri in &expired.data_files {
+                let Some(key) = uri.strip_prefix(&root) else {
+                    continue;
+                };
+                if let Err(e) = store.delete(key).await {
+                    tracing::warn!(file = %uri, error = %e, "cannot delete a data file the table no longer holds");
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Iceberg snapshot expiry failed; the next commit retries")
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct TierStatus {
     pub cache_hit_ratio: f64,
     pub local_bytes_tiered_topics: u64,
     pub local_disk_cap_bytes: u64,
+    /// Per parquet.enable topic hosted here, its Iceberg table's location (the directory
+    /// holding `metadata/`), while tables are published (`--iceberg-commit-interval`).
+    pub iceberg_tables: std::collections::BTreeMap<String, String>,
     pub partitions: Vec<PartitionTierStatus>,
 }
 
@@ -66,7 +69,19 @@ impl Broker {
     pub fn tier_status(&self) -> TierStatus {
         let now = self.clock.now_ms();
         let mut partitions = Vec::new();
+        let mut iceberg_tables = std::collections::BTreeMap::new();
         for t in self.topics() {
+            if let (true, Some(uri), Some(p)) = (
+                t.config.parquet_enable && !self.config.iceberg_commit_interval.is_zero(),
+                self.config.iceberg_store_uri.as_deref(),
+                t.partitions.first(),
+            ) {
+                let cluster = self.partition_key(p).cluster_id;
+                iceberg_tables.insert(
+                    t.name.to_string(),
+                    format!("{uri}/{cluster}/iceberg/{}", t.name),
+                );
+            }
             for p in &t.partitions {
                 let remote = p.remote();
                 let (lag_bytes, lag_secs) = if p.tiered() {
@@ -115,6 +130,7 @@ impl Broker {
             },
             local_bytes_tiered_topics: self.tiered_local_bytes(),
             local_disk_cap_bytes: self.tier().map_or(0, |t| t.config().local_disk_cap_bytes),
+            iceberg_tables,
             partitions,
         }
     }
