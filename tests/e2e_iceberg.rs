@@ -268,3 +268,86 @@ fn kill_9_while_publishing_leaves_no_duplicate_and_no_gap() {
     assert_eq!(rows.len() as i64, next.values().sum::<i64>());
     check_rows(&rows, &want, base);
 }
+
+/// Parquet retention drops files from the partitions' manifests; the next commit removes
+/// them from the table (a delete snapshot), and their objects stay in the bucket as long
+/// as a snapshot the table keeps names them: a reader of any kept snapshot, the current
+/// one included, never finds a file gone.
+#[test]
+fn retention_removes_files_from_the_table_before_their_objects_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let url = format!("file://{}", cold.display());
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &[
+            "--object-store",
+            &url,
+            "--min-segment-bytes",
+            "1",
+            "--iceberg-commit-interval",
+            "1s",
+            "--retention-check-interval",
+            "1s",
+        ],
+    );
+    create_topic(
+        &broker.kafka,
+        TOPIC,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("segment.ms", "1000"),
+            ("retention.ms", "20000"),
+        ],
+    );
+    // Timestamps 15 s old: retention takes the files a few seconds after they are
+    // converted and committed.
+    let base = now_ms() - 15_000;
+    let mut next = BTreeMap::new();
+    produce(&broker.kafka, 1, &mut next, 2_000, base);
+    let last = next[&0] - 1;
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(120),
+        || committed(&cold).get(&0) == Some(&last),
+    );
+    // Retention then drops the older files from the table.
+    let files = |cold: &Path| -> serde_json::Value {
+        let out = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/python/iceberg_files.py"
+            ))
+            .arg(table_dir(cold).unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pyiceberg: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    wait_for(
+        "retention to remove files from the table",
+        Duration::from_secs(120),
+        || {
+            let v = files(&cold);
+            v["snapshots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["operation"] == "delete")
+        },
+    );
+    let v = files(&cold);
+    assert!(v["current"].as_i64().unwrap() < next[&0], "{v}");
+    for s in v["snapshots"].as_array().unwrap() {
+        assert_eq!(s["missing"], serde_json::json!([]), "snapshot {s}");
+    }
+    // The committed offset never moves back.
+    assert_eq!(committed(&cold).get(&0), Some(&last));
+}

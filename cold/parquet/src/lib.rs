@@ -83,8 +83,8 @@ pub use options::{
 };
 pub use schema::{columns, file_schema, metadata_keys, with_field_ids, writer_properties};
 pub use sink::{
-    DeadLetter, Manifest, ManifestEntry, ParquetLayout, ParquetSink, SegmentOutcome, SinkError,
-    TopicFile, WrittenFile,
+    DeadLetter, ExpiredObjects, Manifest, ManifestEntry, ParquetLayout, ParquetSink,
+    SegmentOutcome, SinkError, TopicFile, WrittenFile,
 };
 pub use source::{ByteSource, READ_CHUNK, SliceSource, SourceError};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};

@@ -172,6 +172,15 @@ pub fn utc_date(timestamp_ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// What retention does with the objects of the files it drops from a manifest
+/// ([`ParquetSink::expire_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiredObjects {
+    Delete,
+    /// Left for the Iceberg publisher, which deletes them with the snapshots naming them.
+    Keep,
+}
+
 /// One file in a partition's manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestEntry {
@@ -844,6 +853,20 @@ impl ParquetSink {
         partition: PartitionId,
         log_start_offset: Offset,
     ) -> Result<usize, SinkError> {
+        self.expire_with(topic, partition, log_start_offset, ExpiredObjects::Delete)
+            .await
+    }
+
+    /// [`Self::expire`], leaving the expired files' objects in place with
+    /// [`ExpiredObjects::Keep`]: an Iceberg table still names them until its next commit,
+    /// and whoever publishes it deletes them once no snapshot it keeps holds them.
+    pub async fn expire_with(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        log_start_offset: Offset,
+        objects: ExpiredObjects,
+    ) -> Result<usize, SinkError> {
         let manifest_key = self.layout.manifest_key(topic, partition);
         let (mut manifest, version) = self.load(topic, partition).await?;
         let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut manifest.files)
@@ -856,8 +879,10 @@ impl ParquetSink {
         if expired.is_empty() && manifest.dead_letters.len() == letters {
             return Ok(0);
         }
-        for f in &expired {
-            self.store.delete(&f.key).await?;
+        if objects == ExpiredObjects::Delete {
+            for f in &expired {
+                self.store.delete(&f.key).await?;
+            }
         }
         manifest.files = kept;
         self.commit(&manifest_key, &manifest, version).await?;

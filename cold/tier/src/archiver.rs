@@ -337,6 +337,8 @@ impl Archiver {
     /// One Parquet round for a partition of a topic with parquet.enable, when something
     /// changed for a leader (a new leadership, a newly sealed segment, a new log start,
     /// parquet.backfill) or every [`FOLLOWER_RELOAD_INTERVAL`] for a follower.
+    /// `published`: the topic's files are published as an Iceberg table
+    /// ([`crate::iceberg`]), so retention leaves their objects to the publisher.
     pub async fn parquet(
         &mut self,
         tier: &Tier,
@@ -344,6 +346,7 @@ impl Archiver {
         log: &Arc<TieredLog>,
         lead: Leadership,
         config: &TopicConfig,
+        published: bool,
     ) -> Result<(), ArchiveError> {
         // Leaders read the manifest (an object-store GET) only when something changed.
         let leader_state = lead.leader.then(|| {
@@ -374,7 +377,7 @@ impl Archiver {
                 self.parquet_checked = Some(Instant::now());
             }
         }
-        let caught_up = parquet_step(tier, key, log, lead, config).await?;
+        let caught_up = parquet_step(tier, key, log, lead, config, published).await?;
         if let Some(state) = leader_state
             && caught_up
         {
@@ -397,6 +400,7 @@ async fn parquet_step(
     log: &Arc<TieredLog>,
     lead: Leadership,
     config: &TopicConfig,
+    published: bool,
 ) -> Result<bool, ParquetError> {
     let (topic, index) = (log.topic(), log.partition());
     let options =
@@ -559,7 +563,14 @@ async fn parquet_step(
         next = seg.next_offset;
         log.set_parquet_progress(next);
     }
-    sink.expire(topic, index, log.log_start()).await?;
+    // A topic published as an Iceberg table: its snapshots name the files until the
+    // publisher's next commit, and the publisher deletes them with those snapshots.
+    let objects = match published {
+        true => strata_parquet::ExpiredObjects::Keep,
+        false => strata_parquet::ExpiredObjects::Delete,
+    };
+    sink.expire_with(topic, index, log.log_start(), objects)
+        .await?;
     Ok(true)
 }
 

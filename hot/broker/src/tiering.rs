@@ -65,6 +65,12 @@ pub struct TierStatus {
 }
 
 impl Broker {
+    /// Whether parquet.enable topics are published as Iceberg tables
+    /// (`--iceberg-commit-interval` is not 0 and the store is one engines can read).
+    pub fn iceberg_publishing(&self) -> bool {
+        !self.config.iceberg_commit_interval.is_zero() && self.config.iceberg_store_uri.is_some()
+    }
+
     /// Every partition's tiering state.
     pub fn tier_status(&self) -> TierStatus {
         let now = self.clock.now_ms();
@@ -72,7 +78,7 @@ impl Broker {
         let mut iceberg_tables = std::collections::BTreeMap::new();
         for t in self.topics() {
             if let (true, Some(uri), Some(p)) = (
-                t.config.parquet_enable && !self.config.iceberg_commit_interval.is_zero(),
+                t.config.parquet_enable && self.iceberg_publishing(),
                 self.config.iceberg_store_uri.as_deref(),
                 t.partitions.first(),
             ) {
@@ -222,7 +228,14 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             let key = broker.partition_key(p);
             let a = archivers.entry((p.topic_id, p.index)).or_default();
             if let Err(e) = a
-                .parquet(&tier, &key, p.log(), p.leadership(), &p.config())
+                .parquet(
+                    &tier,
+                    &key,
+                    p.log(),
+                    p.leadership(),
+                    &p.config(),
+                    broker.iceberg_publishing(),
+                )
                 .await
             {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "parquet conversion failed; local segments are kept until it succeeds");
