@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::Broker;
 use common::kafka::{create_topic, flush, producer};
 use rdkafka::producer::BaseRecord;
+use strata_store::testing::S3Server;
 
 const TOPIC: &str = "lake";
 
@@ -107,12 +108,19 @@ type Rows = BTreeMap<(i32, i64), (String, String, i64)>;
 /// (partition, offset), checked to hold each offset once.
 fn pyiceberg_rows(cold: &Path) -> (usize, Rows) {
     let dir = table_dir(cold).expect("a table");
+    scan_with_pyiceberg(&dir.display().to_string(), &[])
+}
+
+/// pyiceberg's scan of the table at `location` (a local table directory or a metadata
+/// location), with FileIO `properties`.
+fn scan_with_pyiceberg(location: &str, properties: &[String]) -> (usize, Rows) {
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/python/iceberg_scan.py"
         ))
-        .arg(&dir)
+        .arg(location)
+        .args(properties)
         .output()
         .expect("python3 (scripts/deps installs pyiceberg)");
     assert!(
@@ -350,4 +358,66 @@ fn retention_removes_files_from_the_table_before_their_objects_go() {
     }
     // The committed offset never moves back.
     assert_eq!(committed(&cold).get(&0), Some(&last));
+}
+
+/// Against a real S3 server (s3s-fs on loopback): the table's commits are conditional
+/// puts there, its metadata names `s3://` locations, and pyiceberg reads the table
+/// through S3 (pyarrow's S3 file system), every record once.
+#[test]
+fn the_table_is_published_to_s3_and_pyiceberg_reads_it_from_there() {
+    let s3 = S3Server::start().expect("s3s-fs is installed by scripts/deps");
+    let dir = tempfile::tempdir().unwrap();
+    let url = s3.url("lake");
+    let broker = Broker::start_with_env(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &[
+            "--object-store",
+            &url,
+            "--min-segment-bytes",
+            "1",
+            "--iceberg-commit-interval",
+            "1s",
+            "--cache-disk",
+            "0",
+        ],
+        &s3.env(),
+    );
+    create(&broker.kafka, 2);
+    let base = now_ms() - 3_600_000;
+    let mut next = BTreeMap::new();
+    produce(&broker.kafka, 2, &mut next, 1_500, base);
+    let want: BTreeMap<i32, i64> = next.iter().map(|(&p, &n)| (p, n - 1)).collect();
+    // s3s-fs keeps each object as a file under its root: the test reads the metadata
+    // there; pyiceberg goes through S3.
+    let objects = s3.root().join(s3.bucket()).join("lake");
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(120),
+        || committed(&objects) == want,
+    );
+    let table = table_dir(&objects).unwrap();
+    let cluster = table
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let hint = std::fs::read_to_string(table.join("metadata/version-hint.text")).unwrap();
+    let location = format!(
+        "{url}/{cluster}/iceberg/{TOPIC}/metadata/v{}.metadata.json",
+        hint.trim()
+    );
+    let env: BTreeMap<String, String> = s3.env().into_iter().collect();
+    let properties = vec![
+        format!("s3.endpoint={}", s3.endpoint()),
+        format!("s3.access-key-id={}", env["AWS_ACCESS_KEY_ID"]),
+        format!("s3.secret-access-key={}", env["AWS_SECRET_ACCESS_KEY"]),
+        format!("s3.region={}", env["AWS_REGION"]),
+    ];
+    let (files, rows) = scan_with_pyiceberg(&location, &properties);
+    assert!(files >= 2, "{files} files");
+    assert_eq!(rows.len() as i64, next.values().sum::<i64>());
+    check_rows(&rows, &want, base);
 }

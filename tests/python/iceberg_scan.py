@@ -1,10 +1,12 @@
 """Scans a Strata Iceberg table with pyiceberg, as a warehouse loader would.
 
-usage: iceberg_scan.py <table directory (…/iceberg/TOPIC)>
+usage: iceberg_scan.py <table directory (…/iceberg/TOPIC) | metadata location> [PROP=VALUE…]
 
-Finds the current metadata through metadata/version-hint.text (as Iceberg's file-system
-tables do), loads it, and prints one JSON object: the number of data files the scan
-plans, and every row as [partition, offset, key, value, timestamp_ms].
+Given a local table directory, finds the current metadata through
+metadata/version-hint.text (as Iceberg's file-system tables do); given a metadata
+location (s3://…/vN.metadata.json), loads that, with the FileIO properties given
+(s3.endpoint, s3.access-key-id, …). Prints one JSON object: the number of data files the
+scan plans, and every row as [partition, offset, key, value, timestamp_ms].
 """
 
 import json
@@ -13,9 +15,12 @@ import sys
 
 from pyiceberg.table import StaticTable
 
-table_dir = sys.argv[1]
-hint = open(os.path.join(table_dir, "metadata", "version-hint.text")).read().strip()
-table = StaticTable.from_metadata(os.path.join(table_dir, "metadata", f"v{hint}.metadata.json"))
+where = sys.argv[1]
+properties = dict(arg.split("=", 1) for arg in sys.argv[2:])
+if os.path.isdir(where):
+    hint = open(os.path.join(where, "metadata", "version-hint.text")).read().strip()
+    where = os.path.join(where, "metadata", f"v{hint}.metadata.json")
+table = StaticTable.from_metadata(where, properties=properties)
 files = list(table.scan().plan_files())
 arrow = table.scan(selected_fields=("partition", "offset", "key", "value", "timestamp")).to_arrow()
 rows = []
