@@ -159,7 +159,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
     let mut archivers: HashMap<(TopicId, i32), Archiver> = HashMap::new();
     let mut last_retention = Instant::now();
     let mut last_sweep = Instant::now();
-    let mut last_publish: HashMap<TopicId, Instant> = HashMap::new();
+    let mut publishing = Publishing::default();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -243,7 +243,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                     .increment(1);
             }
         }
-        publish_tables(&broker, &tier, &mut last_publish).await;
+        publish_tables(&broker, &tier, &mut publishing);
         let now_ms = broker.clock.now_ms();
         for p in &leading {
             archivers[&(p.topic_id, p.index)].publish_lag(p.log(), now_ms);
@@ -326,59 +326,77 @@ async fn write_descriptors(
     }
 }
 
+/// When each topic's table was last published, and the publishing task in flight.
+#[derive(Default)]
+struct Publishing {
+    last: HashMap<TopicId, Instant>,
+    running: HashMap<TopicId, tokio::task::JoinHandle<()>>,
+}
+
 /// Iceberg: the leader of partition 0 of each parquet.enable topic commits the topic's
 /// new Parquet files (every partition's) to its table, one snapshot per
-/// `iceberg_commit_interval` (`strata_tier::iceberg::publish`). Topics are published one
-/// after another; a failure is logged and retried at the next interval.
-async fn publish_tables(
-    broker: &Arc<Broker>,
-    tier: &Arc<strata_tier::Tier>,
-    last: &mut HashMap<TopicId, Instant>,
-) {
+/// `iceberg_commit_interval` (`strata_tier::iceberg::publish`). Each topic's round runs
+/// as a task of its own, one at a time per topic, so a slow bucket (a round reads every
+/// partition's manifest) does not hold up this scheduler's offloads and conversions. A
+/// failure is logged and retried at the next interval.
+fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &mut Publishing) {
     let interval = broker.config.iceberg_commit_interval;
-    let Some(uri) = broker.config.iceberg_store_uri.as_deref() else {
+    let Some(uri) = broker.config.iceberg_store_uri.clone() else {
         return;
     };
     if interval.is_zero() {
         return;
     }
     let topics = broker.topics();
-    last.retain(|id, _| topics.iter().any(|t| t.id == *id));
+    state
+        .last
+        .retain(|id, _| topics.iter().any(|t| t.id == *id));
+    state.running.retain(|_, task| !task.is_finished());
     for t in topics.iter().filter(|t| t.config.parquet_enable) {
         let Some(p0) = t.partition(0).filter(|p| p.is_leader()) else {
             continue;
         };
-        if last.get(&t.id).is_some_and(|at| at.elapsed() < interval) {
+        if state.running.contains_key(&t.id)
+            || state
+                .last
+                .get(&t.id)
+                .is_some_and(|at| at.elapsed() < interval)
+        {
             continue;
         }
-        last.insert(t.id, Instant::now());
+        state.last.insert(t.id, Instant::now());
         let cluster_id = broker.partition_key(p0).cluster_id;
-        let started = Instant::now();
-        match strata_tier::iceberg::publish(
-            tier.store(),
-            uri,
-            &cluster_id,
-            &t.name,
-            t.partition_count,
-            &t.config,
-        )
-        .await
-        {
-            Ok(Some(done)) => {
-                metrics::counter!("strata_iceberg_commits_total", "topic" => t.name.to_string())
-                    .increment(1);
-                metrics::counter!("strata_iceberg_files_added_total", "topic" => t.name.to_string())
-                    .increment(done.added_files as u64);
-                metrics::histogram!("strata_iceberg_commit_seconds")
-                    .record(started.elapsed().as_secs_f64());
-                tracing::debug!(topic = %t.name, version = done.version, added = done.added_files, removed = done.removed_files, "committed to the Iceberg table");
+        let (store, uri, id, t) = (tier.store().clone(), uri.clone(), t.id, t.clone());
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let name = t.name.to_string();
+            match strata_tier::iceberg::publish(
+                &store,
+                &uri,
+                &cluster_id,
+                &name,
+                t.partition_count,
+                &t.config,
+            )
+            .await
+            {
+                Ok(Some(done)) => {
+                    metrics::counter!("strata_iceberg_commits_total", "topic" => name.clone())
+                        .increment(1);
+                    metrics::counter!("strata_iceberg_files_added_total", "topic" => name.clone())
+                        .increment(done.added_files as u64);
+                    metrics::histogram!("strata_iceberg_commit_seconds")
+                        .record(started.elapsed().as_secs_f64());
+                    tracing::debug!(topic = %name, version = done.version, added = done.added_files, removed = done.removed_files, "committed to the Iceberg table");
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    metrics::counter!("strata_iceberg_failures_total", "topic" => name.clone())
+                        .increment(1);
+                    tracing::warn!(topic = %name, error = %e, "Iceberg commit failed; the next interval retries");
+                }
             }
-            Ok(None) => {}
-            Err(e) => {
-                metrics::counter!("strata_iceberg_failures_total", "topic" => t.name.to_string())
-                    .increment(1);
-                tracing::warn!(topic = %t.name, error = %e, "Iceberg commit failed; the next interval retries");
-            }
-        }
+        });
+        state.running.insert(id, task);
     }
 }
