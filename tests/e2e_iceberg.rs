@@ -163,19 +163,19 @@ fn check_rows(rows: &Rows, committed: &BTreeMap<i32, i64>, base: i64) {
     }
 }
 
-fn start(data: &Path, cold: &Path) -> Broker {
+/// A broker publishing every second to a local directory `cold`, with `extra` flags.
+fn start(data: &Path, cold: &Path, extra: &[&str]) -> Broker {
     let url = format!("file://{}", cold.display());
-    Broker::start(
-        data,
-        &[
-            "--object-store",
-            &url,
-            "--min-segment-bytes",
-            "1",
-            "--iceberg-commit-interval",
-            "1s",
-        ],
-    )
+    let mut args = vec![
+        "--object-store",
+        &url,
+        "--min-segment-bytes",
+        "1",
+        "--iceberg-commit-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    Broker::start(data, &args)
 }
 
 fn create(bootstrap: &str, partitions: i32) {
@@ -203,7 +203,7 @@ fn now_ms() -> i64 {
 fn pyiceberg_reads_every_record_once_from_the_published_table() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
-    let broker = start(&dir.path().join("data"), &cold);
+    let broker = start(&dir.path().join("data"), &cold, &[]);
     create(&broker.kafka, 2);
     let base = now_ms() - 3_600_000;
     let mut next = BTreeMap::new();
@@ -252,7 +252,7 @@ fn kill_9_while_publishing_leaves_no_duplicate_and_no_gap() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
     let data = dir.path().join("data");
-    let mut broker = start(&data, &cold);
+    let mut broker = start(&data, &cold, &[]);
     create(&broker.kafka, 2);
     let base = now_ms() - 3_600_000;
     let mut next = BTreeMap::new();
@@ -285,19 +285,10 @@ fn kill_9_while_publishing_leaves_no_duplicate_and_no_gap() {
 fn retention_removes_files_from_the_table_before_their_objects_go() {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
-    let url = format!("file://{}", cold.display());
-    let broker = Broker::start(
+    let broker = start(
         &dir.path().join("data"),
-        &[
-            "--object-store",
-            &url,
-            "--min-segment-bytes",
-            "1",
-            "--iceberg-commit-interval",
-            "1s",
-            "--retention-check-interval",
-            "1s",
-        ],
+        &cold,
+        &["--retention-check-interval", "1s"],
     );
     create_topic(
         &broker.kafka,

@@ -164,6 +164,11 @@ impl FsCatalog {
         format!("{}/{}", self.store_uri, key)
     }
 
+    /// The absolute location of `topic`'s table: the directory holding `metadata/`.
+    pub fn table_location(&self, topic: &str) -> String {
+        self.uri(&self.table_dir(topic))
+    }
+
     fn table_dir(&self, topic: &str) -> String {
         join(&join(&self.root, "iceberg"), topic)
     }
@@ -1147,6 +1152,13 @@ mod tests {
     use super::*;
     use crate::manifest::tests::file;
 
+    /// A new, empty table `t` of binary-valued files in `c`.
+    async fn table(c: &FsCatalog) -> Table {
+        c.create_table("t", &file_schema(&ValueFormat::Binary))
+            .await
+            .unwrap()
+    }
+
     fn catalog() -> FsCatalog {
         FsCatalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "root")
     }
@@ -1295,10 +1307,7 @@ mod tests {
         };
         let store = strata_store::layered(Arc::new(faults), config);
         let c = FsCatalog::new(store, "memory:///", "root");
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let lost_answer = |version: u64| {
             Fault::new(ErrorKind::Timeout)
                 .op(Op::Put)
@@ -1369,10 +1378,7 @@ mod tests {
     #[tokio::test]
     async fn offsets_already_in_the_table_are_refused() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         t.append(vec![file(0, Some(1), 0, 9), file(0, Some(1), 10, 19)])
             .await
             .unwrap();
@@ -1405,10 +1411,7 @@ mod tests {
     #[tokio::test]
     async fn snapshots_carry_earlier_manifests_forward() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let s1 = t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
         // A file spanning days goes to spec 1: two new manifests.
         let s2 = t
@@ -1435,10 +1438,7 @@ mod tests {
     #[tokio::test]
     async fn loading_follows_a_lagging_or_missing_hint() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
         t.append(vec![file(0, Some(1), 10, 19)]).await.unwrap();
         let hint = "root/iceberg/t/metadata/version-hint.text";
@@ -1498,10 +1498,7 @@ mod tests {
     #[tokio::test]
     async fn a_delete_rewrites_the_manifest_and_keeps_every_committed_offset() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let (a, b, p1) = (
             file(0, Some(1), 0, 9),
             file(0, Some(1), 10, 19),
@@ -1618,10 +1615,7 @@ mod tests {
     #[tokio::test]
     async fn replace_keeps_offsets_and_overwrite_advances_only_for_new_ones() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let (a, b, p1) = (
             file(0, Some(1), 0, 9),
             file(0, Some(1), 10, 19),
@@ -1722,10 +1716,7 @@ mod tests {
     #[tokio::test]
     async fn manifests_stay_bounded_over_many_commits() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let mut all = BTreeSet::new();
         let mut most = CommitStats::default();
         for i in 0..300i64 {
@@ -1776,10 +1767,7 @@ mod tests {
     #[tokio::test]
     async fn metadata_log_keeps_previous_versions_max() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         assert_eq!(
             t.metadata().properties[DELETE_AFTER_COMMIT_PROPERTY],
             "true"
@@ -1824,10 +1812,7 @@ mod tests {
     #[tokio::test]
     async fn expiry_drops_old_snapshots_and_returns_what_they_alone_held() {
         let c = catalog();
-        let mut t = c
-            .create_table("t", &file_schema(&ValueFormat::Binary))
-            .await
-            .unwrap();
+        let mut t = table(&c).await;
         let (a, b, x) = (
             file(0, Some(1), 0, 9),
             file(1, Some(1), 0, 9),

@@ -445,6 +445,16 @@ impl Fields<'_> {
             _ => Err(corrupt(self.location, format!("no {name}"))),
         }
     }
+    /// The nested record `name`, for reading its own fields.
+    fn record(&self, name: &str) -> Result<Fields<'_>> {
+        match self.get(name) {
+            Some(Avro::Record(fields)) => Ok(Fields {
+                fields,
+                location: self.location,
+            }),
+            _ => Err(corrupt(self.location, format!("no {name}"))),
+        }
+    }
     fn bytes(&self, name: &str) -> Option<Vec<u8>> {
         match self.get(name) {
             Some(Avro::Bytes(b)) => Some(b.clone()),
@@ -567,13 +577,7 @@ pub fn read_manifest(bytes: &[u8], location: &str) -> Result<Vec<ManifestEntry>>
             return Err(corrupt(location, "an entry is not a record"));
         };
         let e = Fields { fields, location };
-        let Some(Avro::Record(df)) = e.get("data_file") else {
-            return Err(corrupt(location, "no data_file"));
-        };
-        let d = Fields {
-            fields: df,
-            location,
-        };
+        let d = e.record("data_file")?;
         let content = d.int("content")?;
         if content != 0 {
             return Err(corrupt(
@@ -594,13 +598,7 @@ pub fn read_manifest(bytes: &[u8], location: &str) -> Result<Vec<ManifestEntry>>
                 ));
             }
         }
-        let Some(Avro::Record(pf)) = d.get("partition") else {
-            return Err(corrupt(location, "no partition"));
-        };
-        let p = Fields {
-            fields: pf,
-            location,
-        };
+        let p = d.record("partition")?;
         let partition = p.int("partition")?;
         let day = match p.get("timestamp_day") {
             None => None,

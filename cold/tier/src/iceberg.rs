@@ -56,6 +56,17 @@ pub enum PublishError {
     },
 }
 
+/// Where [`publish`] keeps `topic`'s table: the absolute location of the directory
+/// holding its `metadata/`.
+pub fn table_location(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+    topic: &str,
+) -> String {
+    FsCatalog::new(store.clone(), store_uri, cluster_id).table_location(topic)
+}
+
 /// How many times a round reloads the table after losing a commit race before it leaves
 /// the rest to the next round.
 const CONFLICT_RETRIES: usize = 3;

@@ -77,15 +77,16 @@ impl Broker {
         let mut partitions = Vec::new();
         let mut iceberg_tables = std::collections::BTreeMap::new();
         for t in self.topics() {
-            if let (true, Some(uri), Some(p)) = (
+            if let (true, Some(uri), Some(p), Some(tier)) = (
                 t.config.parquet_enable && self.iceberg_publishing(),
                 self.config.iceberg_store_uri.as_deref(),
                 t.partitions.first(),
+                self.tier(),
             ) {
                 let cluster = self.partition_key(p).cluster_id;
                 iceberg_tables.insert(
                     t.name.to_string(),
-                    format!("{uri}/{cluster}/iceberg/{}", t.name),
+                    strata_tier::iceberg::table_location(tier.store(), uri, &cluster, &t.name),
                 );
             }
             for p in &t.partitions {

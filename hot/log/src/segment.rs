@@ -645,9 +645,18 @@ pub(crate) fn sync_index_files(dir: &Path, base: Offset) -> Result<(), LogError>
 /// Whether both index files of a segment hold exactly `idx` (a read of two small files
 /// instead of a rewrite, which truncates and reallocates them).
 pub(crate) fn index_files_hold(dir: &Path, base: Offset, idx: &Indexes) -> bool {
-    fs::read(index_path(dir, base)).is_ok_and(|b| b == Indexes::encode_offsets(&idx.offsets))
-        && fs::read(time_index_path(dir, base))
-            .is_ok_and(|b| b == Indexes::encode_times(&idx.times))
+    match (
+        fs::read(index_path(dir, base)),
+        fs::read(time_index_path(dir, base)),
+    ) {
+        (Ok(offsets), Ok(times)) => index_bytes_hold(&offsets, &times, idx),
+        _ => false,
+    }
+}
+
+/// Whether index files holding these bytes hold exactly `idx`.
+pub(crate) fn index_bytes_hold(offsets: &[u8], times: &[u8], idx: &Indexes) -> bool {
+    offsets == Indexes::encode_offsets(&idx.offsets) && times == Indexes::encode_times(&idx.times)
 }
 
 fn append_file(path: &Path, at: u64, bytes: &[u8]) -> Result<(), LogError> {

@@ -250,31 +250,35 @@ fn a_clean_stop_scans_only_the_last_index_interval(mode: IoMode) {
     assert_eq!(read_all(&log, 0), more);
 }
 
+/// Rewrites the offset index of the segment at 0 in `dir` as `edit` changes its bytes.
+fn edit_index(dir: &Path, edit: impl FnOnce(&mut Vec<u8>)) {
+    let p = dir.join(format!("{:020}.index", 0));
+    let mut idx = std::fs::read(&p).unwrap();
+    edit(&mut idx);
+    std::fs::write(&p, idx).unwrap();
+}
+
 fn a_clean_open_scans_whole_where_the_index_or_point_disagrees(mode: IoMode) {
     let stem = format!("{:020}", 0);
     // Each way the clean state can be wrong, and the whole scan that follows.
     type Damage = fn(&Path, i64) -> Option<i64>;
     let damages: [(&str, Damage); 5] = [
         ("last entry moved by a byte", |d, leo| {
-            let p = d.join(format!("{:020}.index", 0));
-            let mut idx = std::fs::read(&p).unwrap();
-            let n = idx.len();
-            idx[n - 1] = idx[n - 1].wrapping_add(1);
-            std::fs::write(&p, idx).unwrap();
+            edit_index(d, |idx| {
+                let n = idx.len();
+                idx[n - 1] = idx[n - 1].wrapping_add(1);
+            });
             Some(leo)
         }),
         ("last entry names the wrong offset", |d, leo| {
-            let p = d.join(format!("{:020}.index", 0));
-            let mut idx = std::fs::read(&p).unwrap();
-            let n = idx.len();
-            idx[n - 5] = idx[n - 5].wrapping_sub(1);
-            std::fs::write(&p, idx).unwrap();
+            edit_index(d, |idx| {
+                let n = idx.len();
+                idx[n - 5] = idx[n - 5].wrapping_sub(1);
+            });
             Some(leo)
         }),
         ("a torn index file", |d, leo| {
-            let p = d.join(format!("{:020}.index", 0));
-            let idx = std::fs::read(&p).unwrap();
-            std::fs::write(&p, &idx[..idx.len() - 3]).unwrap();
+            edit_index(d, |idx| idx.truncate(idx.len() - 3));
             Some(leo)
         }),
         ("a point below the log end", |_, leo| Some(leo - 5)),

@@ -207,40 +207,29 @@ impl Log {
             // point: only the batches from its last entry on are scanned (at most an index
             // interval and a batch), if they end exactly there.
             let resumed = match is_last && clean_stop {
-                true => resume_point(dir, base, &file, recovery_point, interval),
+                true => resumed_scan(
+                    dir,
+                    base,
+                    &file,
+                    direct.as_ref(),
+                    recovery_point,
+                    interval,
+                    gaps_allowed,
+                )?,
                 false => None,
             };
-            let scan = match resumed {
-                Some(from) => {
-                    let (pos, offset) = (from.pos, from.offset);
-                    let scan = Segment::scan_from(
-                        &file,
-                        direct.as_ref(),
-                        &path,
-                        base,
-                        gaps_allowed,
-                        from,
-                    )?;
-                    let whole = scan.stop_reason.is_none()
-                        && scan.next_offset == recovery_point
-                        && scan.epochs.first().is_some_and(|run| run.1 == offset);
-                    if whole {
-                        report.resumed_scans.push((base, pos));
-                        Some(scan)
-                    } else {
-                        tracing::info!(segment = %path.display(), position = pos, "the index of a cleanly stopped segment does not match its batches: scanning it whole");
-                        None
-                    }
+            // The index files as read for the resumed scan: compared with the rebuilt
+            // index below without reading them again.
+            let (scan, scanned_from, index_on_disk) = match resumed {
+                Some((scan, pos, files)) => {
+                    report.resumed_scans.push((base, pos));
+                    (scan, pos, Some(files))
                 }
-                None => None,
-            };
-            let scan = match scan {
-                Some(scan) => scan,
-                None => Segment::scan(&file, direct.as_ref(), &path, base, interval, gaps_allowed)?,
-            };
-            let scanned_from = match report.resumed_scans.last() {
-                Some(&(b, pos)) if b == base => pos,
-                _ => 0,
+                None => {
+                    let scan =
+                        Segment::scan(&file, direct.as_ref(), &path, base, interval, gaps_allowed)?;
+                    (scan, 0, None)
+                }
             };
             report.scanned_bytes += scan.valid_size.saturating_sub(scanned_from);
             scanned_epochs.extend_from_slice(&scan.epochs);
@@ -307,7 +296,13 @@ impl Log {
                 // The active segment: its index is rebuilt on every open, so rewrite the
                 // files from the scan (unless they hold exactly that already, as after a
                 // clean close) and keep appending to them.
-                if !segment::index_files_hold(dir, base, &seg.builder.idx) {
+                let holds = match &index_on_disk {
+                    Some((offsets, times)) => {
+                        segment::index_bytes_hold(offsets, times, &seg.builder.idx)
+                    }
+                    None => segment::index_files_hold(dir, base, &seg.builder.idx),
+                };
+                if !holds {
                     segment::write_index_files(dir, base, &seg.builder.idx, false)?;
                 }
                 seg.persisted = (seg.builder.idx.offsets.len(), seg.builder.idx.times.len());
@@ -618,34 +613,68 @@ fn seg_files(
     Ok((seg.plain()?, direct))
 }
 
-/// Where a cleanly stopped active segment's scan resumes: at its last offset-index entry
-/// below `recovery_point`, with the index before it, if its index files hold whole,
-/// ordered entries inside the file. `None` if there is no such entry (the segment is
-/// scanned whole: it is at most an index interval and a batch long) or the files are
-/// damaged. What the entry points at is checked by the scan.
-fn resume_point(
+/// A resumed scan, the byte position it started at, and the index files' bytes (offset
+/// index, time index) it trusted.
+type ResumedScan = (segment::ScanResult, u64, (Vec<u8>, Vec<u8>));
+
+/// The scan of a cleanly stopped active segment from its last offset-index entry below
+/// `recovery_point` (with the index before it), if its index files hold whole, ordered
+/// entries inside the file, the batch at that entry starts at the entry's offset, and the
+/// batches from there end exactly at `recovery_point`. Returns the scan, the position it
+/// started at and the index files' bytes. `None`: the segment is to be scanned whole (no
+/// such entry, so it is at most an index interval and a batch long; damaged files; or
+/// batches that do not match them).
+fn resumed_scan(
     dir: &Path,
     base: Offset,
     file: &std::fs::File,
+    direct: Option<&std::fs::File>,
     recovery_point: Offset,
     interval: u64,
-) -> Option<segment::ScanFrom> {
-    let next_rel = recovery_point.checked_sub(base).filter(|&r| r > 0)?;
-    let next_rel = u32::try_from(next_rel).ok()?;
-    let len = file.metadata().ok()?.len();
-    let offsets = fs::read(segment::index_path(dir, base)).ok()?;
-    let times = fs::read(segment::time_index_path(dir, base)).ok()?;
-    let idx = crate::index::Indexes::decode_checked(&offsets, &times, len, next_rel as u64)
-        .map_err(|reason| tracing::info!(dir = %dir.display(), base, %reason, "active segment index damaged after a clean stop: scanning it whole"))
-        .ok()?;
-    let last = idx.offsets.last().copied()?;
+    gaps_allowed: bool,
+) -> Result<Option<ResumedScan>, LogError> {
+    let Some(next_rel) = recovery_point
+        .checked_sub(base)
+        .filter(|&r| r > 0)
+        .and_then(|r| u32::try_from(r).ok())
+    else {
+        return Ok(None);
+    };
+    let path = segment::log_path(dir, base);
+    let len = file.metadata().map_err(LogError::io("stat", &path))?.len();
+    let (Ok(offsets), Ok(times)) = (
+        fs::read(segment::index_path(dir, base)),
+        fs::read(segment::time_index_path(dir, base)),
+    ) else {
+        return Ok(None);
+    };
+    let idx = match crate::index::Indexes::decode_checked(&offsets, &times, len, next_rel as u64) {
+        Ok(idx) => idx,
+        Err(reason) => {
+            tracing::info!(dir = %dir.display(), base, %reason, "active segment index damaged after a clean stop: scanning it whole");
+            return Ok(None);
+        }
+    };
+    let Some(last) = idx.offsets.last().copied() else {
+        return Ok(None);
+    };
     let (builder, pos) = crate::index::IndexBuilder::rewind(&idx, interval, next_rel);
     debug_assert_eq!(pos, last.pos);
-    Some(segment::ScanFrom {
+    let offset = base + last.rel as i64;
+    let from = segment::ScanFrom {
         pos: pos as u64,
-        offset: base + last.rel as i64,
+        offset,
         builder,
-    })
+    };
+    let scan = Segment::scan_from(file, direct, &path, base, gaps_allowed, from)?;
+    let whole = scan.stop_reason.is_none()
+        && scan.next_offset == recovery_point
+        && scan.epochs.first().is_some_and(|run| run.1 == offset);
+    if !whole {
+        tracing::info!(segment = %path.display(), position = pos, "the index of a cleanly stopped segment does not match its batches: scanning it whole");
+        return Ok(None);
+    }
+    Ok(Some((scan, pos as u64, (offsets, times))))
 }
 
 /// Opens a sealed segment below the recovery point without scanning it. Returns `None`
