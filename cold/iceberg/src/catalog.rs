@@ -425,6 +425,18 @@ impl Table {
     /// reads), in manifest order; empty before the first commit. Reads the current
     /// manifest list and every manifest in it (at most [`MAX_MANIFESTS`]).
     pub async fn live_files(&self) -> Result<Vec<String>> {
+        Ok(self
+            .live_data_files()
+            .await?
+            .into_iter()
+            .map(|f| f.location)
+            .collect())
+    }
+
+    /// [`Self::live_files`] as the manifests describe them (see [`ManifestEntry::file`]
+    /// for what a manifest does not hold: `first_offset`/`last_offset` are the `offset`
+    /// column's bounds).
+    pub async fn live_data_files(&self) -> Result<Vec<DataFile>> {
         let Some(s) = self.metadata.current_snapshot() else {
             return Ok(Vec::new());
         };
@@ -436,7 +448,7 @@ impl Table {
                 entries
                     .into_iter()
                     .filter(ManifestEntry::is_live)
-                    .map(|e| e.file.location),
+                    .map(|e| e.file),
             );
         }
         Ok(out)

@@ -62,6 +62,7 @@
 //! not fit is kept whole in `_raw`: the file is always written. With json but no schema
 //! the value stays binary: see [`ValueFormat`] for why nothing is inferred.
 
+pub mod compact;
 mod convert;
 mod error;
 mod json;
@@ -73,6 +74,7 @@ pub mod stream;
 pub mod txn;
 mod value_schema;
 
+pub use compact::{CompactPolicy, Compacted};
 pub use convert::{
     ParquetFile, RawFallback, Summary, convert_batches, convert_segment, write_batches,
 };

@@ -195,6 +195,15 @@ pub struct ManifestEntry {
     pub rows: u64,
     /// The file's size.
     pub bytes: u64,
+    /// How many files small-file compaction rewrote into this one (0: a converted
+    /// segment). Compaction leaves such a file alone unless forced
+    /// ([`crate::compact`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compacted_from: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A partition's progress: `_manifest.json`.
@@ -293,6 +302,7 @@ impl WrittenFile {
             max_timestamp: self.max_timestamp,
             rows: self.rows,
             bytes: self.bytes,
+            compacted_from: 0,
         }
     }
 }
@@ -407,9 +417,9 @@ impl View {
 /// Writes a partition's segments as Parquet files and keeps its manifest.
 #[derive(Debug, Clone)]
 pub struct ParquetSink {
-    store: Arc<dyn BlobStore>,
+    pub(crate) store: Arc<dyn BlobStore>,
     layout: ParquetLayout,
-    options: ConvertOptions,
+    pub(crate) options: ConvertOptions,
     /// The size of a file's upload parts; `None`: the store's
     /// [`UploadConfig::part_size`](strata_store::UploadConfig::part_size).
     part_size: Option<usize>,
@@ -1175,7 +1185,7 @@ impl ParquetSink {
     }
 
     /// The manifest and the version it was read at (`None`: there is none yet).
-    async fn load(
+    pub(crate) async fn load(
         &self,
         topic: &str,
         partition: PartitionId,
@@ -1217,7 +1227,7 @@ impl ParquetSink {
     }
 
     /// Writes the manifest, conditioned on `read` (see the module's "Concurrent writers").
-    async fn commit(
+    pub(crate) async fn commit(
         &self,
         key: &str,
         manifest: &Manifest,

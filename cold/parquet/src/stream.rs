@@ -171,13 +171,7 @@ pub(crate) async fn convert_and_upload(
         .fates
         .finish(&opts.later_markers, opts.pending_transactions)?;
     let mut conv = Converter::new(opts, props, first, last, PartBuffer::default())?;
-    let mut upload = Upload {
-        store,
-        part_size: part_size.max(1),
-        key: None,
-        multipart: None,
-        parts: Vec::new(),
-    };
+    let mut upload = Upload::new(store, part_size);
     let written = async {
         let mut reader = BatchReader::new(src, range);
         while let Some(framed) = reader.next().await {
@@ -233,7 +227,7 @@ impl Write for PartBuffer {
 /// with the first one; a single PUT when the whole file is smaller than a part. Parts go
 /// up one at a time on the converting thread: conversion, not the upload, is the slow
 /// side, and one part in flight keeps memory at one part.
-struct Upload<'a> {
+pub(crate) struct Upload<'a> {
     store: &'a dyn BlobStore,
     part_size: usize,
     key: Option<String>,
@@ -241,7 +235,22 @@ struct Upload<'a> {
     parts: Vec<PartId>,
 }
 
-impl Upload<'_> {
+impl<'a> Upload<'a> {
+    /// An upload to `store` in parts of `part_size`, its key chosen with the first part.
+    pub(crate) fn new(store: &'a dyn BlobStore, part_size: usize) -> Upload<'a> {
+        Upload {
+            store,
+            part_size: part_size.max(1),
+            key: None,
+            multipart: None,
+            parts: Vec::new(),
+        }
+    }
+
+    pub(crate) fn part_size(&self) -> usize {
+        self.part_size
+    }
+
     fn key(&mut self, ts: i64, key: &(dyn Fn(i64) -> String + Sync)) -> String {
         self.key.get_or_insert_with(|| key(ts)).clone()
     }
@@ -281,7 +290,7 @@ impl Upload<'_> {
         Ok(())
     }
 
-    async fn send_parts(
+    pub(crate) async fn send_parts(
         &mut self,
         buf: &mut Vec<u8>,
         ts: i64,
@@ -291,7 +300,7 @@ impl Upload<'_> {
     }
 
     /// Uploads the rest and completes the object; returns its key.
-    async fn finish(
+    pub(crate) async fn finish(
         &mut self,
         mut buf: Vec<u8>,
         ts: i64,
@@ -315,7 +324,7 @@ impl Upload<'_> {
 
     /// Discards a multipart upload in progress (S3 keeps, and bills, the parts of an
     /// upload that is neither completed nor aborted).
-    async fn abort(&mut self) {
+    pub(crate) async fn abort(&mut self) {
         if let Some(m) = self.multipart.take()
             && let Err(e) = m.abort().await
         {

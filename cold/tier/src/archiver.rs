@@ -85,6 +85,9 @@ pub enum ParquetError {
     Hole { at: Offset, end: Offset },
     #[error("{0}")]
     Thread(&'static str),
+    /// The topic's Iceberg table could not be read.
+    #[error("reading the Iceberg table: {0}")]
+    Table(String),
 }
 
 /// What a leader's Parquet conversion last caught up with: leader epoch, log start, last
@@ -571,7 +574,61 @@ async fn parquet_step(
     };
     sink.expire_with(topic, index, log.log_start(), objects)
         .await?;
+    // Compaction is housekeeping: a failure is logged and tried again with the next
+    // segment, and does not hold conversion up.
+    if lead.leader
+        && let Err(e) = compact_parquet(tier, key, &sink, log, config, published).await
+    {
+        tracing::warn!(topic = %topic, partition = index, error = %e, "Parquet small-file compaction failed; it is tried again after the next segment");
+    }
     Ok(true)
+}
+
+/// Rewrites the partition's small Parquet files ([`strata_parquet::compact`]) on the
+/// Parquet thread. A published topic's compaction takes only files the Iceberg table
+/// has committed, so every file it replaces is one the table's snapshots name, and
+/// their expiry deletes it.
+async fn compact_parquet(
+    tier: &Tier,
+    key: &PartitionKey,
+    sink: &ParquetSink,
+    log: &TieredLog,
+    config: &TopicConfig,
+    published: bool,
+) -> Result<(), ParquetError> {
+    let (topic, index) = (log.topic().to_string(), log.partition());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut policy = strata_parquet::CompactPolicy::new(config.parquet_target_file_bytes, now_ms);
+    let objects = if published {
+        let manifest = sink.manifest(&topic, index).await?;
+        if strata_parquet::compact::plan(&manifest, &policy).is_empty() {
+            return Ok(());
+        }
+        let committed = crate::iceberg::committed_offsets(tier.store(), &key.cluster_id, &topic)
+            .await
+            .map_err(|e| ParquetError::Table(e.to_string()))?;
+        let Some(&up_to) = committed.get(&index) else {
+            return Ok(());
+        };
+        policy.up_to = Some(up_to);
+        strata_parquet::ExpiredObjects::Keep
+    } else {
+        strata_parquet::ExpiredObjects::Delete
+    };
+    let sink = sink.clone();
+    let done = at_background_priority(move |rt| {
+        rt.block_on(sink.compact(&topic, index, &policy, objects))
+            .map_err(ParquetError::from)
+    })
+    .await??;
+    for c in &done {
+        tracing::debug!(topic = %log.topic(), partition = index, key = %c.file.key, files = c.replaced.len(), "compacted small parquet files");
+        metrics::counter!("strata_parquet_compacted_files_total", "topic" => log.topic().to_string())
+            .increment(c.replaced.len() as u64);
+    }
+    Ok(())
 }
 
 type Job = Box<dyn FnOnce() + Send>;

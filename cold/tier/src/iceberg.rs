@@ -54,6 +54,14 @@ pub enum PublishError {
         last: i64,
         committed: i64,
     },
+    #[error(
+        "partition {partition}: the Parquet file {file} rewrites rows of {kept}, which the table keeps"
+    )]
+    Overlap {
+        partition: i32,
+        file: String,
+        kept: String,
+    },
 }
 
 /// Where [`publish`] keeps `topic`'s table: the absolute location of the directory
@@ -65,6 +73,24 @@ pub fn table_location(
     topic: &str,
 ) -> String {
     FsCatalog::new(store.clone(), store_uri, cluster_id).table_location(topic)
+}
+
+/// Per Kafka partition, the last offset `topic`'s table holds (empty when there is no
+/// table yet): two small reads, the version hint and the metadata JSON.
+pub async fn committed_offsets(
+    store: &Arc<dyn BlobStore>,
+    cluster_id: &str,
+    topic: &str,
+) -> Result<BTreeMap<i32, i64>, PublishError> {
+    // Locations are not read here, so the store's URI does not matter.
+    match FsCatalog::new(store.clone(), "", cluster_id)
+        .load_table(topic)
+        .await
+    {
+        Ok(table) => Ok(table.last_committed_offsets()),
+        Err(IcebergError::NoSuchTable { .. }) => Ok(BTreeMap::new()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// How many times a round reloads the table after losing a commit race before it leaves
@@ -119,43 +145,18 @@ pub async fn publish(
             }
             Err(e) => return Err(e.into()),
         };
-        let committed = table.last_committed_offsets();
-        let mut add = Vec::new();
-        let mut listed = BTreeSet::new();
-        for (p, manifest) in &manifests {
-            for f in &manifest.files {
-                listed.insert(catalog.uri(&f.key));
-                let c = committed.get(p).copied();
-                match c {
-                    Some(c) if f.last_offset <= c => continue,
-                    Some(c) if f.first_offset <= c => {
-                        return Err(PublishError::Straddle {
-                            partition: *p,
-                            first: f.first_offset,
-                            last: f.last_offset,
-                            committed: c,
-                        });
-                    }
-                    _ => add.push(catalog.data_file(&f.key).await?),
-                }
-            }
-        }
-        let remove: Vec<String> = table
-            .live_files()
-            .await?
-            .into_iter()
-            .filter(|location| !listed.contains(location))
-            .collect();
-        let operation = match (add.is_empty(), remove.is_empty()) {
-            (true, true) => return Ok(None),
-            (false, true) => Operation::Append,
-            (true, false) => Operation::Delete,
-            (false, false) => Operation::Overwrite,
+        let Some(change) = reconcile(&catalog, &table, &manifests).await? else {
+            return Ok(None);
         };
+        let Change {
+            add,
+            remove,
+            operation,
+        } = change;
         let (added_files, removed_files) = (add.len(), remove.len());
         match table.commit(add, &remove, operation).await {
             Ok(_) => {
-                expire(store.as_ref(), store_uri, &mut table).await;
+                expire_after_commit(store.as_ref(), store_uri, &mut table).await;
                 return Ok(Some(Published {
                     version: table.version(),
                     added_files,
@@ -172,34 +173,173 @@ pub async fn publish(
     }
 }
 
-/// Expires the snapshots past [`SNAPSHOT_MAX_AGE_MS`] (beyond [`MIN_SNAPSHOTS`]) and
-/// deletes the data files no kept snapshot holds any more (removed from the table by
-/// an earlier commit: Parquet retention has usually deleted them already, and deleting a
-/// missing object succeeds). A failure is logged: the next commit tries again.
-async fn expire(store: &dyn BlobStore, store_uri: &str, table: &mut strata_iceberg::Table) {
+/// What a round commits.
+struct Change {
+    add: Vec<strata_iceberg::DataFile>,
+    remove: Vec<String>,
+    operation: Operation,
+}
+
+/// What makes the table hold exactly the files the Parquet manifests list: the files no
+/// manifest lists any more (retention removed them, or compaction replaced them) go,
+/// the listed files the table lacks come in. `None`: nothing to change.
+///
+/// A file above a partition's committed offset is new data; one at or below it rewrites
+/// committed rows (compaction: [`Operation::Replace`] when that is all the round does)
+/// and must not overlap any file the table keeps. Only files below the next offset of
+/// the manifest as read are removed, so a manifest read before a newer commit (another
+/// publisher's, racing this one) cannot take that commit's files away.
+async fn reconcile(
+    catalog: &FsCatalog,
+    table: &strata_iceberg::Table,
+    manifests: &[(i32, strata_parquet::Manifest)],
+) -> Result<Option<Change>, PublishError> {
+    let committed = table.last_committed_offsets();
+    let live = table.live_data_files().await?;
+    let live_locations: BTreeSet<&str> = live.iter().map(|f| f.location.as_str()).collect();
+    let mut listed = BTreeSet::new();
+    let (mut new, mut rewrites) = (Vec::new(), Vec::new());
+    for (p, manifest) in manifests {
+        for f in &manifest.files {
+            let location = catalog.uri(&f.key);
+            let in_table = live_locations.contains(location.as_str());
+            listed.insert(location);
+            if in_table {
+                continue;
+            }
+            match committed.get(p).copied() {
+                Some(c) if f.last_offset <= c => rewrites.push((*p, f)),
+                Some(c) if f.first_offset <= c => {
+                    return Err(PublishError::Straddle {
+                        partition: *p,
+                        first: f.first_offset,
+                        last: f.last_offset,
+                        committed: c,
+                    });
+                }
+                _ => new.push(f),
+            }
+        }
+    }
+    let next: BTreeMap<i32, i64> = manifests
+        .iter()
+        .filter_map(|(p, m)| Some((*p, m.next_offset?)))
+        .collect();
+    let (removed, kept): (Vec<&strata_iceberg::DataFile>, Vec<_>) = live.iter().partition(|f| {
+        !listed.contains(&f.location) && next.get(&f.partition).is_some_and(|&n| f.last_offset < n)
+    });
+    if rewrites.is_empty() && new.is_empty() && removed.is_empty() {
+        return Ok(None);
+    }
+    if removed.is_empty() && !rewrites.is_empty() {
+        // Files below the committed offsets that replace nothing: a backfill that ran
+        // after the table had later offsets. Not published yet (see docs/parquet.md).
+        tracing::debug!(
+            files = rewrites.len(),
+            "Parquet files below the table's committed offsets replace nothing; not published"
+        );
+        rewrites.clear();
+        if new.is_empty() {
+            return Ok(None);
+        }
+    }
+    // A rewrite must not overlap what the table keeps: two files with the same rows.
+    for (p, f) in &rewrites {
+        if let Some(k) = kept.iter().find(|k| {
+            k.partition == *p && k.first_offset <= f.last_offset && f.first_offset <= k.last_offset
+        }) {
+            return Err(PublishError::Overlap {
+                partition: *p,
+                file: catalog.uri(&f.key),
+                kept: k.location.clone(),
+            });
+        }
+    }
+    let rewritten_rows: u64 = rewrites.iter().map(|(_, f)| f.rows).sum();
+    let removed_rows: u64 = removed.iter().map(|f| f.record_count).sum();
+    let operation = match (new.is_empty() && rewrites.is_empty(), removed.is_empty()) {
+        (false, true) => Operation::Append,
+        (true, false) => Operation::Delete,
+        _ if new.is_empty() && rewritten_rows == removed_rows => Operation::Replace,
+        _ => Operation::Overwrite,
+    };
+    let mut add = Vec::with_capacity(new.len() + rewrites.len());
+    for f in rewrites.iter().map(|(_, f)| *f).chain(new) {
+        add.push(catalog.data_file(&f.key).await?);
+    }
+    Ok(Some(Change {
+        add,
+        remove: removed.iter().map(|f| f.location.clone()).collect(),
+        operation,
+    }))
+}
+
+/// What [`expire`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpireReport {
+    /// Snapshots dropped from the table's metadata.
+    pub snapshots: usize,
+    /// Data files no kept snapshot holds any more, deleted from the store.
+    pub data_files: usize,
+}
+
+/// Expires `table`'s snapshots older than `older_than_ms` (milliseconds since the epoch)
+/// beyond the newest `retain_last`, and deletes the data files no kept snapshot holds
+/// any more (removed from the table by an earlier commit: Parquet retention or
+/// compaction replaced them; deleting a missing object succeeds; one the store fails to
+/// delete is logged and left). A commit of its own:
+/// on [`IcebergError::CommitConflict`] reload and call again.
+pub async fn expire(
+    store: &dyn BlobStore,
+    store_uri: &str,
+    table: &mut strata_iceberg::Table,
+    older_than_ms: i64,
+    retain_last: usize,
+) -> Result<ExpireReport, PublishError> {
+    let expired = table
+        .expire_snapshots(older_than_ms, retain_last.max(1))
+        .await?;
+    let root = format!("{}/", store_uri.trim_end_matches('/'));
+    let mut report = ExpireReport {
+        snapshots: expired.snapshot_ids.len(),
+        data_files: 0,
+    };
+    for uri in &expired.data_files {
+        let Some(key) = uri.strip_prefix(&root) else {
+            continue;
+        };
+        match store.delete(key).await {
+            Ok(()) => report.data_files += 1,
+            Err(e) => {
+                tracing::warn!(file = %uri, error = %e, "cannot delete a data file the table no longer holds")
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// After a commit: [`expire`] with [`SNAPSHOT_MAX_AGE_MS`] and [`MIN_SNAPSHOTS`]. A
+/// failure is logged: the next commit tries again.
+async fn expire_after_commit(
+    store: &dyn BlobStore,
+    store_uri: &str,
+    table: &mut strata_iceberg::Table,
+) {
     if table.metadata().snapshots.len() <= MIN_SNAPSHOTS {
         return;
     }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    match table
-        .expire_snapshots(now_ms - SNAPSHOT_MAX_AGE_MS, MIN_SNAPSHOTS)
-        .await
+    if let Err(e) = expire(
+        store,
+        store_uri,
+        table,
+        now_ms - SNAPSHOT_MAX_AGE_MS,
+        MIN_SNAPSHOTS,
+    )
+    .await
     {
-        Ok(expired) => {
-            let root = format!("{}/", store_uri.trim_end_matches('/'));
-            for uri in &expired.data_files {
-                let Some(key) = uri.strip_prefix(&root) else {
-                    continue;
-                };
-                if let Err(e) = store.delete(key).await {
-                    tracing::warn!(file = %uri, error = %e, "cannot delete a data file the table no longer holds");
-                }
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "Iceberg snapshot expiry failed; the next commit retries")
-        }
+        tracing::warn!(error = %e, "Iceberg snapshot expiry failed; the next commit retries");
     }
 }

@@ -109,6 +109,7 @@ pub mod keys {
     pub const PARQUET_ENABLE: &str = "parquet.enable";
     pub const PARQUET_VALUE_FORMAT: &str = "parquet.value.format";
     pub const PARQUET_VALUE_SCHEMA: &str = "parquet.value.schema";
+    pub const PARQUET_TARGET_FILE_BYTES: &str = "parquet.target.file.bytes";
 }
 
 /// Every key with its default, in the order DescribeConfigs lists them.
@@ -128,6 +129,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::MIN_INSYNC_REPLICAS, "1"),
     (keys::PARQUET_BACKFILL, "false"),
     (keys::PARQUET_ENABLE, "false"),
+    (keys::PARQUET_TARGET_FILE_BYTES, "134217728"),
     (keys::PARQUET_VALUE_FORMAT, "binary"),
     (keys::PARQUET_VALUE_SCHEMA, ""),
     (keys::REMOTE_STORAGE_ENABLE, "false"),
@@ -233,6 +235,10 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             Boolean,
             "Also write offloaded segments as Parquet (Strata).",
         ),
+        keys::PARQUET_TARGET_FILE_BYTES => (
+            Long,
+            "Small Parquet files of a partition and UTC day are rewritten into files of about this size (Strata).",
+        ),
         keys::PARQUET_VALUE_FORMAT => (
             String,
             "binary keeps Parquet's value column as bytes; json with parquet.value.schema writes typed columns (Strata).",
@@ -292,6 +298,8 @@ pub struct TopicConfig {
     /// Strata: the schema of JSON values (JSON text, checked in full by the strata-parquet
     /// crate, which owns the format); `None` when unset.
     pub parquet_value_schema: Option<String>,
+    /// Strata: the size small Parquet files are compacted into.
+    pub parquet_target_file_bytes: u64,
 }
 
 impl Default for TopicConfig {
@@ -411,6 +419,9 @@ impl TopicConfig {
             }
             keys::PARQUET_ENABLE => self.parquet_enable = parse_bool(key, value)?,
             keys::PARQUET_BACKFILL => self.parquet_backfill = parse_bool(key, value)?,
+            keys::PARQUET_TARGET_FILE_BYTES => {
+                self.parquet_target_file_bytes = parse_long(key, value, 1)? as u64
+            }
             keys::PARQUET_VALUE_FORMAT => {
                 self.parquet_value_format = match value.trim().to_ascii_lowercase().as_str() {
                     "binary" => ParquetValueFormat::Binary,
@@ -464,6 +475,7 @@ impl TopicConfig {
             parquet_backfill: false,
             parquet_value_format: ParquetValueFormat::Binary,
             parquet_value_schema: None,
+            parquet_target_file_bytes: 128 << 20,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;

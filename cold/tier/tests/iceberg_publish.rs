@@ -1,0 +1,193 @@
+//! The Iceberg publisher over a local-directory store: small-file compaction of the
+//! Parquet files reaches the table as a `replace` snapshot (same rows, fewer files), new
+//! data and a compaction in one round as an `overwrite`, and snapshot expiry deletes the
+//! replaced files once no kept snapshot names them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use strata_iceberg::FsCatalog;
+use strata_parquet::{CompactPolicy, ConvertOptions, ExpiredObjects, ParquetLayout, ParquetSink};
+use strata_proto::Compression;
+use strata_proto::TopicConfig;
+use strata_proto::batch::build::{NewRecord, batch};
+use strata_proto::batch::set_base_offset;
+use strata_store::{BlobStore, ObjectBackend};
+use strata_tier::iceberg::{committed_offsets, expire, publish};
+
+const TOPIC: &str = "events";
+const CLUSTER: &str = "c1";
+const TS0: i64 = 1_700_000_000_000;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn BlobStore>,
+    uri: String,
+    config: TopicConfig,
+    sink: ParquetSink,
+    next: BTreeMap<i32, i64>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ObjectBackend::local(dir.path()).unwrap().into_dyn();
+        let uri = format!("file://{}", dir.path().canonicalize().unwrap().display());
+        let overrides: BTreeMap<String, String> = [
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = TopicConfig::resolve(&overrides).unwrap();
+        let sink = ParquetSink::new(
+            store.clone(),
+            ParquetLayout::new(CLUSTER),
+            ConvertOptions::from_topic_config(TOPIC, 0, &config).unwrap(),
+        );
+        Fixture {
+            _dir: dir,
+            store,
+            uri,
+            config,
+            sink,
+            next: BTreeMap::new(),
+        }
+    }
+
+    /// `n` one-batch segments of four records each on `partition`.
+    async fn segments(&mut self, partition: i32, n: usize) {
+        for _ in 0..n {
+            let base = *self.next.entry(partition).or_insert(0);
+            let records: Vec<NewRecord> = (0..4)
+                .map(|i| NewRecord::value(format!("p{partition}-{}", base + i), TS0 + base + i))
+                .collect();
+            let mut seg = batch(&records, Compression::None, None).to_vec();
+            set_base_offset(&mut seg, base);
+            self.sink
+                .write_segment(TOPIC, partition, &seg)
+                .await
+                .unwrap();
+            self.next.insert(partition, base + 4);
+        }
+    }
+
+    async fn publish(&self) -> Option<strata_tier::iceberg::Published> {
+        publish(&self.store, &self.uri, CLUSTER, TOPIC, 2, &self.config)
+            .await
+            .unwrap()
+    }
+
+    async fn table(&self) -> strata_iceberg::Table {
+        FsCatalog::new(self.store.clone(), &self.uri, CLUSTER)
+            .load_table(TOPIC)
+            .await
+            .unwrap()
+    }
+
+    /// The URIs of every file the Parquet manifests list.
+    async fn listed(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for p in 0..2 {
+            for f in self.sink.files(TOPIC, p).await.unwrap() {
+                out.insert(format!("{}/{}", self.uri, f.key));
+            }
+        }
+        out
+    }
+
+    async fn compact(&self, partition: i32) -> usize {
+        let committed = committed_offsets(&self.store, CLUSTER, TOPIC)
+            .await
+            .unwrap();
+        let policy = CompactPolicy {
+            force: true,
+            up_to: committed.get(&partition).copied(),
+            ..CompactPolicy::new(self.config.parquet_target_file_bytes, TS0)
+        };
+        self.sink
+            .compact(TOPIC, partition, &policy, ExpiredObjects::Keep)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.replaced.len())
+            .sum()
+    }
+}
+
+fn operation(table: &strata_iceberg::Table) -> String {
+    table.metadata().current_snapshot().unwrap().summary["operation"].clone()
+}
+
+fn records(table: &strata_iceberg::Table) -> u64 {
+    table
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .count("total-records")
+}
+
+#[tokio::test]
+async fn compaction_is_a_replace_snapshot_and_expiry_deletes_what_it_replaced() {
+    let mut f = Fixture::new();
+    f.segments(0, 30).await;
+    f.segments(1, 30).await;
+    let first = f.publish().await.unwrap();
+    assert_eq!(first.added_files, 60);
+    let table = f.table().await;
+    assert_eq!(records(&table), 240);
+
+    // Partition 0's files are compacted: the next round replaces them in the table.
+    let replaced = f.compact(0).await;
+    assert_eq!(replaced, 30);
+    let round = f.publish().await.unwrap();
+    assert_eq!((round.added_files, round.removed_files), (1, 30));
+    let table = f.table().await;
+    assert_eq!(operation(&table), "replace");
+    assert_eq!(records(&table), 240);
+    let live: BTreeSet<String> = table.live_files().await.unwrap().into_iter().collect();
+    assert_eq!(live, f.listed().await);
+    assert_eq!(table.last_committed_offsets()[&0], 119);
+    // Nothing left to do.
+    assert!(f.publish().await.is_none());
+
+    // New data on partition 1 and its older files compacted, in one round.
+    f.segments(1, 5).await;
+    assert_eq!(f.compact(1).await, 30);
+    let round = f.publish().await.unwrap();
+    assert_eq!((round.added_files, round.removed_files), (6, 30));
+    let table = f.table().await;
+    assert_eq!(operation(&table), "overwrite");
+    assert_eq!(records(&table), 260);
+    assert_eq!(table.last_committed_offsets()[&1], 139);
+    let live: BTreeSet<String> = table.live_files().await.unwrap().into_iter().collect();
+    assert_eq!(live, f.listed().await);
+
+    // The replaced objects are still there for the snapshots that name them, until
+    // those expire.
+    let root = format!("{}/", f.uri);
+    let objects = |store: Arc<dyn BlobStore>| async move {
+        store
+            .list(&format!("{CLUSTER}/parquet"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.path)
+            .filter(|p| p.ends_with(".parquet"))
+            .count()
+    };
+    assert_eq!(objects(f.store.clone()).await, 60 + 5 + 2);
+    let mut table = f.table().await;
+    let report = expire(f.store.as_ref(), &f.uri, &mut table, i64::MAX, 1)
+        .await
+        .unwrap();
+    assert_eq!(report.data_files, 60);
+    assert_eq!(objects(f.store.clone()).await, 7);
+    // Every file the table holds is still readable.
+    for uri in f.table().await.live_files().await.unwrap() {
+        let key = uri.strip_prefix(&root).unwrap();
+        f.store.head(key).await.unwrap();
+    }
+}
