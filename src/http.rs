@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use strata_broker::Broker;
 
@@ -64,7 +64,11 @@ pub async fn serve(
     let broker_for_tls = broker.clone();
     let metrics_broker = broker.clone();
     let hot_broker = broker.clone();
+    let iceberg_broker = broker.clone();
+    let compact_broker = broker.clone();
+    let expire_broker = broker.clone();
     let authorizer = authorizer(&broker);
+    let super_authorizer = authorizer.clone();
     let tier = Router::new()
         .route(
             "/v1/tier/status",
@@ -81,6 +85,15 @@ pub async fn serve(
             }),
         )
         .route(
+            "/v1/tier/iceberg/{topic}",
+            get(
+                move |axum::extract::Path(topic): axum::extract::Path<String>| {
+                    let b = iceberg_broker.clone();
+                    async move { table_answer(b.iceberg_status(&topic).await) }
+                },
+            ),
+        )
+        .route(
             "/v1/cleaner/status",
             get(move || {
                 let b = cleaner_broker.clone();
@@ -92,6 +105,28 @@ pub async fn serve(
                     }
                 }
             }),
+        );
+    // What changes a table or its files needs Alter on the cluster, as Kafka's
+    // AlterConfigs on the broker does.
+    let table_admin = Router::new()
+        .route(
+            "/v1/tier/iceberg/{topic}/compact",
+            post(
+                move |axum::extract::Path(topic): axum::extract::Path<String>| {
+                    let b = compact_broker.clone();
+                    std::future::ready(table_answer(b.request_compaction(&topic)))
+                },
+            ),
+        )
+        .route(
+            "/v1/tier/iceberg/{topic}/expire",
+            post(
+                move |axum::extract::Path(topic): axum::extract::Path<String>,
+                      q: axum::extract::Query<ExpireQuery>| {
+                    let b = expire_broker.clone();
+                    async move { expire_table(&b, &topic, &q).await }
+                },
+            ),
         );
     let app = Router::new()
         .route(
@@ -107,6 +142,17 @@ pub async fn serve(
                 tier,
                 authorizer,
                 strata_authz::Operation::Describe,
+                strata_authz::ResourceType::Cluster,
+                strata_authz::CLUSTER_NAME,
+            ),
+            auth.clone(),
+            Some(audit()),
+        ))
+        .merge(strata_gateway::require_auth(
+            strata_gateway::require_access(
+                table_admin,
+                super_authorizer,
+                strata_authz::Operation::Alter,
                 strata_authz::ResourceType::Cluster,
                 strata_authz::CLUSTER_NAME,
             ),
@@ -249,6 +295,65 @@ impl axum::serve::Listener for TlsListener {
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local.clone())
     }
+}
+
+/// An Iceberg admin call's answer: its JSON, or the error as text with 404 (no such
+/// topic or table here), 409 (this broker cannot) or 502 (the store failed).
+fn table_answer<T: serde::Serialize>(
+    r: Result<T, strata_broker::tiering::TableAdminError>,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use strata_broker::tiering::TableAdminError as E;
+    match r {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => {
+            let code = match &e {
+                E::NotFound(_) => StatusCode::NOT_FOUND,
+                E::Unavailable(_) => StatusCode::CONFLICT,
+                E::Failed(_) => StatusCode::BAD_GATEWAY,
+            };
+            (code, e.to_string()).into_response()
+        }
+    }
+}
+
+/// POST /v1/tier/iceberg/{topic}/expire: snapshots older than `max_age_ms` (default an
+/// hour) beyond the newest `retain_last` (default 10) go.
+#[derive(serde::Deserialize)]
+struct ExpireQuery {
+    max_age_ms: Option<i64>,
+    retain_last: Option<usize>,
+}
+
+async fn expire_table(broker: &Broker, topic: &str, q: &ExpireQuery) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let max_age = q
+        .max_age_ms
+        .unwrap_or(strata_tier::iceberg::SNAPSHOT_MAX_AGE_MS);
+    let retain_last = q.retain_last.unwrap_or(strata_tier::iceberg::MIN_SNAPSHOTS);
+    if max_age < 0 {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("max_age_ms={max_age}: give 0 or more milliseconds"),
+        )
+            .into_response();
+    }
+    if retain_last == 0 {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            "retain_last=0: the current snapshot is always kept; give 1 or more".to_string(),
+        )
+            .into_response();
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    table_answer(
+        broker
+            .iceberg_expire(topic, now_ms.saturating_sub(max_age), retain_last)
+            .await,
+    )
 }
 
 /// GET /v1/partitions/hot: `top` partitions (default 10), `keys` keys each (default 5),

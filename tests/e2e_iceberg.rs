@@ -35,9 +35,25 @@ fn value_at(p: i32, o: i64) -> String {
 /// Produces `count` records to each partition of `partitions`, numbered on from what
 /// each holds already (`next`), keyed k{o%11}, timestamped `base + o`.
 fn produce(bootstrap: &str, partitions: i32, next: &mut BTreeMap<i32, i64>, count: i64, base: i64) {
+    produce_in_batches_of(bootstrap, partitions, next, count, base, "8192")
+}
+
+/// [`produce`] with the producer's batch.size.
+fn produce_in_batches_of(
+    bootstrap: &str,
+    partitions: i32,
+    next: &mut BTreeMap<i32, i64>,
+    count: i64,
+    base: i64,
+    batch_size: &str,
+) {
     let (p, d) = producer(
         bootstrap,
-        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+        &[
+            ("acks", "all"),
+            ("linger.ms", "2"),
+            ("batch.size", batch_size),
+        ],
     );
     for part in 0..partitions {
         let from = *next.entry(part).or_default();
@@ -109,6 +125,31 @@ type Rows = BTreeMap<(i32, i64), (String, String, i64)>;
 fn pyiceberg_rows(cold: &Path) -> (usize, Rows) {
     let dir = table_dir(cold).expect("a table");
     scan_with_pyiceberg(&dir.display().to_string(), &[])
+}
+
+/// The Parquet objects of the topic in the bucket.
+fn parquet_objects(cold: &Path) -> usize {
+    fn walk(dir: &Path, n: &mut usize) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, n);
+            } else if path.extension().is_some_and(|x| x == "parquet") {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    for cluster in std::fs::read_dir(cold).into_iter().flatten().flatten() {
+        walk(
+            &cluster
+                .path()
+                .join("parquet")
+                .join(format!("topic={TOPIC}")),
+            &mut n,
+        );
+    }
+    n
 }
 
 /// pyiceberg's scan of the table at `location` (a local table directory or a metadata
@@ -411,4 +452,134 @@ fn the_table_is_published_to_s3_and_pyiceberg_reads_it_from_there() {
     assert!(files >= 2, "{files} files");
     assert_eq!(rows.len() as i64, next.values().sum::<i64>());
     check_rows(&rows, &want, base);
+}
+
+/// Small-file compaction: a topic of tiny segments makes hundreds of tiny Parquet files;
+/// the broker rewrites full groups of them as they are committed, `strata tier iceberg
+/// compact` the rest, the table takes the new files in replace snapshots with the same
+/// rows, a scan filtered on time plans only the files that can match, and once
+/// `strata tier iceberg expire` drops the old snapshots the replaced files leave the
+/// bucket.
+#[test]
+fn hundreds_of_small_files_are_compacted_into_a_few_with_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let broker = start(&dir.path().join("data"), &cold, &[]);
+    create_topic(
+        &broker.kafka,
+        TOPIC,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "2048"),
+            ("segment.ms", "1000"),
+            ("parquet.target.file.bytes", "524288"),
+        ],
+    );
+    let base = now_ms() - 3_600_000;
+    let mut next = BTreeMap::new();
+    produce_in_batches_of(&broker.kafka, 1, &mut next, 24_000, base, "1024");
+    let want: BTreeMap<i32, i64> = next.iter().map(|(&p, &n)| (p, n - 1)).collect();
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(300),
+        || committed(&cold) == want,
+    );
+    let converted = broker
+        .metric(&format!("strata_parquet_rows_total{{topic=\"{TOPIC}\"}}"))
+        .unwrap_or(0.0);
+    assert_eq!(converted as i64, next[&0]);
+    // Every segment made a file: hundreds of them. The broker rewrote full groups as
+    // they were committed; the objects of the files replaced stay for the snapshots
+    // naming them.
+    let compacted = broker
+        .metric(&format!(
+            "strata_parquet_compacted_files_total{{topic=\"{TOPIC}\"}}"
+        ))
+        .unwrap_or(0.0);
+    assert!(compacted > 0.0, "no full group was compacted");
+    let small = parquet_objects(&cold);
+    assert!(
+        small >= 500,
+        "{small} Parquet objects: expected 500 or more small files"
+    );
+
+    // `strata tier iceberg compact` rewrites what is left, and waits for it.
+    let tier = |args: &[&str]| {
+        let mut all = vec!["tier", "--http", &broker.http, "iceberg"];
+        all.extend_from_slice(args);
+        let out = common::cli(&broker.kafka, &all);
+        assert!(
+            out.status.success(),
+            "strata {all:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    // A scan of the last quarter of the time range plans only the files whose
+    // statistics allow such rows (the broker's rewrites cover disjoint offset and time
+    // ranges, so there are several files to choose from).
+    let (files_before, rows_before) = pyiceberg_rows(&cold);
+    assert_eq!(rows_before.len() as i64, next[&0]);
+    let since = base + next[&0] * 3 / 4;
+    let (late_files, late_rows) = scan_with_pyiceberg(
+        &table_dir(&cold).unwrap().display().to_string(),
+        &["--since".to_string(), since.to_string()],
+    );
+    assert!(
+        late_files < files_before,
+        "{late_files} of {files_before} files for a quarter of the rows"
+    );
+    assert_eq!(
+        late_rows.len() as i64,
+        rows_before.values().filter(|r| r.2 >= since).count() as i64
+    );
+
+    let text = tier(&["compact", "--topic", TOPIC]);
+    assert!(text.contains("compacted"), "{text}");
+    wait_for(
+        "the table to take the compacted files",
+        Duration::from_secs(60),
+        || {
+            let status: serde_json::Value =
+                serde_json::from_str(&tier(&["status", "--topic", TOPIC, "--json"])).unwrap();
+            status["data_files"] == status["partitions"][0]["files"]
+                && status["committed_offsets"]["0"] == want[&0]
+        },
+    );
+    let (files, rows) = pyiceberg_rows(&cold);
+    let status = tier(&["status", "--topic", TOPIC]);
+    eprintln!(
+        "{small} Parquet files of small segments; {files_before} in the table before, {files} after `strata tier iceberg compact`"
+    );
+    assert!(
+        (1..=12).contains(&files),
+        "{files} files after compaction: expected a few\n{status}"
+    );
+    assert_eq!(rows, rows_before);
+    assert_eq!(rows.len() as i64, next[&0]);
+    check_rows(&rows, &want, base);
+    let text = tier(&["status", "--topic", TOPIC]);
+    assert!(
+        text.contains(&format!("{} records in {files} files", next[&0])),
+        "{text}"
+    );
+
+    // The replaced files are still in the bucket for the snapshots that name them; once
+    // those are expired, only the table's files are left.
+    assert!(parquet_objects(&cold) > files);
+    let text = tier(&[
+        "expire",
+        "--topic",
+        TOPIC,
+        "--max-age",
+        "0s",
+        "--retain-last",
+        "1",
+    ]);
+    assert!(text.contains("data file(s) deleted"), "{text}");
+    assert_eq!(parquet_objects(&cold), files);
+    let (_, after) = pyiceberg_rows(&cold);
+    assert_eq!(after, rows);
 }

@@ -46,6 +46,55 @@ pub enum TierCommand {
         #[command(subcommand)]
         command: ParquetCommand,
     },
+    /// The Iceberg table of a parquet.enable topic: its snapshot, files and small files;
+    /// compaction; snapshot expiry.
+    Iceberg {
+        #[command(subcommand)]
+        command: IcebergCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum IcebergCommand {
+    /// The table's location, current snapshot and committed offsets, and each
+    /// partition's Parquet files (how many are small).
+    Status {
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// Print the broker's JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rewrite every partition's small Parquet files now (the brokers otherwise rewrite
+    /// them once a group reaches parquet.target.file.bytes or its day is over). Asks the
+    /// broker at --http for the partitions it leads; the table gets the new files at its
+    /// next commit.
+    Compact {
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// Ask and return without waiting.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Drop snapshots older than --max-age beyond the newest --retain-last, and delete
+    /// the files no kept snapshot holds (replaced by compaction, or past retention).
+    Expire {
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// Keep snapshots younger than this (1h, 30m, 0s).
+        #[arg(long, default_value = "1h", value_parser = parse_age)]
+        max_age: Duration,
+        /// Keep at least this many snapshots, whatever their age.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+        retain_last: u32,
+    },
+}
+
+fn parse_age(v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v).map_err(|e| format!("{e} (give a duration such as 1h, 30m or 0s)"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,11 +145,20 @@ impl Http {
     }
 
     pub(crate) fn get(&self, path: &str) -> anyhow::Result<String> {
-        get(&self.addr, self.auth.as_ref(), path)
+        request(&self.addr, self.auth.as_ref(), "GET", path)
+    }
+
+    pub(crate) fn post(&self, path: &str) -> anyhow::Result<String> {
+        request(&self.addr, self.auth.as_ref(), "POST", path)
     }
 }
 
-fn get(http: &str, auth: Option<&strata_gateway::Auth>, path: &str) -> anyhow::Result<String> {
+fn request(
+    http: &str,
+    auth: Option<&strata_gateway::Auth>,
+    method: &str,
+    path: &str,
+) -> anyhow::Result<String> {
     let addr = http
         .to_socket_addrs()
         .with_context(|| format!("--http '{http}': expected HOST:PORT"))?
@@ -117,7 +175,7 @@ fn get(http: &str, auth: Option<&strata_gateway::Auth>, path: &str) -> anyhow::R
     });
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {http}\r\n{authorization}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {http}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut out = String::new();
     s.read_to_string(&mut out)
@@ -134,7 +192,12 @@ fn get(http: &str, auth: Option<&strata_gateway::Auth>, path: &str) -> anyhow::R
         );
     }
     if !head.starts_with("HTTP/1.1 200") {
-        bail!("{http}{path}: {}", head.lines().next().unwrap_or(head));
+        let status = head.lines().next().unwrap_or(head);
+        let body = body.trim();
+        if body.is_empty() || body.len() > 2000 {
+            bail!("{http}{path}: {status}");
+        }
+        bail!("{http}{path}: {status}: {body}");
     }
     Ok(body.to_string())
 }
@@ -167,6 +230,7 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
                     client,
                 },
         } => backfill(&http, &client, &topic, no_wait),
+        TierCommand::Iceberg { command } => iceberg(&http, command),
         TierCommand::Status { topic, json } => {
             let body = http.get("/v1/tier/status")?;
             let v: Value =
@@ -372,4 +436,156 @@ fn backfill(
     bar.finish_with_message("done");
     outln!("topic '{topic}': every offloaded offset is in a Parquet file");
     Ok(())
+}
+
+fn iceberg(http: &Http, command: IcebergCommand) -> anyhow::Result<()> {
+    match command {
+        IcebergCommand::Status { topic, json } => {
+            let body = http.get(&format!("/v1/tier/iceberg/{}", path_segment(&topic)))?;
+            if json {
+                outln!("{body}");
+                return Ok(());
+            }
+            let v: Value =
+                serde_json::from_str(&body).context("the broker's Iceberg status is not JSON")?;
+            print_table_status(&v);
+            Ok(())
+        }
+        IcebergCommand::Compact { topic, no_wait } => compact(http, &topic, no_wait),
+        IcebergCommand::Expire {
+            topic,
+            max_age,
+            retain_last,
+        } => {
+            let body = http.post(&format!(
+                "/v1/tier/iceberg/{}/expire?max_age_ms={}&retain_last={retain_last}",
+                path_segment(&topic),
+                max_age.as_millis()
+            ))?;
+            let v: Value =
+                serde_json::from_str(&body).context("the broker's answer is not JSON")?;
+            outln!(
+                "topic '{topic}': {} snapshot(s) expired, {} data file(s) deleted",
+                v["snapshots"],
+                v["data_files"]
+            );
+            Ok(())
+        }
+    }
+}
+
+/// A topic name as one path segment (topic names are [a-zA-Z0-9._-], so only a stray
+/// character needs escaping).
+fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn print_table_status(v: &Value) {
+    outln!("table     {}", v["location"].as_str().unwrap_or("?"));
+    match v["metadata_location"].as_str() {
+        Some(m) => {
+            outln!("metadata  {m} (version {})", v["version"]);
+            outln!(
+                "snapshot  {} ({}), {} kept; {} records in {} files, {}",
+                v["current_snapshot_id"],
+                v["operation"].as_str().unwrap_or("none"),
+                v["snapshots"],
+                v["records"],
+                v["data_files"],
+                bytes(&v["bytes"])
+            );
+        }
+        None => outln!("metadata  none yet: the table is created at the first commit"),
+    }
+    if v["publishing"] != true {
+        outln!(
+            "note      this broker does not publish tables (--iceberg-commit-interval 0 or no readable store)"
+        );
+    }
+    outln!(
+        "{:>4} {:>8} {:>8} {:>9} {:>12} {:>12}",
+        "part",
+        "files",
+        "small",
+        "bytes",
+        "next offset",
+        "committed"
+    );
+    let committed = &v["committed_offsets"];
+    for p in v["partitions"].as_array().cloned().unwrap_or_default() {
+        let idx = p["partition"].as_i64().unwrap_or(-1);
+        outln!(
+            "{:>4} {:>8} {:>8} {:>9} {:>12} {:>12}",
+            idx,
+            p["files"],
+            p["small_files"],
+            bytes(&p["bytes"]),
+            opt(&p["next_offset"]),
+            opt(&committed[idx.to_string()])
+        );
+    }
+    outln!(
+        "small files: below three quarters of parquet.target.file.bytes ({})",
+        bytes(&v["target_file_bytes"])
+    );
+}
+
+/// Asks for a compaction, then waits until the broker's partitions have done it and shows
+/// the files.
+fn compact(http: &Http, topic: &str, no_wait: bool) -> anyhow::Result<()> {
+    let segment = path_segment(topic);
+    let body = http.post(&format!("/v1/tier/iceberg/{segment}/compact"))?;
+    let v: Value = serde_json::from_str(&body).context("the broker's answer is not JSON")?;
+    let here = v["partitions"].as_array().map_or(0, Vec::len);
+    let elsewhere: Vec<String> = v["elsewhere"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    outln!(
+        "topic '{topic}': compaction requested for the {here} partition(s) the broker at {} leads",
+        http.addr
+    );
+    if !elsewhere.is_empty() {
+        outln!(
+            "partitions {} are led by other brokers: run this against their --http too",
+            elsewhere.join(", ")
+        );
+    }
+    if no_wait || here == 0 {
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message("waiting for the partitions to compact");
+    let path = format!("/v1/tier/iceberg/{segment}");
+    let started = std::time::Instant::now();
+    loop {
+        bar.tick();
+        let v: Value = serde_json::from_str(&http.get(&path)?)
+            .context("the broker's Iceberg status is not JSON")?;
+        let pending = v["compaction_pending"].as_array().map_or(0, Vec::len);
+        if pending == 0 {
+            bar.finish_and_clear();
+            outln!(
+                "compacted; the table takes the new files at its next commit (--iceberg-commit-interval)"
+            );
+            print_table_status(&v);
+            return Ok(());
+        }
+        bar.set_message(format!("{pending} partition(s) to go"));
+        if started.elapsed() > Duration::from_secs(600) {
+            bar.abandon();
+            bail!(
+                "{pending} partition(s) have not finished compacting after 10 minutes; they go on in the broker: is its tier scheduler busy? `strata tier status` shows its offload lag"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }

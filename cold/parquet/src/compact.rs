@@ -36,8 +36,8 @@
 //! the Iceberg publisher ([`ExpiredObjects::Keep`]: the table's snapshots still name them
 //! until they expire).
 
+use std::collections::BTreeSet;
 use std::ops::Range;
-
 use std::sync::Arc;
 
 use arrow::datatypes::{Fields, Schema};
@@ -55,18 +55,21 @@ use crate::stream::Upload;
 
 const DAY_MS: i64 = 86_400_000;
 
-/// When and up to where [`ParquetSink::compact`] rewrites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// At most this many passes of a forced compaction.
+const FORCED_PASSES: usize = 8;
+
+/// When and which files [`ParquetSink::compact`] rewrites.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactPolicy {
     /// `parquet.target.file.bytes`: the size files are rewritten into.
     pub target_bytes: u64,
     /// Rewrite every group of two or more small files, not only full groups and days
     /// that are over.
     pub force: bool,
-    /// Only files wholly at or below this offset: those an Iceberg table has committed,
-    /// so that every file it replaces is one the table's snapshots name (and their
-    /// expiry deletes). `None`: any file.
-    pub up_to: Option<Offset>,
+    /// Only these files (keys): those an Iceberg table holds, so that every file a
+    /// rewrite replaces is one the table's snapshots name (and their expiry deletes),
+    /// never one the table has not taken yet (a rewrite's own, say). `None`: any file.
+    pub only: Option<BTreeSet<String>>,
     /// The wall clock, in milliseconds since the epoch: a day before today's is over.
     pub now_ms: i64,
 }
@@ -77,7 +80,7 @@ impl CompactPolicy {
         CompactPolicy {
             target_bytes,
             force: false,
-            up_to: None,
+            only: None,
             now_ms,
         }
     }
@@ -86,9 +89,13 @@ impl CompactPolicy {
     /// a rewrite's file can come out smaller than its inputs, compressed together, and
     /// would otherwise be rewritten again and again).
     fn is_small(&self, f: &ManifestEntry) -> bool {
-        u128::from(f.bytes) * 4 < u128::from(self.target_bytes) * 3
-            && (self.force || f.compacted_from == 0)
+        is_small_file(f.bytes, self.target_bytes) && (self.force || f.compacted_from == 0)
     }
+}
+
+/// Whether a file of `bytes` is small for `target_bytes`: below three quarters of it.
+pub fn is_small_file(bytes: u64, target_bytes: u64) -> bool {
+    u128::from(bytes) * 4 < u128::from(target_bytes) * 3
 }
 
 /// A rewrite [`ParquetSink::compact`] committed.
@@ -129,7 +136,9 @@ pub fn plan(manifest: &Manifest, policy: &CompactPolicy) -> Vec<Range<usize>> {
     let files = &manifest.files;
     let today = policy.now_ms.div_euclid(DAY_MS);
     let eligible = |f: &ManifestEntry| {
-        policy.is_small(f) && day(f).is_some() && policy.up_to.is_none_or(|u| f.last_offset <= u)
+        policy.is_small(f)
+            && day(f).is_some()
+            && policy.only.as_ref().is_none_or(|k| k.contains(&f.key))
     };
     let mut out = Vec::new();
     let mut i = 0;
@@ -173,9 +182,9 @@ pub fn plan(manifest: &Manifest, policy: &CompactPolicy) -> Vec<Range<usize>> {
 }
 
 impl ParquetSink {
-    /// Rewrites the partition's small files under `policy` ([`plan`]), one group at a
-    /// time, each committed to the manifest before the next; the replaced objects are
-    /// then deleted or kept (`objects`). Returns the rewrites committed.
+    /// Rewrites the partition's small files under `policy` ([`plan`], once per call),
+    /// one group at a time, each committed to the manifest before the next; the replaced
+    /// objects are then deleted or kept (`objects`). Returns the rewrites committed.
     pub async fn compact(
         &self,
         topic: &str,
@@ -184,22 +193,54 @@ impl ParquetSink {
         objects: ExpiredObjects,
     ) -> Result<Vec<Compacted>, SinkError> {
         let mut done = Vec::new();
-        // Groups whose second file's schema differs from the first's: planned again by
-        // each pass, skipped.
-        let mut skipped: Vec<String> = Vec::new();
-        let (manifest, _) = self.load(topic, partition).await?;
-        let passes = plan(&manifest, policy).len();
-        for _ in 0..passes {
-            let (mut manifest, version) = self.load(topic, partition).await?;
-            let Some(group) = plan(&manifest, policy)
-                .into_iter()
-                .find(|g| !skipped.contains(&manifest.files[g.start].key))
-            else {
+        for _ in 0..FORCED_PASSES {
+            let before = done.len();
+            self.compact_pass(topic, partition, policy, objects, &mut done)
+                .await?;
+            // Automatic compaction leaves rewrites alone; a forced one goes again while
+            // it finds rewrites that fit together (a rewrite of tiny files comes out far
+            // smaller than its inputs, their per-file overhead gone).
+            if !policy.force || done.len() == before {
                 break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// One pass of [`Self::compact`], planned once: planning again after each rewrite
+    /// would find the new file (small, when forced) at the head of the next group and
+    /// rewrite it again and again.
+    async fn compact_pass(
+        &self,
+        topic: &str,
+        partition: PartitionId,
+        policy: &CompactPolicy,
+        objects: ExpiredObjects,
+        done: &mut Vec<Compacted>,
+    ) -> Result<(), SinkError> {
+        let (manifest, _) = self.load(topic, partition).await?;
+        let groups: Vec<Vec<String>> = plan(&manifest, policy)
+            .into_iter()
+            .map(|g| manifest.files[g].iter().map(|f| f.key.clone()).collect())
+            .collect();
+        for keys in groups {
+            let (mut manifest, version) = self.load(topic, partition).await?;
+            // The group as planned, unless the manifest changed under it (another writer:
+            // retention, a leader that took over); then it waits for the next call.
+            let Some(at) = manifest.files.iter().position(|f| f.key == keys[0]) else {
+                continue;
             };
+            let group = at..at + keys.len();
+            if manifest.files.len() < group.end
+                || manifest.files[group.clone()]
+                    .iter()
+                    .zip(&keys)
+                    .any(|(f, k)| f.key != *k)
+            {
+                continue;
+            }
             let inputs = &manifest.files[group.clone()];
             let Some((file, used)) = self.rewrite(topic, partition, inputs).await? else {
-                skipped.push(inputs[0].key.clone());
                 continue;
             };
             let replaced: Vec<ManifestEntry> = manifest
@@ -222,7 +263,7 @@ impl ParquetSink {
             );
             done.push(Compacted { file, replaced });
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Writes `inputs` (two or more files in offset order) as one file; returns its
@@ -396,15 +437,15 @@ mod tests {
         assert_eq!(plan(&m, &over), vec![0..4, 4..8, 8..10]);
         let force = CompactPolicy {
             force: true,
-            ..today
+            ..today.clone()
         };
         assert_eq!(plan(&m, &force), vec![0..4, 4..8, 8..10]);
         // Files at three quarters of the target are not small.
         assert!(plan(&m, &CompactPolicy::new(13, 3 * DAY_MS)).is_empty());
         // A bound on the offsets.
         let bounded = CompactPolicy {
-            up_to: Some(49),
-            ..over
+            only: Some(m.files[..5].iter().map(|f| f.key.clone()).collect()),
+            ..over.clone()
         };
         assert_eq!(plan(&m, &bounded), vec![0..4]);
     }
@@ -446,7 +487,7 @@ mod tests {
             target in 1u64..600,
             force in any::<bool>(),
             now_day in 0i64..4,
-            up_to in prop::option::of(0i64..400),
+            only in prop::option::of(prop::collection::btree_set(0usize..40, 0..40)),
         ) {
             let files: Vec<ManifestEntry> = sizes
                 .iter()
@@ -454,7 +495,14 @@ mod tests {
                 .map(|(i, &(b, d))| entry(i as i64 * 10, i as i64 * 10 + 9, d * DAY_MS, b))
                 .collect();
             let m = manifest(files.clone());
-            let policy = CompactPolicy { target_bytes: target, force, up_to, now_ms: now_day * DAY_MS };
+            let only: Option<BTreeSet<String>> =
+                only.map(|o| o.iter().filter_map(|&i| files.get(i)).map(|f| f.key.clone()).collect());
+            let policy = CompactPolicy {
+                target_bytes: target,
+                force,
+                only: only.clone(),
+                now_ms: now_day * DAY_MS,
+            };
             let groups = plan(&m, &policy);
             let mut prev_end = 0;
             for g in &groups {
@@ -465,11 +513,11 @@ mod tests {
                 prop_assert!(fs.iter().map(|f| f.bytes).sum::<u64>() <= target);
                 prop_assert!(fs.iter().all(|f| policy.is_small(f)));
                 prop_assert!(fs.iter().all(|f| day(f) == day(&fs[0])));
-                prop_assert!(up_to.is_none_or(|u| fs.iter().all(|f| f.last_offset <= u)));
+                prop_assert!(only.as_ref().is_none_or(|k| fs.iter().all(|f| k.contains(&f.key))));
             }
             // Without a bound and with force, no two small same-day neighbours that
             // fit together are left apart.
-            if force && up_to.is_none() {
+            if force && only.is_none() {
                 let grouped = |i: usize| groups.iter().any(|g| g.contains(&i));
                 for i in 1..files.len() {
                     let (a, b) = (&files[i - 1], &files[i]);

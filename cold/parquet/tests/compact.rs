@@ -154,23 +154,37 @@ async fn small_files_become_files_of_the_target_size_with_the_same_rows() {
     assert!(plan(&end_state, &later).is_empty());
     assert_eq!(parquet_objects(&store).await.len(), end_state.files.len());
 
+    // Forced, with room for everything: rewrites and converted files alike become one.
+    write_small(&s, end, 3, 42).await;
+    let end = s.manifest(TOPIC, 0).await.unwrap().next_offset.unwrap();
+    let rows_now = all_rows(&s, &store).await;
+    let all = CompactPolicy {
+        force: true,
+        ..CompactPolicy::new(u64::MAX / 2, TS0 + DAY)
+    };
+    s.compact(TOPIC, 0, &all, ExpiredObjects::Delete)
+        .await
+        .unwrap();
+    let one = s.files(TOPIC, 0).await.unwrap();
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert_eq!(all_rows(&s, &store).await, rows_now);
+
     // Conversion goes on after the compacted files.
     let end2 = write_small(&s, end, 3, 99).await;
     assert_eq!(s.manifest(TOPIC, 0).await.unwrap().next_offset, Some(end2));
 }
 
 #[tokio::test]
-async fn kept_objects_and_an_offset_bound_for_a_published_table() {
+async fn kept_objects_and_only_the_files_a_published_table_holds() {
     let store = ObjectBackend::memory().into_dyn();
     let s = sink(store.clone());
     write_small(&s, 0, 20, 7).await;
     let before = s.manifest(TOPIC, 0).await.unwrap();
     let objects_before = parquet_objects(&store).await;
-    let up_to = before.files[9].last_offset;
     let policy = CompactPolicy {
         target_bytes: u64::MAX / 2,
         force: true,
-        up_to: Some(up_to),
+        only: Some(before.files[..10].iter().map(|f| f.key.clone()).collect()),
         now_ms: TS0,
     };
     let done = s

@@ -341,7 +341,11 @@ impl Archiver {
     /// changed for a leader (a new leadership, a newly sealed segment, a new log start,
     /// parquet.backfill) or every [`FOLLOWER_RELOAD_INTERVAL`] for a follower.
     /// `published`: the topic's files are published as an Iceberg table
-    /// ([`crate::iceberg`]), so retention leaves their objects to the publisher.
+    /// ([`crate::iceberg`]) in the store whose root this URI names, so retention and
+    /// compaction leave the objects of the files they drop to the publisher.
+    /// `compact_now`: a leader runs the round whatever changed and rewrites every group
+    /// of small files ([`strata_parquet::CompactPolicy::force`]).
+    #[allow(clippy::too_many_arguments)]
     pub async fn parquet(
         &mut self,
         tier: &Tier,
@@ -349,7 +353,8 @@ impl Archiver {
         log: &Arc<TieredLog>,
         lead: Leadership,
         config: &TopicConfig,
-        published: bool,
+        published: Option<&str>,
+        compact_now: bool,
     ) -> Result<(), ArchiveError> {
         // Leaders read the manifest (an object-store GET) only when something changed.
         let leader_state = lead.leader.then(|| {
@@ -368,7 +373,7 @@ impl Archiver {
             )
         });
         match leader_state {
-            Some(state) if self.parquet_done == Some(state) => return Ok(()),
+            Some(state) if self.parquet_done == Some(state) && !compact_now => return Ok(()),
             Some(_) => {}
             None => {
                 if self
@@ -380,7 +385,7 @@ impl Archiver {
                 self.parquet_checked = Some(Instant::now());
             }
         }
-        let caught_up = parquet_step(tier, key, log, lead, config, published).await?;
+        let caught_up = parquet_step(tier, key, log, lead, config, published, compact_now).await?;
         if let Some(state) = leader_state
             && caught_up
         {
@@ -403,7 +408,8 @@ async fn parquet_step(
     log: &Arc<TieredLog>,
     lead: Leadership,
     config: &TopicConfig,
-    published: bool,
+    published: Option<&str>,
+    compact_now: bool,
 ) -> Result<bool, ParquetError> {
     let (topic, index) = (log.topic(), log.partition());
     let options =
@@ -569,15 +575,15 @@ async fn parquet_step(
     // A topic published as an Iceberg table: its snapshots name the files until the
     // publisher's next commit, and the publisher deletes them with those snapshots.
     let objects = match published {
-        true => strata_parquet::ExpiredObjects::Keep,
-        false => strata_parquet::ExpiredObjects::Delete,
+        Some(_) => strata_parquet::ExpiredObjects::Keep,
+        None => strata_parquet::ExpiredObjects::Delete,
     };
     sink.expire_with(topic, index, log.log_start(), objects)
         .await?;
     // Compaction is housekeeping: a failure is logged and tried again with the next
     // segment, and does not hold conversion up.
     if lead.leader
-        && let Err(e) = compact_parquet(tier, key, &sink, log, config, published).await
+        && let Err(e) = compact_parquet(tier, key, &sink, log, config, published, compact_now).await
     {
         tracing::warn!(topic = %topic, partition = index, error = %e, "Parquet small-file compaction failed; it is tried again after the next segment");
     }
@@ -585,34 +591,35 @@ async fn parquet_step(
 }
 
 /// Rewrites the partition's small Parquet files ([`strata_parquet::compact`]) on the
-/// Parquet thread. A published topic's compaction takes only files the Iceberg table
-/// has committed, so every file it replaces is one the table's snapshots name, and
-/// their expiry deletes it.
+/// Parquet thread; `force` rewrites every group, not only full ones and past days. A
+/// published topic's compaction takes only files its Iceberg table holds, so every file
+/// it replaces is one the table's snapshots name, and their expiry deletes it.
+#[allow(clippy::too_many_arguments)]
 async fn compact_parquet(
     tier: &Tier,
     key: &PartitionKey,
     sink: &ParquetSink,
     log: &TieredLog,
     config: &TopicConfig,
-    published: bool,
+    published: Option<&str>,
+    force: bool,
 ) -> Result<(), ParquetError> {
     let (topic, index) = (log.topic().to_string(), log.partition());
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut policy = strata_parquet::CompactPolicy::new(config.parquet_target_file_bytes, now_ms);
-    let objects = if published {
+    policy.force = force;
+    let objects = if let Some(store_uri) = published {
         let manifest = sink.manifest(&topic, index).await?;
         if strata_parquet::compact::plan(&manifest, &policy).is_empty() {
             return Ok(());
         }
-        let committed = crate::iceberg::committed_offsets(tier.store(), &key.cluster_id, &topic)
-            .await
-            .map_err(|e| ParquetError::Table(e.to_string()))?;
-        let Some(&up_to) = committed.get(&index) else {
-            return Ok(());
-        };
-        policy.up_to = Some(up_to);
+        let held =
+            crate::iceberg::table_keys(tier.store(), store_uri, &key.cluster_id, &topic, index)
+                .await
+                .map_err(|e| ParquetError::Table(e.to_string()))?;
+        policy.only = Some(held);
         strata_parquet::ExpiredObjects::Keep
     } else {
         strata_parquet::ExpiredObjects::Delete

@@ -75,21 +75,168 @@ pub fn table_location(
     FsCatalog::new(store.clone(), store_uri, cluster_id).table_location(topic)
 }
 
-/// Per Kafka partition, the last offset `topic`'s table holds (empty when there is no
-/// table yet): two small reads, the version hint and the metadata JSON.
-pub async fn committed_offsets(
+/// The keys (relative to the store's root) of `partition`'s files that `topic`'s
+/// table holds (empty when there is no table yet): what small-file compaction may
+/// replace. Reads the table's metadata and its manifests.
+pub async fn table_keys(
     store: &Arc<dyn BlobStore>,
+    store_uri: &str,
     cluster_id: &str,
     topic: &str,
-) -> Result<BTreeMap<i32, i64>, PublishError> {
-    // Locations are not read here, so the store's URI does not matter.
-    match FsCatalog::new(store.clone(), "", cluster_id)
+    partition: i32,
+) -> Result<BTreeSet<String>, PublishError> {
+    let table = match FsCatalog::new(store.clone(), store_uri, cluster_id)
         .load_table(topic)
         .await
     {
-        Ok(table) => Ok(table.last_committed_offsets()),
-        Err(IcebergError::NoSuchTable { .. }) => Ok(BTreeMap::new()),
-        Err(e) => Err(e.into()),
+        Ok(table) => table,
+        Err(IcebergError::NoSuchTable { .. }) => return Ok(BTreeSet::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let root = format!("{}/", store_uri.trim_end_matches('/'));
+    Ok(table
+        .live_data_files()
+        .await?
+        .into_iter()
+        .filter(|f| f.partition == partition)
+        .filter_map(|f| Some(f.location.strip_prefix(&root)?.to_string()))
+        .collect())
+}
+
+/// A topic's table and Parquet files, for `strata tier iceberg status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableStatus {
+    pub topic: String,
+    /// The directory holding `metadata/`.
+    pub location: String,
+    /// The current `v{N}.metadata.json`; `None` before the table exists.
+    pub metadata_location: Option<String>,
+    pub version: Option<u64>,
+    /// Snapshots the metadata keeps (time travel reaches the oldest).
+    pub snapshots: usize,
+    pub current_snapshot_id: Option<i64>,
+    /// The current snapshot's operation (`append`, `replace`, `overwrite`, `delete`).
+    pub operation: Option<String>,
+    pub committed_at_ms: Option<i64>,
+    /// The current snapshot's totals.
+    pub records: u64,
+    pub data_files: u64,
+    pub bytes: u64,
+    /// Per partition, the last offset the table holds.
+    pub committed_offsets: BTreeMap<i32, i64>,
+    /// `parquet.target.file.bytes`.
+    pub target_file_bytes: u64,
+    pub partitions: Vec<PartitionFiles>,
+}
+
+/// One partition's Parquet files, from its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionFiles {
+    pub partition: i32,
+    pub files: usize,
+    /// Files below three quarters of the target: what compaction rewrites.
+    pub small_files: usize,
+    pub bytes: u64,
+    /// The first offset not yet converted.
+    pub next_offset: Option<i64>,
+}
+
+/// The status of `topic`'s table (see [`publish`] for the arguments) and of its
+/// partitions' Parquet files: a read of the table's metadata and of every partition's
+/// manifest.
+pub async fn status(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+    topic: &str,
+    partitions: i32,
+    config: &TopicConfig,
+) -> Result<TableStatus, PublishError> {
+    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
+    let table = match catalog.load_table(topic).await {
+        Ok(t) => Some(t),
+        Err(IcebergError::NoSuchTable { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
+    let sink = ParquetSink::new(
+        store.clone(),
+        ParquetLayout::new(cluster_id.to_string()),
+        options,
+    );
+    let target = config.parquet_target_file_bytes;
+    let mut files = Vec::new();
+    for p in 0..partitions {
+        let m = sink.manifest(topic, p).await?;
+        files.push(PartitionFiles {
+            partition: p,
+            files: m.files.len(),
+            small_files: m
+                .files
+                .iter()
+                .filter(|f| strata_parquet::compact::is_small_file(f.bytes, target))
+                .count(),
+            bytes: m.files.iter().map(|f| f.bytes).sum(),
+            next_offset: m.next_offset,
+        });
+    }
+    let current = table.as_ref().and_then(|t| t.metadata().current_snapshot());
+    Ok(TableStatus {
+        topic: topic.to_string(),
+        location: catalog.table_location(topic),
+        metadata_location: table.as_ref().map(|t| t.metadata_location()),
+        version: table.as_ref().map(|t| t.version()),
+        snapshots: table.as_ref().map_or(0, |t| t.metadata().snapshots.len()),
+        current_snapshot_id: current.map(|s| s.snapshot_id),
+        operation: current.and_then(|s| s.summary.get("operation").cloned()),
+        committed_at_ms: current.map(|s| s.timestamp_ms),
+        records: current.map_or(0, |s| s.count("total-records")),
+        data_files: current.map_or(0, |s| s.count("total-data-files")),
+        bytes: current.map_or(0, |s| s.count("total-files-size")),
+        committed_offsets: table
+            .as_ref()
+            .map(|t| t.last_committed_offsets())
+            .unwrap_or_default(),
+        target_file_bytes: target,
+        partitions: files,
+    })
+}
+
+/// Expires `topic`'s snapshots older than `older_than_ms` beyond the newest
+/// `retain_last` ([`expire`]), reloading the table after losing a race with a commit.
+/// `None`: there is no table.
+pub async fn expire_table(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+    topic: &str,
+    older_than_ms: i64,
+    retain_last: usize,
+) -> Result<Option<ExpireReport>, PublishError> {
+    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
+    let mut attempt = 0;
+    loop {
+        let mut table = match catalog.load_table(topic).await {
+            Ok(t) => t,
+            Err(IcebergError::NoSuchTable { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match expire(
+            store.as_ref(),
+            store_uri,
+            &mut table,
+            older_than_ms,
+            retain_last,
+        )
+        .await
+        {
+            Err(PublishError::Iceberg(IcebergError::CommitConflict { .. }))
+                if attempt < CONFLICT_RETRIES =>
+            {
+                attempt += 1;
+            }
+            r => return r.map(Some),
+        }
     }
 }
 
@@ -275,7 +422,7 @@ async fn reconcile(
 }
 
 /// What [`expire`] removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ExpireReport {
     /// Snapshots dropped from the table's metadata.
     pub snapshots: usize,

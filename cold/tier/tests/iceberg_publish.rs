@@ -14,7 +14,7 @@ use strata_proto::TopicConfig;
 use strata_proto::batch::build::{NewRecord, batch};
 use strata_proto::batch::set_base_offset;
 use strata_store::{BlobStore, ObjectBackend};
-use strata_tier::iceberg::{committed_offsets, expire, publish};
+use strata_tier::iceberg::{expire, publish, table_keys};
 
 const TOPIC: &str = "events";
 const CLUSTER: &str = "c1";
@@ -99,12 +99,12 @@ impl Fixture {
     }
 
     async fn compact(&self, partition: i32) -> usize {
-        let committed = committed_offsets(&self.store, CLUSTER, TOPIC)
+        let held = table_keys(&self.store, &self.uri, CLUSTER, TOPIC, partition)
             .await
             .unwrap();
         let policy = CompactPolicy {
             force: true,
-            up_to: committed.get(&partition).copied(),
+            only: Some(held),
             ..CompactPolicy::new(self.config.parquet_target_file_bytes, TS0)
         };
         self.sink

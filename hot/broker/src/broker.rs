@@ -172,6 +172,9 @@ pub struct Broker {
     /// until then the checkpoint file is not rewritten (it would lose the entries of
     /// partitions not open yet) and a stop is not marked clean.
     loaded: std::sync::atomic::AtomicBool,
+    /// Partitions asked to compact their small Parquet files at their next round
+    /// (`strata tier iceberg compact`).
+    pub(crate) compaction_requests: std::sync::Mutex<std::collections::HashSet<(TopicId, i32)>>,
 }
 
 impl Broker {
@@ -233,6 +236,7 @@ impl Broker {
             saved_checkpoints,
             clean_stop,
             loaded: Default::default(),
+            compaction_requests: Default::default(),
             checkpoint_lock: Default::default(),
             config,
             metadata,

@@ -64,7 +64,185 @@ pub struct TierStatus {
     pub partitions: Vec<PartitionTierStatus>,
 }
 
+/// Why an Iceberg or Parquet admin call (`strata tier iceberg`) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TableAdminError {
+    /// No such topic here, or not a parquet.enable topic: HTTP 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// This broker cannot do it (no object store, no Iceberg tables): HTTP 409.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The store or the table failed: HTTP 502.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What [`Broker::request_compaction`] asked for.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CompactionRequest {
+    pub topic: String,
+    /// Partitions this broker leads: each compacts at its next Parquet round.
+    pub partitions: Vec<i32>,
+    /// The topic's other partitions, led by other brokers: ask those.
+    pub elsewhere: Vec<i32>,
+}
+
+/// [`strata_tier::iceberg::TableStatus`], with what only this broker knows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IcebergStatus {
+    #[serde(flatten)]
+    pub table: strata_tier::iceberg::TableStatus,
+    /// This broker publishes parquet.enable topics as tables (`--iceberg-commit-interval`).
+    pub publishing: bool,
+    /// Partitions whose requested compaction has not finished yet.
+    pub compaction_pending: Vec<i32>,
+}
+
 impl Broker {
+    /// The topic hosted here with parquet.enable, the tier, and the cluster id its
+    /// objects are stored under.
+    fn parquet_topic(
+        &self,
+        topic: &str,
+    ) -> Result<
+        (
+            Arc<crate::broker::TopicState>,
+            Arc<strata_tier::Tier>,
+            String,
+        ),
+        TableAdminError,
+    > {
+        let t = self.topic(topic).ok_or_else(|| {
+            TableAdminError::NotFound(format!(
+                "topic '{topic}' has no replica on this broker; ask a broker that hosts it"
+            ))
+        })?;
+        if !t.config.parquet_enable {
+            return Err(TableAdminError::NotFound(format!(
+                "topic '{topic}' does not have parquet.enable=true: it has no Parquet files or Iceberg table"
+            )));
+        }
+        let tier = self.tier().cloned().ok_or_else(|| {
+            TableAdminError::Unavailable("this broker has no object store (--object-store)".into())
+        })?;
+        let cluster = t
+            .storage_cluster_id
+            .clone()
+            .unwrap_or_else(|| self.cluster_id());
+        Ok((t, tier, cluster))
+    }
+
+    fn iceberg_uri(&self) -> Result<String, TableAdminError> {
+        self.config.iceberg_store_uri.clone().ok_or_else(|| {
+            TableAdminError::Unavailable(
+                "this broker's object store is not one an engine can read (memory://): no Iceberg tables".into(),
+            )
+        })
+    }
+
+    /// `topic`'s Iceberg table and Parquet files.
+    pub async fn iceberg_status(&self, topic: &str) -> Result<IcebergStatus, TableAdminError> {
+        let (t, tier, cluster) = self.parquet_topic(topic)?;
+        let uri = self.iceberg_uri()?;
+        let table = strata_tier::iceberg::status(
+            tier.store(),
+            &uri,
+            &cluster,
+            topic,
+            t.partition_count,
+            &t.config,
+        )
+        .await
+        .map_err(|e| TableAdminError::Failed(e.to_string()))?;
+        let pending = self
+            .compaction_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut compaction_pending: Vec<i32> = pending
+            .iter()
+            .filter(|(id, _)| *id == t.id)
+            .map(|(_, p)| *p)
+            .collect();
+        compaction_pending.sort_unstable();
+        Ok(IcebergStatus {
+            table,
+            publishing: self.iceberg_publishing(),
+            compaction_pending,
+        })
+    }
+
+    /// Asks the partitions of `topic` this broker leads to rewrite all their small
+    /// Parquet files at their next round (the tier scheduler's, so that the partition's
+    /// manifest keeps one writer), rather than only full groups and past days.
+    pub fn request_compaction(&self, topic: &str) -> Result<CompactionRequest, TableAdminError> {
+        let (t, _, _) = self.parquet_topic(topic)?;
+        let partitions: Vec<i32> = t
+            .partitions
+            .iter()
+            .filter(|p| p.is_leader())
+            .map(|p| p.index)
+            .collect();
+        let elsewhere = (0..t.partition_count)
+            .filter(|i| !partitions.contains(i))
+            .collect();
+        let mut pending = self
+            .compaction_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.extend(partitions.iter().map(|p| (t.id, *p)));
+        Ok(CompactionRequest {
+            topic: topic.to_string(),
+            partitions,
+            elsewhere,
+        })
+    }
+
+    /// Whether a compaction of this partition was requested: it stays pending until
+    /// [`Self::compaction_finished`].
+    pub(crate) fn compaction_requested(&self, topic: TopicId, partition: i32) -> bool {
+        let pending = self
+            .compaction_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.contains(&(topic, partition))
+    }
+
+    pub(crate) fn compaction_finished(&self, topic: TopicId, partition: i32) {
+        let mut pending = self
+            .compaction_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.remove(&(topic, partition));
+    }
+
+    /// Expires `topic`'s table snapshots older than `older_than_ms` beyond the newest
+    /// `retain_last`, and deletes the data files no kept snapshot holds.
+    pub async fn iceberg_expire(
+        &self,
+        topic: &str,
+        older_than_ms: i64,
+        retain_last: usize,
+    ) -> Result<strata_tier::iceberg::ExpireReport, TableAdminError> {
+        let (_, tier, cluster) = self.parquet_topic(topic)?;
+        let uri = self.iceberg_uri()?;
+        strata_tier::iceberg::expire_table(
+            tier.store(),
+            &uri,
+            &cluster,
+            topic,
+            older_than_ms,
+            retain_last,
+        )
+        .await
+        .map_err(|e| TableAdminError::Failed(e.to_string()))?
+        .ok_or_else(|| {
+            TableAdminError::NotFound(format!(
+                "topic '{topic}' has no Iceberg table yet: it is created at the first commit of its Parquet files"
+            ))
+        })
+    }
+
     /// Whether parquet.enable topics are published as Iceberg tables
     /// (`--iceberg-commit-interval` is not 0 and the store is one engines can read).
     pub fn iceberg_publishing(&self) -> bool {
@@ -225,20 +403,29 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             .set(archivers.values().filter(|a| a.in_backoff()).count() as f64);
         // Parquet for warehouse loaders: leaders convert their sealed segments in order;
         // followers read how far that got (local retention waits for it).
+        let published = broker
+            .iceberg_publishing()
+            .then(|| broker.config.iceberg_store_uri.clone())
+            .flatten();
         for (p, _) in hosted.iter().filter(|(_, c)| c.parquet_enable) {
             let key = broker.partition_key(p);
             let a = archivers.entry((p.topic_id, p.index)).or_default();
-            if let Err(e) = a
+            let compact_now = broker.compaction_requested(p.topic_id, p.index);
+            let done = a
                 .parquet(
                     &tier,
                     &key,
                     p.log(),
                     p.leadership(),
                     &p.config(),
-                    broker.iceberg_publishing(),
+                    published.as_deref(),
+                    compact_now,
                 )
-                .await
-            {
+                .await;
+            if compact_now {
+                broker.compaction_finished(p.topic_id, p.index);
+            }
+            if let Err(e) = done {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "parquet conversion failed; local segments are kept until it succeeds");
                 metrics::counter!("strata_parquet_failures_total", "topic" => p.topic.to_string())
                     .increment(1);
