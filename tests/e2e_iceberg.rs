@@ -583,3 +583,142 @@ fn hundreds_of_small_files_are_compacted_into_a_few_with_the_same_rows() {
     let (_, after) = pyiceberg_rows(&cold);
     assert_eq!(after, rows);
 }
+
+/// Produces JSON values `{"user": "u{o}", "n": o[, "country": "c{o % 5}"]}` to partition
+/// 0 from `next`.
+fn produce_json(bootstrap: &str, next: &mut i64, count: i64, with_country: bool) {
+    let (p, d) = producer(
+        bootstrap,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    for o in *next..*next + count {
+        let value = if with_country {
+            format!(r#"{{"user":"u{o}","n":{o},"country":"c{}"}}"#, o % 5)
+        } else {
+            format!(r#"{{"user":"u{o}","n":{o}}}"#)
+        };
+        p.send(
+            BaseRecord::<str, str>::to(TOPIC)
+                .partition(0)
+                .payload(&value)
+                .timestamp(now_ms()),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    }
+    flush(&p);
+    *next += count;
+    assert_eq!(*d.errors.lock().unwrap(), Vec::<String>::new());
+}
+
+/// Schema evolution: a member added (nullable, at the end) to `parquet.value.schema`
+/// gives the table a new schema, and pyiceberg reads the records from before and after
+/// through it (the older ones with the member null). A change no one schema can read
+/// (a member removed) is refused when it is asked for.
+#[test]
+fn a_member_added_to_the_value_schema_evolves_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let broker = start(&dir.path().join("data"), &cold, &[]);
+    let v1 = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"}]}"#;
+    let v2 = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"},{"name":"country","type":"utf8","nullable":true}]}"#;
+    create_topic(
+        &broker.kafka,
+        TOPIC,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("segment.ms", "1000"),
+            ("parquet.value.format", "json"),
+            ("parquet.value.schema", v1),
+        ],
+    );
+    let mut next = 0;
+    produce_json(&broker.kafka, &mut next, 1_000, false);
+    let before = next - 1;
+    wait_for(
+        "the first records in the table",
+        Duration::from_secs(120),
+        || committed(&cold).get(&0) == Some(&before),
+    );
+
+    let alter = |schema: &str| {
+        common::cli(
+            &broker.kafka,
+            &[
+                "topic",
+                "alter",
+                TOPIC,
+                "--set",
+                &format!("parquet.value.schema={schema}"),
+            ],
+        )
+    };
+    // Removing a member would leave files no one schema reads: refused.
+    let out = alter(r#"{"fields":[{"name":"user","type":"utf8"}]}"#);
+    assert!(
+        !out.status.success(),
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("members cannot be removed"), "{err}");
+    let out = alter(v2);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    produce_json(&broker.kafka, &mut next, 1_000, true);
+    let last = next - 1;
+    wait_for(
+        "the later records in the table",
+        Duration::from_secs(120),
+        || committed(&cold).get(&0) == Some(&last),
+    );
+
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/iceberg_values.py"
+        ))
+        .arg(table_dir(&cold).unwrap())
+        .args(["user", "n", "country"])
+        .output()
+        .expect("python3 (scripts/deps installs pyiceberg)");
+    assert!(
+        out.status.success(),
+        "pyiceberg: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["schema_ids"],
+        serde_json::json!([0, 1]),
+        "{}",
+        v["schema_ids"]
+    );
+    assert_eq!(v["current_schema_id"], 1);
+    assert_eq!(
+        v["value_members"],
+        serde_json::json!(["user", "n", "country"])
+    );
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len() as i64, next);
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows {
+        let o = r[1].as_i64().unwrap();
+        assert!(seen.insert(o), "offset {o} twice");
+        let m = &r[2];
+        assert_eq!(m["user"], format!("u{o}"), "{r}");
+        assert_eq!(m["n"], o, "{r}");
+        if o <= before {
+            assert!(m["country"].is_null(), "{r}");
+        } else {
+            assert_eq!(m["country"], format!("c{}", o % 5), "{r}");
+        }
+    }
+}

@@ -8,8 +8,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use futures::executor::block_on;
 use rdkafka::admin::{
-    AdminClient, AlterConfig, ConfigEntry, ConfigSource, NewPartitions, NewTopic,
-    ResourceSpecifier, TopicReplication,
+    AdminClient, ConfigEntry, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier,
+    TopicReplication,
 };
 use rdkafka::types::RDKafkaErrorCode;
 
@@ -533,17 +533,7 @@ pub(crate) fn alter(
             }
         }
         let merged = merge_overrides(current, set, delete);
-        let mut change = AlterConfig::new(ResourceSpecifier::Topic(name));
-        for (k, v) in &merged {
-            change = change.set(k, v);
-        }
-        let results = block_on(client.alter_configs([&change], &admin_options(c)))
-            .map_err(|e| c.explain(e, "AlterConfigs"))?;
-        for r in results {
-            if let Err((_, code)) = r {
-                return Err(admin_error("alter the configs of", name, code));
-            }
-        }
+        alter_configs(c, name, &merged)?;
         for (k, v) in set {
             outln!("topic '{name}': set {k}={v}");
         }
@@ -565,6 +555,51 @@ pub(crate) fn alter(
                 }
             }
             outln!("topic '{name}': partitions {current_partitions} -> {n}");
+        }
+    }
+    Ok(())
+}
+
+/// AlterConfigs of topic `name` to exactly `configs`, over the wire client: the rdkafka
+/// binding reports every resource of an AlterConfigs answer as altered, whatever its
+/// error code, so a refused change would print as done.
+fn alter_configs(
+    c: &ClientArgs,
+    name: &str,
+    configs: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
+    use kafka_protocol::protocol::StrBytes;
+
+    let addr = c.bootstrap.split(',').next().unwrap_or(&c.bootstrap);
+    let mut conn = super::wire::Conn::open(addr, c)?;
+    let v = conn
+        .version(ApiKey::AlterConfigs, 0..=2)
+        .context("the broker does not serve AlterConfigs")?;
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 2; // TOPIC
+    resource.resource_name = StrBytes::from_string(name.to_string());
+    resource.configs = configs
+        .iter()
+        .map(|(k, val)| {
+            let mut e = AlterableConfig::default();
+            e.name = StrBytes::from_string(k.clone());
+            e.value = Some(StrBytes::from_string(val.clone()));
+            e
+        })
+        .collect();
+    let mut req = AlterConfigsRequest::default();
+    req.resources = vec![resource];
+    let r: AlterConfigsResponse = conn.call(ApiKey::AlterConfigs, v, &req)?;
+    for res in r.responses {
+        if res.error_code != 0 {
+            let code = kafka_protocol::error::ResponseError::try_from_code(res.error_code)
+                .map_or(format!("error {}", res.error_code), |e| format!("{e:?}"));
+            match res.error_message {
+                Some(m) => bail!("cannot alter the configs of topic '{name}': {code}: {m}"),
+                None => bail!("cannot alter the configs of topic '{name}': {code}"),
+            }
         }
     }
     Ok(())

@@ -515,6 +515,10 @@ impl Table {
     /// retry wrapper's read-back: the reloaded table then holds it, and its offsets in
     /// [`Self::last_committed_offsets`] say what not to add again.
     ///
+    /// An append may also add files at or below a partition's committed offset (a
+    /// backfill of older offsets) that overlap no file the table holds (the table's
+    /// files are read to check); one that does is [`IcebergError::OffsetsAlreadyCommitted`].
+    ///
     /// `operation` must match the change: [`Operation::Append`] only adds,
     /// [`Operation::Delete`] only removes, [`Operation::Overwrite`] and
     /// [`Operation::Replace`] remove and add (`Replace` when the added files hold the
@@ -526,7 +530,72 @@ impl Table {
     /// A manifest holding a removed file is rewritten with it `DELETED` and its other
     /// files `EXISTING`; the others are carried as they are. When the manifest list would
     /// exceed [`MAX_MANIFESTS`], the smallest manifests of one spec are merged.
+    ///
+    /// Added files whose schema has columns the table lacks evolve it first
+    /// ([`IcebergSchema::evolve`]): the snapshot is committed under a new schema (the
+    /// next schema id, made current) that reads every older file too;
+    /// [`IcebergError::SchemaMismatch`] when a file cannot be read through one schema
+    /// with the table's.
     pub async fn commit(
+        &mut self,
+        add: Vec<DataFile>,
+        remove: &[String],
+        operation: Operation,
+    ) -> Result<Snapshot> {
+        let saved = (self.schema.clone(), self.metadata.clone());
+        let committed = match self.evolve_for(&add) {
+            Ok(()) => self.commit_snapshot(add, remove, operation).await,
+            Err(e) => Err(e),
+        };
+        if committed.is_err() {
+            (self.schema, self.metadata) = saved;
+        }
+        committed
+    }
+
+    /// Makes the table's schema one that reads every file of `files` (and every file it
+    /// holds): unchanged, or evolved into a new current schema.
+    fn evolve_for(&mut self, files: &[DataFile]) -> Result<()> {
+        let next_id = self
+            .metadata
+            .schemas
+            .iter()
+            .filter_map(|s| s["schema-id"].as_i64())
+            .max()
+            .map_or(0, |m| m + 1);
+        let next_id = i32::try_from(next_id).unwrap_or(i32::MAX);
+        let mut schema = self.schema.clone();
+        for f in files {
+            if f.schema.fields() == schema.fields() {
+                continue;
+            }
+            match schema.evolve(&f.schema, next_id) {
+                Ok(None) => {}
+                Ok(Some(evolved)) => schema = evolved,
+                Err(reason) => {
+                    return Err(IcebergError::SchemaMismatch {
+                        location: f.location.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        if schema == self.schema {
+            return Ok(());
+        }
+        let m = &mut self.metadata;
+        m.schemas.push(schema.json.clone());
+        m.current_schema_id = next_id;
+        m.last_column_id = m.last_column_id.max(schema.last_column_id);
+        m.properties.insert(
+            NAME_MAPPING_PROPERTY.to_string(),
+            serde_json::to_string(&schema.name_mapping)?,
+        );
+        self.schema = schema;
+        Ok(())
+    }
+
+    async fn commit_snapshot(
         &mut self,
         add: Vec<DataFile>,
         remove: &[String],
@@ -566,13 +635,31 @@ impl Table {
         let mut ordered: Vec<&DataFile> = add.iter().collect();
         ordered.sort_by_key(|f| (f.partition, f.first_offset));
         let mut added: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+        // An append's files below what the table has committed (a backfill of older
+        // offsets): taken if they overlap no file the table holds, read only then.
+        let mut live: Option<Vec<DataFile>> = None;
         for f in &ordered {
-            if f.schema.fields() != self.schema.fields() {
-                return Err(IcebergError::SchemaMismatch {
-                    location: f.location.clone(),
-                });
-            }
             let rewrite = start.get(&f.partition).is_some_and(|&c| f.last_offset <= c);
+            if operation == Operation::Append && rewrite {
+                if live.is_none() {
+                    live = Some(self.live_data_files().await?);
+                }
+                let clash = live.iter().flatten().any(|l| {
+                    l.location == f.location
+                        || (l.partition == f.partition
+                            && l.first_offset <= f.last_offset
+                            && f.first_offset <= l.last_offset)
+                });
+                if clash {
+                    return Err(IcebergError::OffsetsAlreadyCommitted {
+                        partition: f.partition,
+                        first: f.first_offset,
+                        last: f.last_offset,
+                        committed: start.get(&f.partition).copied().unwrap_or(-1),
+                    });
+                }
+                continue;
+            }
             match operation {
                 Operation::Replace if !rewrite => {
                     return Err(invalid(format!(

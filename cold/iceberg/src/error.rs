@@ -41,10 +41,10 @@ pub enum IcebergError {
     )]
     NotStrataFile { location: String, reason: String },
     #[error(
-        "{location} has a different schema than the table (value schema changed?): schema \
-         evolution is not supported yet; publish it to another table"
+        "{location} cannot be read through the table's schema: {reason}; publish it to \
+         another table"
     )]
-    SchemaMismatch { location: String },
+    SchemaMismatch { location: String, reason: String },
     #[error("column {column}: {reason}")]
     UnsupportedColumn { column: String, reason: String },
     #[error("corrupt table metadata {location}: {reason}; restore it or recreate the table")]

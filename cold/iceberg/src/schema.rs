@@ -146,6 +146,181 @@ fn iceberg_type(
     }
 }
 
+impl IcebergSchema {
+    /// The schema that reads this one's files and those of `file`'s schema, as schema
+    /// `schema_id`: `None` when `file`'s columns are all this schema's already (a file
+    /// written before a column was added reads it as null). A column `file` adds must be
+    /// optional and have an id above [`Self::last_column_id`] (strata-parquet numbers the
+    /// members of a JSON value last, so a member added at the end of
+    /// `parquet.value.schema` gets the next id and no other id moves). Anything else (a
+    /// column renamed, retyped, made required, or an id reused) cannot be read through
+    /// one schema: an error saying which column.
+    pub fn evolve(
+        &self,
+        file: &IcebergSchema,
+        schema_id: i32,
+    ) -> std::result::Result<Option<IcebergSchema>, String> {
+        let mut changed = false;
+        let fields = merge_struct(
+            self.fields().as_array().map_or(&[][..], Vec::as_slice),
+            file.fields().as_array().map_or(&[][..], Vec::as_slice),
+            "",
+            self.last_column_id,
+            &mut changed,
+        )?;
+        if !changed {
+            return Ok(None);
+        }
+        let last_column_id = self.last_column_id.max(file.last_column_id);
+        let name_mapping = mapping_of(&fields);
+        Ok(Some(IcebergSchema {
+            json: json!({"type": "struct", "schema-id": schema_id, "fields": fields}),
+            last_column_id,
+            name_mapping,
+        }))
+    }
+}
+
+fn id_of(field: &Value) -> Option<i64> {
+    field["id"].as_i64()
+}
+
+fn merge_struct(
+    table: &[Value],
+    file: &[Value],
+    prefix: &str,
+    last: i32,
+    changed: &mut bool,
+) -> std::result::Result<Vec<Value>, String> {
+    let mut out: Vec<Value> = table.to_vec();
+    for f in file {
+        let name = f["name"].as_str().unwrap_or("?");
+        let path = format!("{prefix}{name}");
+        match table.iter().position(|t| id_of(t) == id_of(f)) {
+            Some(i) => {
+                let t = &table[i];
+                if t["name"] != f["name"] {
+                    return Err(format!(
+                        "column id {} is '{}' in the table but '{path}' in the file",
+                        id_of(f).unwrap_or(0),
+                        t["name"].as_str().unwrap_or("?")
+                    ));
+                }
+                if t["required"] != f["required"] {
+                    return Err(format!(
+                        "column '{path}' changed between required and optional"
+                    ));
+                }
+                let ty = merge_type(&t["type"], &f["type"], &path, last, changed)?;
+                out[i]["type"] = ty;
+            }
+            None => {
+                if table.iter().any(|t| t["name"] == f["name"]) {
+                    return Err(format!(
+                        "column '{path}' has another id in the file than in the table (a column removed and added again, or members reordered)"
+                    ));
+                }
+                if f["required"] == true {
+                    return Err(format!(
+                        "new column '{path}' is required: columns can only be added as optional (\"nullable\": true), so older files read it as null"
+                    ));
+                }
+                if i64::from(last) >= id_of(f).unwrap_or(0) {
+                    return Err(format!(
+                        "new column '{path}' reuses id {}, which the table has had: add members at the end of parquet.value.schema",
+                        id_of(f).unwrap_or(0)
+                    ));
+                }
+                *changed = true;
+                out.push(f.clone());
+            }
+        }
+    }
+    for t in table {
+        if t["required"] == true && !file.iter().any(|f| id_of(f) == id_of(t)) {
+            return Err(format!(
+                "the file lacks required column '{prefix}{}'",
+                t["name"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn merge_type(
+    table: &Value,
+    file: &Value,
+    path: &str,
+    last: i32,
+    changed: &mut bool,
+) -> std::result::Result<Value, String> {
+    match (table["type"].as_str(), file["type"].as_str()) {
+        (Some("struct"), Some("struct")) if table.is_object() && file.is_object() => {
+            let fields = merge_struct(
+                table["fields"].as_array().map_or(&[][..], Vec::as_slice),
+                file["fields"].as_array().map_or(&[][..], Vec::as_slice),
+                &format!("{path}."),
+                last,
+                changed,
+            )?;
+            Ok(json!({"type": "struct", "fields": fields}))
+        }
+        (Some("list"), Some("list")) if table.is_object() && file.is_object() => {
+            if table["element-id"] != file["element-id"]
+                || table["element-required"] != file["element-required"]
+            {
+                return Err(format!("list column '{path}' changed its element"));
+            }
+            let element = merge_type(
+                &table["element"],
+                &file["element"],
+                &format!("{path}.element"),
+                last,
+                changed,
+            )?;
+            let mut out = table.clone();
+            out["element"] = element;
+            Ok(out)
+        }
+        _ if table == file => Ok(table.clone()),
+        _ => Err(format!(
+            "column '{path}' changed type from {table} to {file}"
+        )),
+    }
+}
+
+/// The name mapping of schema fields (as [`IcebergSchema::from_arrow`] builds it).
+fn mapping_of(fields: &[Value]) -> Value {
+    fn nested(ty: &Value) -> Option<Value> {
+        match ty["type"].as_str() {
+            Some("struct") if ty.is_object() => Some(mapping_of(
+                ty["fields"].as_array().map_or(&[][..], Vec::as_slice),
+            )),
+            Some("list") if ty.is_object() => {
+                let id = ty["element-id"].as_i64().unwrap_or(0) as i32;
+                Some(Value::Array(vec![mapping_entry(
+                    id,
+                    "element",
+                    nested(&ty["element"]),
+                )]))
+            }
+            _ => None,
+        }
+    }
+    Value::Array(
+        fields
+            .iter()
+            .map(|f| {
+                mapping_entry(
+                    id_of(f).unwrap_or(0) as i32,
+                    f["name"].as_str().unwrap_or(""),
+                    nested(&f["type"]),
+                )
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,13 +387,65 @@ mod tests {
             .map(|m| m["type"].as_str().unwrap())
             .collect();
         assert_eq!(types, ["string", "double", "timestamptz", "boolean"]);
-        assert_eq!(members[0]["id"], 10);
+        // The value's members come last: headers element 10, key 11, value 12, then
+        // user 13 .. ok 16.
+        assert_eq!(members[0]["id"], 13);
         assert_eq!(s.fields()[5]["name"], "_raw");
-        // headers element 14, key 15, value 16
+        assert_eq!(s.fields()[6]["type"]["element-id"], 10);
         assert_eq!(s.last_column_id, 16);
 
         let bare = ArrowSchema::new(vec![Field::new("offset", DataType::Int64, false)]);
         let e = IcebergSchema::from_arrow(&bare, 0).unwrap_err();
         assert!(e.to_string().contains("no Parquet field id"), "{e}");
+    }
+
+    fn json_schema(members: &str) -> IcebergSchema {
+        let vs = ValueSchema::parse(&format!(r#"{{"fields":[{members}]}}"#)).unwrap();
+        IcebergSchema::from_arrow(&file_schema(&ValueFormat::Json(vs)), 0).unwrap()
+    }
+
+    #[test]
+    fn a_member_added_at_the_end_evolves_the_schema() {
+        let old = json_schema(
+            r#"{"name":"user","type":"utf8"},{"name":"geo","type":"struct","nullable":true,"fields":[{"name":"lat","type":"float64"}]}"#,
+        );
+        let new = json_schema(
+            r#"{"name":"user","type":"utf8"},{"name":"geo","type":"struct","nullable":true,"fields":[{"name":"lat","type":"float64"}]},{"name":"amount","type":"float64","nullable":true}"#,
+        );
+        // Every other id is as it was; the new member has the next one.
+        assert_eq!(new.last_column_id, old.last_column_id + 1);
+        let evolved = old.evolve(&new, 1).unwrap().expect("a new schema");
+        assert_eq!(evolved.json["schema-id"], 1);
+        assert_eq!(evolved.last_column_id, new.last_column_id);
+        assert_eq!(evolved.fields(), new.fields());
+        assert_eq!(evolved.name_mapping, new.name_mapping);
+        // The old files' schema reads through the new one; the new one needs nothing.
+        assert_eq!(evolved.evolve(&old, 2).unwrap(), None);
+        assert_eq!(evolved.evolve(&new, 2).unwrap(), None);
+        assert_eq!(old.evolve(&old, 1).unwrap(), None);
+    }
+
+    #[test]
+    fn changes_one_schema_cannot_read_are_refused() {
+        let old = json_schema(r#"{"name":"user","type":"utf8"}"#);
+        let cases = [
+            (
+                r#"{"name":"user","type":"utf8"},{"name":"n","type":"int64"}"#,
+                "required",
+            ),
+            (
+                r#"{"name":"n","type":"int64","nullable":true},{"name":"user","type":"utf8"}"#,
+                "in the table but",
+            ),
+            (r#"{"name":"user","type":"int64"}"#, "changed type"),
+            (
+                r#"{"name":"user","type":"utf8","nullable":true}"#,
+                "required and optional",
+            ),
+        ];
+        for (members, why) in cases {
+            let e = old.evolve(&json_schema(members), 1).unwrap_err();
+            assert!(e.contains(why), "{members}: {e}");
+        }
     }
 }

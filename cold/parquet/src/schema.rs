@@ -110,16 +110,59 @@ pub fn file_schema(value: &ValueFormat) -> SchemaRef {
     Arc::new(Schema::new(with_field_ids(fields)))
 }
 
-/// Numbers the fields the way Iceberg numbers a new table's columns, so that an Iceberg
-/// table over these files (strata-iceberg) maps columns by id: the top-level columns
-/// get 1..=n in order; then, for each column in order, the members of its struct (or its
-/// list's element) get the next ids, all members of one struct before any member's own
-/// nested fields. The id goes into the Arrow field metadata under
-/// [`PARQUET_FIELD_ID_META_KEY`], which the Parquet writer stores as the column's
-/// `field_id`. Deterministic: the same value format always gives the same ids.
+/// Numbers the fields so that an Iceberg table over these files (strata-iceberg) maps
+/// columns by id: the top-level columns get 1..=n in order; then, for each column in
+/// order but `value`, the members of its struct (or its list's element) get the next
+/// ids, all members of one struct before any member's own nested fields (as Iceberg
+/// numbers a new table); then the members of a typed `value` (JSON values), depth-first.
+/// The value's members come last so that a member added at the end of
+/// `parquet.value.schema` gets the next id and no other column's id moves: the table
+/// evolves its schema by adding that id (strata-iceberg's `IcebergSchema::evolve`). The
+/// id goes into the Arrow field metadata under [`PARQUET_FIELD_ID_META_KEY`], which the
+/// Parquet writer stores as the column's `field_id`. Deterministic: the same value format
+/// always gives the same ids.
 pub fn with_field_ids(fields: Vec<Field>) -> Vec<Field> {
     let mut next = 1;
-    number_struct(fields, &mut next)
+    let numbered: Vec<Field> = fields
+        .into_iter()
+        .map(|f| {
+            let id = next;
+            next += 1;
+            with_id(f, id)
+        })
+        .collect();
+    let mut out: Vec<Field> = numbered
+        .into_iter()
+        .map(|f| {
+            if f.name() == columns::VALUE {
+                return f;
+            }
+            let data_type = number_nested(f.data_type(), &mut next);
+            f.with_data_type(data_type)
+        })
+        .collect();
+    for f in out.iter_mut().filter(|f| f.name() == columns::VALUE) {
+        let data_type = number_depth_first(f.data_type(), &mut next);
+        *f = f.clone().with_data_type(data_type);
+    }
+    out
+}
+
+/// Numbers each member of a struct (or a list's element), then its own members, in order.
+fn number_depth_first(data_type: &DataType, next: &mut i32) -> DataType {
+    let mut member = |m: &Field| {
+        let id = *next;
+        *next += 1;
+        let inner = number_depth_first(m.data_type(), next);
+        with_id(m.clone(), id).with_data_type(inner)
+    };
+    match data_type {
+        DataType::Struct(members) => {
+            DataType::Struct(members.iter().map(|m| member(m)).collect::<Fields>())
+        }
+        DataType::List(item) => DataType::List(Arc::new(member(item))),
+        other => other.clone(),
+    }
 }
 
 fn number_struct(fields: Vec<Field>, next: &mut i32) -> Vec<Field> {
@@ -232,30 +275,58 @@ mod tests {
     }
 
     #[test]
-    fn json_value_members_are_numbered_before_headers() {
-        let vs = ValueSchema::parse(
-            r#"{"fields":[
-                {"name":"user","type":"utf8"},
-                {"name":"tags","type":"list","items":{"type":"utf8"}},
-                {"name":"geo","type":"struct","fields":[{"name":"lat","type":"float64"}]}
-            ]}"#,
-        )
-        .unwrap();
-        let s = file_schema(&ValueFormat::Json(vs));
+    fn json_value_members_are_numbered_last_depth_first() {
+        let schema = |extra: &str| {
+            let vs = ValueSchema::parse(&format!(
+                r#"{{"fields":[
+                    {{"name":"user","type":"utf8"}},
+                    {{"name":"tags","type":"list","items":{{"type":"utf8"}}}},
+                    {{"name":"geo","type":"struct","fields":[{{"name":"lat","type":"float64"}}]}}{extra}
+                ]}}"#
+            ))
+            .unwrap();
+            file_schema(&ValueFormat::Json(vs))
+        };
+        let s = schema("");
         let ids: Vec<i32> = s.fields().iter().map(|f| id(f)).collect();
         assert_eq!(ids, (1..=9).collect::<Vec<_>>());
-        // value (5): user 10, tags 11, geo 12, then tags' element 13, geo.lat 14;
-        // then headers (7): element 15, key 16, value 17.
+        // headers (7): element 10, key 11, value 12; then value (5) depth-first: user 13,
+        // tags 14, its element 15, geo 16, geo.lat 17.
+        let element = list_item(s.field_with_name(columns::HEADERS).unwrap());
+        assert_eq!(id(element), 10);
+        let m = members(element);
+        assert_eq!((id(&m[0]), id(&m[1])), (11, 12));
         let value = members(s.field_with_name(columns::VALUE).unwrap());
         assert_eq!(
             value.iter().map(|f| id(f)).collect::<Vec<_>>(),
-            vec![10, 11, 12]
+            vec![13, 14, 16]
         );
-        assert_eq!(id(list_item(&value[1])), 13);
-        assert_eq!(id(&members(&value[2])[0]), 14);
-        let element = list_item(s.field_with_name(columns::HEADERS).unwrap());
-        assert_eq!(id(element), 15);
-        let m = members(element);
-        assert_eq!((id(&m[0]), id(&m[1])), (16, 17));
+        assert_eq!(id(list_item(&value[1])), 15);
+        assert_eq!(id(&members(&value[2])[0]), 17);
+
+        // A member added at the end takes the next id; no other id moves.
+        let grown = schema(r#",{"name":"n","type":"int64","nullable":true}"#);
+        let all = |s: &Schema| {
+            let mut out = Vec::new();
+            fn walk(f: &Field, out: &mut Vec<(String, i32)>) {
+                out.push((f.name().clone(), id(f)));
+                match f.data_type() {
+                    DataType::Struct(m) => m.iter().for_each(|m| walk(m, out)),
+                    DataType::List(i) => walk(i, out),
+                    _ => {}
+                }
+            }
+            s.fields().iter().for_each(|f| walk(f, &mut out));
+            out
+        };
+        let (before, after) = (all(&s), all(&grown));
+        assert!(before.iter().all(|b| after.contains(b)));
+        assert_eq!(
+            after
+                .iter()
+                .filter(|a| !before.contains(a))
+                .collect::<Vec<_>>(),
+            vec![&("n".to_string(), 18)]
+        );
     }
 }

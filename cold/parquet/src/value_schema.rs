@@ -137,6 +137,40 @@ impl ValueSchema {
     pub fn source(&self) -> &str {
         &self.source
     }
+
+    /// Whether files of `next` can join a table of this schema's files: `next` has these
+    /// members, in this order, with their types and nullability, and may add nullable
+    /// members after them (which older files read as null). `Err` says what is not so.
+    pub fn check_evolution(&self, next: &ValueSchema) -> Result<(), String> {
+        let (old, new) = (self.fields(), next.fields());
+        if new.len() < old.len() {
+            return Err(format!(
+                "it has {} members where the schema had {}: members cannot be removed",
+                new.len(),
+                old.len()
+            ));
+        }
+        for (o, n) in old.iter().zip(new.iter()) {
+            if o != n {
+                return Err(format!(
+                    "member '{}' became '{}' ({} -> {}, nullable {} -> {}): only members added at the end can change it",
+                    o.name(),
+                    n.name(),
+                    o.data_type(),
+                    n.data_type(),
+                    o.is_nullable(),
+                    n.is_nullable()
+                ));
+            }
+        }
+        if let Some(n) = new.iter().skip(old.len()).find(|n| !n.is_nullable()) {
+            return Err(format!(
+                "added member '{}' must be nullable (\"nullable\": true): files written before it have no such value",
+                n.name()
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn struct_fields(nodes: &[Node], path: &str, depth: usize) -> Result<Fields, SchemaError> {

@@ -103,6 +103,47 @@ pub async fn table_keys(
         .collect())
 }
 
+/// Whether a topic may go from `old` to `new` topic configs as far as its Parquet files
+/// (and so its Iceberg table) go: once parquet.enable has been on, its files' value
+/// column can only gain nullable members at the end of `parquet.value.schema` (the table
+/// evolves its schema for them); switching between binary and typed values, or any other
+/// change to the value schema, would give files no one schema reads. `Err` says why, for
+/// the INVALID_CONFIG answer.
+pub fn check_config_change(old: &TopicConfig, new: &TopicConfig) -> Result<(), String> {
+    if !old.parquet_enable {
+        return Ok(());
+    }
+    let format = |c: &TopicConfig| {
+        ConvertOptions::from_topic_config(String::new(), 0, c).map(|o| o.value_format)
+    };
+    let (Ok(before), Ok(after)) = (format(old), format(new)) else {
+        // An invalid schema is refused by the conversion options' own check.
+        return Ok(());
+    };
+    use strata_parquet::ValueFormat::{Binary, Json};
+    match (&before, &after) {
+        (Binary, Binary) => Ok(()),
+        (Json(a), Json(b)) if a.fields() == b.fields() => Ok(()),
+        (Json(a), Json(b)) => a.check_evolution(b).map_err(|why| {
+            format!(
+                "parquet.value.schema: {why}; the topic's Parquet files and Iceberg table keep the schema they have (create a new topic for another)"
+            )
+        }),
+        _ => Err(format!(
+            "the Parquet value column would change from {} to {}, which the topic's existing files and Iceberg table cannot share (parquet.value.format=json needs parquet.value.schema); create a new topic for another layout",
+            describe(&before),
+            describe(&after)
+        )),
+    }
+}
+
+fn describe(f: &strata_parquet::ValueFormat) -> &'static str {
+    match f {
+        strata_parquet::ValueFormat::Binary => "binary values",
+        strata_parquet::ValueFormat::Json(_) => "typed JSON columns",
+    }
+}
+
 /// A topic's table and Parquet files, for `strata tier iceberg status`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TableStatus {
@@ -378,18 +419,6 @@ async fn reconcile(
     if rewrites.is_empty() && new.is_empty() && removed.is_empty() {
         return Ok(None);
     }
-    if removed.is_empty() && !rewrites.is_empty() {
-        // Files below the committed offsets that replace nothing: a backfill that ran
-        // after the table had later offsets. Not published yet (see docs/parquet.md).
-        tracing::debug!(
-            files = rewrites.len(),
-            "Parquet files below the table's committed offsets replace nothing; not published"
-        );
-        rewrites.clear();
-        if new.is_empty() {
-            return Ok(None);
-        }
-    }
     // A rewrite must not overlap what the table keeps: two files with the same rows.
     for (p, f) in &rewrites {
         if let Some(k) = kept.iter().find(|k| {
@@ -404,6 +433,8 @@ async fn reconcile(
     }
     let rewritten_rows: u64 = rewrites.iter().map(|(_, f)| f.rows).sum();
     let removed_rows: u64 = removed.iter().map(|f| f.record_count).sum();
+    // Files below the committed offsets that replace nothing (a backfill that ran after
+    // the table had later offsets) are appended: the table checks they overlap nothing.
     let operation = match (new.is_empty() && rewrites.is_empty(), removed.is_empty()) {
         (false, true) => Operation::Append,
         (true, false) => Operation::Delete,

@@ -61,13 +61,8 @@ impl Fixture {
     async fn segments(&mut self, partition: i32, n: usize) {
         for _ in 0..n {
             let base = *self.next.entry(partition).or_insert(0);
-            let records: Vec<NewRecord> = (0..4)
-                .map(|i| NewRecord::value(format!("p{partition}-{}", base + i), TS0 + base + i))
-                .collect();
-            let mut seg = batch(&records, Compression::None, None).to_vec();
-            set_base_offset(&mut seg, base);
             self.sink
-                .write_segment(TOPIC, partition, &seg)
+                .write_segment(TOPIC, partition, &segment(partition, base))
                 .await
                 .unwrap();
             self.next.insert(partition, base + 4);
@@ -115,6 +110,16 @@ impl Fixture {
             .map(|c| c.replaced.len())
             .sum()
     }
+}
+
+/// A one-batch segment of four records from `base`.
+fn segment(partition: i32, base: i64) -> Vec<u8> {
+    let records: Vec<NewRecord> = (0..4)
+        .map(|i| NewRecord::value(format!("p{partition}-{}", base + i), TS0 + base + i))
+        .collect();
+    let mut seg = batch(&records, Compression::None, None).to_vec();
+    set_base_offset(&mut seg, base);
+    seg
 }
 
 fn operation(table: &strata_iceberg::Table) -> String {
@@ -190,4 +195,85 @@ async fn compaction_is_a_replace_snapshot_and_expiry_deletes_what_it_replaced() 
         let key = uri.strip_prefix(&root).unwrap();
         f.store.head(key).await.unwrap();
     }
+}
+
+#[test]
+fn value_schema_changes_one_table_cannot_read_are_refused() {
+    let config = |pairs: &[(&str, &str)]| {
+        let overrides: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        TopicConfig::resolve(&overrides).unwrap()
+    };
+    let json = |schema: &str, parquet: &str| {
+        config(&[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", parquet),
+            ("parquet.value.format", "json"),
+            ("parquet.value.schema", schema),
+        ])
+    };
+    let v1 = r#"{"fields":[{"name":"a","type":"utf8"},{"name":"b","type":"int64"}]}"#;
+    let grown = r#"{"fields":[{"name":"a","type":"utf8"},{"name":"b","type":"int64"},{"name":"c","type":"bool","nullable":true}]}"#;
+    let required = r#"{"fields":[{"name":"a","type":"utf8"},{"name":"b","type":"int64"},{"name":"c","type":"bool"}]}"#;
+    let reordered = r#"{"fields":[{"name":"b","type":"int64"},{"name":"a","type":"utf8"}]}"#;
+    let fewer = r#"{"fields":[{"name":"a","type":"utf8"}]}"#;
+    let binary = config(&[
+        ("remote.storage.enable", "true"),
+        ("parquet.enable", "true"),
+    ]);
+    let check = strata_tier::iceberg::check_config_change;
+
+    assert_eq!(check(&json(v1, "true"), &json(grown, "true")), Ok(()));
+    assert_eq!(check(&json(v1, "true"), &json(v1, "true")), Ok(()));
+    for (to, why) in [
+        (required, "must be nullable"),
+        (reordered, "member 'a' became 'b'"),
+        (fewer, "members cannot be removed"),
+    ] {
+        let e = check(&json(v1, "true"), &json(to, "true")).unwrap_err();
+        assert!(e.contains(why), "{to}: {e}");
+    }
+    let e = check(&binary, &json(v1, "true")).unwrap_err();
+    assert!(
+        e.contains("from binary values to typed JSON columns"),
+        "{e}"
+    );
+    assert!(check(&json(v1, "true"), &binary).is_err());
+    // Before parquet.enable was ever on there are no files to keep readable.
+    assert_eq!(check(&json(v1, "false"), &json(fewer, "true")), Ok(()));
+}
+
+/// A backfill (`strata tier parquet backfill`) that converts older offsets after the
+/// table already holds later ones: the files below are appended, and the table's
+/// committed offsets stay where they were.
+#[tokio::test]
+async fn a_backfill_below_the_table_is_appended() {
+    let mut f = Fixture::new();
+    f.next.insert(0, 40);
+    f.segments(0, 5).await;
+    f.segments(1, 2).await;
+    f.publish().await.unwrap();
+    let table = f.table().await;
+    assert_eq!(records(&table), 28);
+    let committed = table.last_committed_offsets();
+    assert_eq!(committed[&0], 59);
+
+    // Offsets 0..40 of partition 0, converted afterwards below the files' start.
+    for base in (0..40).step_by(4) {
+        f.sink
+            .write_backfill(TOPIC, 0, &segment(0, base))
+            .await
+            .unwrap();
+    }
+    let round = f.publish().await.unwrap();
+    assert_eq!((round.added_files, round.removed_files), (10, 0));
+    let table = f.table().await;
+    assert_eq!(operation(&table), "append");
+    assert_eq!(records(&table), 68);
+    assert_eq!(table.last_committed_offsets(), committed);
+    let live: BTreeSet<String> = table.live_files().await.unwrap().into_iter().collect();
+    assert_eq!(live, f.listed().await);
+    assert!(f.publish().await.is_none());
 }
