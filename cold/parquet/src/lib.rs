@@ -67,6 +67,7 @@ mod convert;
 mod error;
 mod json;
 mod options;
+pub mod reencode;
 mod schema;
 pub mod sink;
 pub mod source;
@@ -83,6 +84,7 @@ pub use options::{
     CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ZSTD_LEVEL,
     ValueFormat,
 };
+pub use reencode::{ReencodeOptions, Reencoded, reencode};
 pub use schema::{columns, file_schema, metadata_keys, with_field_ids, writer_properties};
 pub use sink::{
     DeadLetter, ExpiredObjects, Manifest, ManifestEntry, ParquetLayout, ParquetSink,
