@@ -465,9 +465,10 @@ fn iceberg(http: &Http, command: IcebergCommand) -> anyhow::Result<()> {
             let v: Value =
                 serde_json::from_str(&body).context("the broker's answer is not JSON")?;
             outln!(
-                "topic '{topic}': {} snapshot(s) expired, {} data file(s) deleted",
+                "topic '{topic}': {} snapshot(s) expired, {} data file(s) deleted, {} orphaned object(s) deleted",
                 v["snapshots"],
-                v["data_files"]
+                v["data_files"],
+                v["orphans"]
             );
             Ok(())
         }

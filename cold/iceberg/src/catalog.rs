@@ -454,6 +454,24 @@ impl Table {
         Ok(out)
     }
 
+    /// The locations of every data file a snapshot the metadata keeps names, live or
+    /// deleted by it: what an orphan sweep must not touch. Reads every kept snapshot's
+    /// manifest list and each distinct manifest once.
+    pub async fn referenced_files(&self) -> Result<BTreeSet<String>> {
+        let mut manifests = BTreeSet::new();
+        for s in &self.metadata.snapshots {
+            let list =
+                read_manifest_list(&self.read_uri(&s.manifest_list).await?, &s.manifest_list)?;
+            manifests.extend(list.into_iter().map(|m| m.manifest_path));
+        }
+        let mut out = BTreeSet::new();
+        for m in manifests {
+            let entries = read_manifest(&self.read_uri(&m).await?, &m)?;
+            out.extend(entries.into_iter().map(|e| e.file.location));
+        }
+        Ok(out)
+    }
+
     /// The commit point: writes this table's metadata as `v{version}.metadata.json`
     /// with [`PutMode::Create`], then the version hint. A store answering
     /// [`ErrorKind::AlreadyExists`] or [`ErrorKind::PreconditionFailed`] means another

@@ -244,9 +244,45 @@ pub async fn status(
 }
 
 /// Expires `topic`'s snapshots older than `older_than_ms` beyond the newest
-/// `retain_last` ([`expire`]), reloading the table after losing a race with a commit.
-/// `None`: there is no table.
+/// `retain_last` ([`expire`]), reloading the table after losing a race with a commit,
+/// then deletes the topic's orphaned Parquet objects older than [`ORPHAN_GRACE_MS`]
+/// ([`remove_orphans`]). `None`: there is no table.
+#[allow(clippy::too_many_arguments)]
 pub async fn expire_table(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+    topic: &str,
+    partitions: i32,
+    older_than_ms: i64,
+    retain_last: usize,
+    now_ms: i64,
+) -> Result<Option<ExpireReport>, PublishError> {
+    let Some(mut report) = expire_with_retries(
+        store,
+        store_uri,
+        cluster_id,
+        topic,
+        older_than_ms,
+        retain_last,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    report.orphans = remove_orphans(
+        store,
+        store_uri,
+        cluster_id,
+        topic,
+        partitions,
+        now_ms - ORPHAN_GRACE_MS,
+    )
+    .await?;
+    Ok(Some(report))
+}
+
+async fn expire_with_retries(
     store: &Arc<dyn BlobStore>,
     store_uri: &str,
     cluster_id: &str,
@@ -459,6 +495,9 @@ pub struct ExpireReport {
     pub snapshots: usize,
     /// Data files no kept snapshot holds any more, deleted from the store.
     pub data_files: usize,
+    /// Parquet objects no manifest and no kept snapshot names, deleted
+    /// ([`remove_orphans`]; only [`expire_table`] sweeps them).
+    pub orphans: usize,
 }
 
 /// Expires `table`'s snapshots older than `older_than_ms` (milliseconds since the epoch)
@@ -480,7 +519,7 @@ pub async fn expire(
     let root = format!("{}/", store_uri.trim_end_matches('/'));
     let mut report = ExpireReport {
         snapshots: expired.snapshot_ids.len(),
-        data_files: 0,
+        ..ExpireReport::default()
     };
     for uri in &expired.data_files {
         let Some(key) = uri.strip_prefix(&root) else {
@@ -494,6 +533,83 @@ pub async fn expire(
         }
     }
     Ok(report)
+}
+
+/// How long an object the manifests do not list stays before [`remove_orphans`] deletes
+/// it: a conversion or compaction uploads its file before the manifest names it, and a
+/// round of the publisher reads the manifests before it commits.
+pub const ORPHAN_GRACE_MS: i64 = 3_600_000;
+
+/// Deletes the Parquet objects of `topic` that no partition's manifest lists and no
+/// snapshot the table keeps names, and that are older than `older_than_ms` (milliseconds
+/// since the epoch): files Parquet retention dropped before the table ever committed
+/// them (publishing behind by more than the retention), and rewrites or conversions
+/// whose manifest update never happened (a crash, a leader that lost a race). One LIST
+/// of the topic's Parquet directory, the partitions' manifests, and every manifest of the
+/// kept snapshots. Returns how many objects it deleted.
+pub async fn remove_orphans(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+    topic: &str,
+    partitions: i32,
+    older_than_ms: i64,
+) -> Result<usize, PublishError> {
+    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
+    let root = format!("{}/", store_uri.trim_end_matches('/'));
+    let mut keep: BTreeSet<String> = match catalog.load_table(topic).await {
+        Ok(table) => table
+            .referenced_files()
+            .await?
+            .into_iter()
+            .filter_map(|l| Some(l.strip_prefix(&root)?.to_string()))
+            .collect(),
+        Err(IcebergError::NoSuchTable { .. }) => BTreeSet::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let layout = ParquetLayout::new(cluster_id.to_string());
+    let sink = ParquetSink::new(
+        store.clone(),
+        layout.clone(),
+        ConvertOptions::new(topic.to_string(), 0),
+    );
+    // Listed before the manifests are read: an object uploaded after the listing is not
+    // a candidate, and one a manifest names by the time it is read is kept.
+    let dir = layout.topic_dir(topic);
+    let objects = store
+        .list(&dir)
+        .await
+        .map_err(|e| PublishError::Iceberg(e.into()))?;
+    for p in 0..partitions {
+        let m = sink.manifest(topic, p).await?;
+        keep.extend(m.files.into_iter().map(|f| f.key));
+    }
+    let cutoff =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(older_than_ms.max(0) as u64);
+    let mut deleted = 0;
+    for o in objects {
+        if !o.path.ends_with(".parquet")
+            || !o.path.starts_with(&format!("{dir}/"))
+            || keep.contains(&o.path)
+            || o.last_modified >= cutoff
+        {
+            continue;
+        }
+        match store.delete(&o.path).await {
+            Ok(()) => deleted += 1,
+            Err(e) => {
+                tracing::warn!(key = %o.path, error = %e, "cannot delete an orphaned Parquet object")
+            }
+        }
+    }
+    if deleted > 0 {
+        tracing::info!(
+            topic,
+            deleted,
+            "deleted Parquet objects no manifest and no kept snapshot names"
+        );
+    }
+    Ok(deleted)
 }
 
 /// After a commit: [`expire`] with [`SNAPSHOT_MAX_AGE_MS`] and [`MIN_SNAPSHOTS`]. A

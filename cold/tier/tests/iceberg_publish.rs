@@ -277,3 +277,80 @@ async fn a_backfill_below_the_table_is_appended() {
     assert_eq!(live, f.listed().await);
     assert!(f.publish().await.is_none());
 }
+
+/// The orphan sweep deletes the objects nothing names (files retention dropped before the
+/// table ever took them, a stray upload) and keeps what a manifest lists or a kept
+/// snapshot names (files compaction replaced stay for time travel until expiry).
+#[tokio::test]
+async fn orphans_go_and_what_a_snapshot_names_stays() {
+    let mut f = Fixture::new();
+    f.segments(0, 10).await;
+    // Retention drops the first four files before the first commit (the publisher was
+    // behind): no snapshot will ever name them.
+    let dropped: Vec<String> = f.sink.files(TOPIC, 0).await.unwrap()[..4]
+        .iter()
+        .map(|e| e.key.clone())
+        .collect();
+    f.sink
+        .expire_with(TOPIC, 0, 16, ExpiredObjects::Keep)
+        .await
+        .unwrap();
+    f.publish().await.unwrap();
+    // Compaction replaces the six the table holds; the table takes the rewrite.
+    assert_eq!(f.compact(0).await, 6);
+    f.publish().await.unwrap();
+    // A stray upload no manifest names.
+    let stray = format!(
+        "{CLUSTER}/parquet/topic={TOPIC}/partition=0/date=2023-11-14/{:020}-{:020}.parquet",
+        7, 9
+    );
+    f.store
+        .put(
+            &stray,
+            bytes::Bytes::from_static(b"PAR1"),
+            strata_store::PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let exists = |key: String| {
+        let store = f.store.clone();
+        async move { store.head(&key).await.is_ok() }
+    };
+
+    // Nothing is old enough yet.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let swept =
+        strata_tier::iceberg::remove_orphans(&f.store, &f.uri, CLUSTER, TOPIC, 2, now - 3_600_000)
+            .await
+            .unwrap();
+    assert_eq!(swept, 0);
+    let swept =
+        strata_tier::iceberg::remove_orphans(&f.store, &f.uri, CLUSTER, TOPIC, 2, now + 60_000)
+            .await
+            .unwrap();
+    assert_eq!(swept, 5, "four dropped files and the stray");
+    for k in &dropped {
+        assert!(!exists(k.clone()).await, "{k}");
+    }
+    assert!(!exists(stray).await);
+    // The table's file, and the six it replaced (named by the snapshot before), stay.
+    let table = f.table().await;
+    let root = format!("{}/", f.uri);
+    let referenced = table.referenced_files().await.unwrap();
+    assert_eq!(referenced.len(), 7);
+    for l in &referenced {
+        assert!(
+            exists(l.strip_prefix(&root).unwrap().to_string()).await,
+            "{l}"
+        );
+    }
+    // Once the old snapshots expire, expiry itself deletes the six.
+    let mut table = f.table().await;
+    let report = expire(f.store.as_ref(), &f.uri, &mut table, i64::MAX, 1)
+        .await
+        .unwrap();
+    assert_eq!(report.data_files, 6);
+}

@@ -217,22 +217,25 @@ impl Broker {
     }
 
     /// Expires `topic`'s table snapshots older than `older_than_ms` beyond the newest
-    /// `retain_last`, and deletes the data files no kept snapshot holds.
+    /// `retain_last`, deletes the data files no kept snapshot holds, and sweeps the
+    /// topic's orphaned Parquet objects.
     pub async fn iceberg_expire(
         &self,
         topic: &str,
         older_than_ms: i64,
         retain_last: usize,
     ) -> Result<strata_tier::iceberg::ExpireReport, TableAdminError> {
-        let (_, tier, cluster) = self.parquet_topic(topic)?;
+        let (t, tier, cluster) = self.parquet_topic(topic)?;
         let uri = self.iceberg_uri()?;
         strata_tier::iceberg::expire_table(
             tier.store(),
             &uri,
             &cluster,
             topic,
+            t.partition_count,
             older_than_ms,
             retain_last,
+            self.clock.now_ms(),
         )
         .await
         .map_err(|e| TableAdminError::Failed(e.to_string()))?
@@ -518,8 +521,14 @@ async fn write_descriptors(
 #[derive(Default)]
 struct Publishing {
     last: HashMap<TopicId, Instant>,
+    /// When each topic's orphaned Parquet objects were last swept
+    /// (`strata_tier::iceberg::remove_orphans`, hourly: a LIST of the topic's files).
+    swept: HashMap<TopicId, Instant>,
     running: HashMap<TopicId, tokio::task::JoinHandle<()>>,
 }
+
+/// How often a publisher sweeps its topic's orphaned Parquet objects.
+const ORPHAN_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Iceberg: the leader of partition 0 of each parquet.enable topic commits the topic's
 /// new Parquet files (every partition's) to its table, one snapshot per
@@ -539,6 +548,9 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
     state
         .last
         .retain(|id, _| topics.iter().any(|t| t.id == *id));
+    state
+        .swept
+        .retain(|id, _| topics.iter().any(|t| t.id == *id));
     state.running.retain(|_, task| !task.is_finished());
     for t in topics.iter().filter(|t| t.config.parquet_enable) {
         let Some(p0) = t.partition(0).filter(|p| p.is_leader()) else {
@@ -553,6 +565,14 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
             continue;
         }
         state.last.insert(t.id, Instant::now());
+        let sweep = state
+            .swept
+            .get(&t.id)
+            .is_none_or(|at| at.elapsed() >= ORPHAN_SWEEP_INTERVAL);
+        if sweep {
+            state.swept.insert(t.id, Instant::now());
+        }
+        let now_ms = broker.clock.now_ms();
         let cluster_id = broker.partition_key(p0).cluster_id;
         let (store, uri, id, t) = (tier.store().clone(), uri.clone(), t.id, t.clone());
         let task = tokio::spawn(async move {
@@ -583,6 +603,19 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
                         .increment(1);
                     tracing::warn!(topic = %name, error = %e, "Iceberg commit failed; the next interval retries");
                 }
+            }
+            if sweep
+                && let Err(e) = strata_tier::iceberg::remove_orphans(
+                    &store,
+                    &uri,
+                    &cluster_id,
+                    &name,
+                    t.partition_count,
+                    now_ms - strata_tier::iceberg::ORPHAN_GRACE_MS,
+                )
+                .await
+            {
+                tracing::warn!(topic = %name, error = %e, "sweeping orphaned Parquet objects failed; the next sweep retries");
             }
         });
         state.running.insert(id, task);
