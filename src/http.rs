@@ -68,7 +68,7 @@ pub async fn serve(
     let compact_broker = broker.clone();
     let expire_broker = broker.clone();
     let authorizer = authorizer(&broker);
-    let super_authorizer = authorizer.clone();
+    let admin_authorizer = authorizer.clone();
     let tier = Router::new()
         .route(
             "/v1/tier/status",
@@ -151,7 +151,7 @@ pub async fn serve(
         .merge(strata_gateway::require_auth(
             strata_gateway::require_access(
                 table_admin,
-                super_authorizer,
+                admin_authorizer,
                 strata_authz::Operation::Alter,
                 strata_authz::ResourceType::Cluster,
                 strata_authz::CLUSTER_NAME,
