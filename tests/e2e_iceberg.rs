@@ -536,6 +536,31 @@ fn hundreds_of_small_files_are_compacted_into_a_few_with_the_same_rows() {
         rows_before.values().filter(|r| r.2 >= since).count() as i64
     );
 
+    // A topic the broker does not have, or one without Parquet, is a clear error.
+    for (topic, why) in [
+        ("nope", "has no replica on this broker"),
+        ("plain", "does not have parquet.enable=true"),
+    ] {
+        if topic == "plain" {
+            create_topic(&broker.kafka, "plain", 1, &[]);
+        }
+        let out = common::cli(
+            &broker.kafka,
+            &[
+                "tier",
+                "--http",
+                &broker.http,
+                "iceberg",
+                "compact",
+                "--topic",
+                topic,
+            ],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("404") && err.contains(why), "{err}");
+    }
+
     let text = tier(&["compact", "--topic", TOPIC]);
     assert!(text.contains("compacted"), "{text}");
     wait_for(
