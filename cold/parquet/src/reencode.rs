@@ -24,7 +24,7 @@
 //! values, not the bytes the producer sent.
 
 use arrow::array::{
-    Array, AsArray, BinaryArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
+    Array, BinaryArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
     TimestampMillisecondArray,
 };
 use arrow::datatypes::DataType;
@@ -32,9 +32,9 @@ use bytes::{Bytes, BytesMut};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::statistics::Statistics;
 use strata_proto::Compression;
-use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
-use strata_proto::batch::set_base_offset;
+use strata_proto::batch::{BatchHeader, Record};
 use strata_proto::ids::Offset;
+use strata_proto::rewrite::rewrite_batch;
 
 use crate::error::ConvertError;
 use crate::schema::columns;
@@ -72,13 +72,19 @@ pub struct Reencoded {
     pub more: bool,
 }
 
+/// Rows decoded at a time: batches are also cut where one Arrow batch ends.
+const READ_ROWS: usize = 8192;
+
 /// The columns of one Arrow batch of the file.
 struct Columns<'a> {
     offset: &'a Int64Array,
     timestamp: &'a TimestampMillisecondArray,
     key: &'a BinaryArray,
     value: &'a BinaryArray,
-    headers: &'a ListArray,
+    /// Each row's headers: a range of `header_keys`/`header_values`.
+    header_offsets: &'a [i32],
+    header_keys: &'a StringArray,
+    header_values: &'a BinaryArray,
     producer_id: &'a Int64Array,
     sequence: &'a Int32Array,
 }
@@ -101,6 +107,22 @@ impl<'a> Columns<'a> {
             )));
         }
         let typed = |name: &str, what: &str| bad(format!("column {name} is not {what}"));
+        let headers: &ListArray = col(columns::HEADERS)?
+            .as_any()
+            .downcast_ref()
+            .ok_or_else(|| typed(columns::HEADERS, "a list"))?;
+        let members: &StructArray = headers
+            .values()
+            .as_any()
+            .downcast_ref()
+            .ok_or_else(|| typed(columns::HEADERS, "a list of structs"))?;
+        let (header_keys, header_values) = match (
+            members.column(0).as_any().downcast_ref(),
+            members.column(1).as_any().downcast_ref(),
+        ) {
+            (Some(k), Some(v)) => (k, v),
+            _ => return Err(typed(columns::HEADERS, "(utf8, binary) pairs")),
+        };
         Ok(Columns {
             offset: col(columns::OFFSET)?
                 .as_any()
@@ -118,10 +140,9 @@ impl<'a> Columns<'a> {
                 .as_any()
                 .downcast_ref()
                 .ok_or_else(|| typed(columns::VALUE, "binary"))?,
-            headers: col(columns::HEADERS)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::HEADERS, "a list"))?,
+            header_offsets: headers.value_offsets(),
+            header_keys,
+            header_values,
             producer_id: col(columns::PRODUCER_ID)?
                 .as_any()
                 .downcast_ref()
@@ -133,30 +154,27 @@ impl<'a> Columns<'a> {
         })
     }
 
-    fn record(&self, i: usize) -> Result<NewRecord, ConvertError> {
-        let bytes = |a: &BinaryArray| (!a.is_null(i)).then(|| Bytes::copy_from_slice(a.value(i)));
-        let headers = self.headers.value(i);
-        let headers: &StructArray = headers.as_struct();
-        let (hk, hv): (&StringArray, &BinaryArray) = match (
-            headers.column(0).as_any().downcast_ref(),
-            headers.column(1).as_any().downcast_ref(),
-        ) {
-            (Some(k), Some(v)) => (k, v),
-            _ => return Err(bad("headers are not (utf8, binary) pairs")),
-        };
-        Ok(NewRecord {
+    /// Row `i` as a record borrowed from the arrays.
+    fn record(&self, i: usize) -> Record<'a> {
+        let bytes = |a: &'a BinaryArray| (!a.is_null(i)).then(|| a.value(i));
+        let (from, to) = (
+            self.header_offsets[i] as usize,
+            self.header_offsets[i + 1] as usize,
+        );
+        Record {
+            offset: self.offset.value(i),
+            timestamp: self.timestamp.value(i),
             key: bytes(self.key),
             value: bytes(self.value),
-            headers: (0..headers.len())
+            headers: (from..to)
                 .map(|j| {
                     (
-                        hk.value(j).to_string(),
-                        (!hv.is_null(j)).then(|| Bytes::copy_from_slice(hv.value(j))),
+                        self.header_keys.value(j),
+                        (!self.header_values.is_null(j)).then(|| self.header_values.value(j)),
                     )
                 })
                 .collect(),
-            timestamp: self.timestamp.value(i),
-        })
+        }
     }
 
     fn producer(&self, i: usize) -> Option<(i64, i32)> {
@@ -166,23 +184,55 @@ impl<'a> Columns<'a> {
 }
 
 /// A run of rows that becomes one batch.
-struct Run {
-    first: Offset,
-    last: Offset,
+struct Run<'a> {
     /// The producer id and base sequence.
     producer: Option<(i64, i32)>,
     /// The sequence the next record of the run must have.
     next_sequence: i32,
-    records: Vec<NewRecord>,
+    records: Vec<Record<'a>>,
     bytes: usize,
 }
 
-fn record_bytes(r: &NewRecord) -> usize {
-    24 + r.key.as_ref().map_or(0, Bytes::len)
-        + r.value.as_ref().map_or(0, Bytes::len)
+impl Run<'_> {
+    /// Encodes the run as one batch at the end of `out`.
+    fn encode(&self, compression: Compression, out: &mut BytesMut) -> Result<(), ConvertError> {
+        let (first, last) = match (self.records.first(), self.records.last()) {
+            (Some(f), Some(l)) => (f, l),
+            _ => return Ok(()),
+        };
+        let (producer_id, producer_epoch, base_sequence) = match self.producer {
+            Some((id, seq)) => (id, 0, seq),
+            None => (-1, -1, -1),
+        };
+        let header = BatchHeader {
+            base_offset: first.offset,
+            batch_length: 0,
+            partition_leader_epoch: -1,
+            magic: 2,
+            crc: 0,
+            attributes: compression.id(),
+            last_offset_delta: i32::try_from(last.offset - first.offset)
+                .map_err(|_| bad("a run longer than a batch can say"))?,
+            base_timestamp: first.timestamp,
+            max_timestamp: self.records.iter().map(|r| r.timestamp).max().unwrap_or(0),
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count: self.records.len() as i32,
+        };
+        let encoded = rewrite_batch(&header, &self.records, None)
+            .map_err(|e| bad(format!("encoding a batch: {e}")))?;
+        out.extend_from_slice(&encoded);
+        Ok(())
+    }
+}
+
+fn record_bytes(r: &Record<'_>) -> usize {
+    24 + r.key.map_or(0, <[u8]>::len)
+        + r.value.map_or(0, <[u8]>::len)
         + r.headers
             .iter()
-            .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Bytes::len))
+            .map(|(k, v)| 10 + k.len() + v.map_or(0, <[u8]>::len))
             .sum::<usize>()
 }
 
@@ -193,7 +243,8 @@ fn next_sequence(s: i32) -> i32 {
 
 /// The record batches of `file`'s rows at or after offset `from`, up to about
 /// `max_bytes` (at least one batch when there is a row, as a fetch returns at least one).
-/// Row groups wholly below `from` (by their offset statistics) are not decoded.
+/// Row groups wholly below `from` (by their offset statistics) are not decoded. Records
+/// are encoded straight from the decoded columns, without copying them first.
 pub fn reencode(
     file: Bytes,
     from: Offset,
@@ -219,40 +270,40 @@ pub fn reencode(
         })
         .map(|(i, _)| i)
         .collect();
-    let reader = builder.with_row_groups(groups).build()?;
+    let total_rows: usize = groups
+        .iter()
+        .map(|&g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0))
+        .sum();
+    let mut rows_read = 0usize;
+    let reader = builder
+        .with_row_groups(groups)
+        .with_batch_size(READ_ROWS)
+        .build()?;
 
     let mut out = BytesMut::new();
     let mut done = Reencoded::default();
-    let mut run: Option<Run> = None;
-    let flush = |run: Run, out: &mut BytesMut, done: &mut Reencoded| {
-        let producer = run
-            .producer
-            .map(|(producer_id, base_sequence)| ProducerFields {
-                producer_id,
-                producer_epoch: 0,
-                base_sequence,
-            });
-        let encoded = batch(&run.records, options.compression, producer);
-        let start = out.len();
-        out.extend_from_slice(&encoded);
-        set_base_offset(&mut out[start..], run.first);
+    let mut finish = |run: Run<'_>, out: &mut BytesMut| -> Result<bool, ConvertError> {
+        run.encode(options.compression, out)?;
         done.batch_count += 1;
         done.records += run.records.len() as u64;
-        done.last_offset = Some(run.last);
+        done.last_offset = run.records.last().map(|r| r.offset);
+        Ok(out.len() >= max_bytes)
     };
-    'files: for b in reader {
+    'file: for b in reader {
         let b = b?;
+        rows_read += b.num_rows();
         let cols = Columns::of(&b)?;
+        let mut run: Option<Run<'_>> = None;
         for i in 0..b.num_rows() {
             let offset = cols.offset.value(i);
             if offset < from {
                 continue;
             }
             let producer = cols.producer(i);
-            let record = cols.record(i)?;
+            let record = cols.record(i);
             let size = record_bytes(&record);
             let joins = run.as_ref().is_some_and(|r| {
-                r.last + 1 == offset
+                r.records.last().is_some_and(|l| l.offset + 1 == offset)
                     && r.bytes + size <= options.max_batch_bytes
                     && match (r.producer, producer) {
                         (None, None) => true,
@@ -260,24 +311,21 @@ pub fn reencode(
                         _ => false,
                     }
             });
-            if !joins && let Some(r) = run.take() {
-                flush(r, &mut out, &mut done);
-                if out.len() >= max_bytes {
-                    done.more = true;
-                    break 'files;
-                }
+            if !joins
+                && let Some(r) = run.take()
+                && finish(r, &mut out)?
+            {
+                done.more = true;
+                break 'file;
             }
             match &mut run {
                 Some(r) => {
-                    r.last = offset;
                     r.bytes += size;
                     r.next_sequence = next_sequence(r.next_sequence);
                     r.records.push(record);
                 }
                 None => {
                     run = Some(Run {
-                        first: offset,
-                        last: offset,
                         producer,
                         next_sequence: producer.map_or(0, |(_, s)| next_sequence(s)),
                         records: vec![record],
@@ -286,9 +334,14 @@ pub fn reencode(
                 }
             }
         }
-    }
-    if let Some(r) = run.take() {
-        flush(r, &mut out, &mut done);
+        // A run ends with its Arrow batch: its records borrow from it.
+        if let Some(r) = run.take()
+            && finish(r, &mut out)?
+        {
+            // Offsets only grow in a file: any row not read yet comes after.
+            done.more = rows_read < total_rows;
+            break 'file;
+        }
     }
     done.batches = out.freeze();
     Ok(done)
