@@ -10,9 +10,9 @@
 //!
 //! What a file does not keep, and so a re-encoded batch does not have:
 //! - the producer's batch boundaries and compression codec (batches are re-cut here, up
-//!   to [`ReencodeOptions::max_batch_bytes`], and compressed with
-//!   [`ReencodeOptions::compression`]): a consumer decompresses whatever codec it gets
-//!   and reads records, never batches;
+//!   to [`ReencodeOptions::max_batch_bytes`] and at most every 8,192 rows, where one
+//!   decoded Arrow batch ends, and compressed with [`ReencodeOptions::compression`]): a
+//!   consumer decompresses whatever codec it gets and reads records, never batches;
 //! - the producer epoch (not a column): batches of a producer id carry epoch 0;
 //! - the timestamp type: every batch says CreateTime, with the timestamp the log had
 //!   (for a LogAppendTime topic, the append time);
