@@ -167,10 +167,25 @@ pub fn consume_all(
     // Nothing more arrives past the expected count.
     if out.len() == expected {
         let extra = c.poll(Duration::from_millis(500));
+        // Say which record, and whether its value was read already (a duplicate) or is
+        // new (written but never acknowledged as such).
+        let seen = |v: &[u8]| out.iter().any(|r| r.value == v);
         assert!(
             extra.is_none(),
             "more records than expected: {:?}",
-            extra.map(|m| m.map(|m| m.offset()))
+            extra.map(|m| m.map(|m| {
+                let v = m.payload().unwrap_or_default();
+                (
+                    m.partition(),
+                    m.offset(),
+                    String::from_utf8_lossy(&v[..v.len().min(64)]).to_string(),
+                    if seen(v) {
+                        "a duplicate of a record read"
+                    } else {
+                        "not read before"
+                    },
+                )
+            }))
         );
     }
     out

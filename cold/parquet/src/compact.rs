@@ -10,7 +10,7 @@
 //! is not a rewrite already ([`ManifestEntry::compacted_from`]). Runs of
 //! small files that follow each other in the manifest, hold rows of one UTC day only, and
 //! have nothing unconverted between them (no dead letter, no backfill still short of the
-//! files' start) are packed in order into groups of at most the target. A group of two or
+//! files' start) and the same columns ([`ManifestEntry::schema`]) are packed in order into groups of at most the target. A group of two or
 //! more files is rewritten when it is full (its files reach three quarters of the target,
 //! or the next file would not fit) or when its day is over (by the wall clock): each byte
 //! is rewritten about once, into a file of about the target, and a day's last files once
@@ -153,6 +153,7 @@ pub fn plan(manifest: &Manifest, policy: &CompactPolicy) -> Vec<Range<usize>> {
         while end < files.len()
             && eligible(&files[end])
             && day(&files[end]) == run_day
+            && files[end].schema == files[end - 1].schema
             && adjacent(manifest, &files[end - 1], &files[end])
         {
             end += 1;
@@ -377,6 +378,7 @@ impl ParquetSink {
                 rows: inputs.iter().map(|f| f.rows).sum(),
                 bytes,
                 compacted_from: u32::try_from(inputs.len()).unwrap_or(u32::MAX),
+                schema: inputs[0].schema,
             }))
         }
         .await;
@@ -404,6 +406,7 @@ mod tests {
             rows: 1,
             bytes,
             compacted_from: 0,
+            schema: None,
         }
     }
 
@@ -470,6 +473,10 @@ mod tests {
         });
         m.files[3].first_offset = 31;
         assert_eq!(plan(&m, &over), vec![0..3, 3..10]);
+
+        let mut m = manifest(ten());
+        m.files[6].schema = Some(7);
+        assert_eq!(plan(&m, &over), vec![0..6, 7..10]);
 
         let mut m = manifest(ten());
         m.start_offset = Some(50);

@@ -200,6 +200,10 @@ pub struct ManifestEntry {
     /// ([`crate::compact`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub compacted_from: u32,
+    /// A fingerprint of the file's columns (names, types, field ids): compaction only
+    /// groups files with the same one. `None` in manifests written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -293,7 +297,7 @@ pub struct WrittenFile {
 }
 
 impl WrittenFile {
-    fn entry(&self) -> ManifestEntry {
+    fn entry(&self, schema: u64) -> ManifestEntry {
         ManifestEntry {
             key: self.key.clone(),
             first_offset: self.first_offset,
@@ -303,6 +307,7 @@ impl WrittenFile {
             rows: self.rows,
             bytes: self.bytes,
             compacted_from: 0,
+            schema: Some(schema),
         }
     }
 }
@@ -464,6 +469,18 @@ impl ParquetSink {
 
     pub fn layout(&self) -> &ParquetLayout {
         &self.layout
+    }
+
+    /// The fingerprint of the columns of the files this sink writes
+    /// ([`ManifestEntry::schema`]): FNV-1a of their Arrow fields, ids included.
+    pub fn schema_fingerprint(&self) -> u64 {
+        let fields = format!(
+            "{:?}",
+            crate::schema::file_schema(&self.options.value_format).fields()
+        );
+        fields.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
     }
 
     /// Converts a sealed segment (its raw v2 batches) and writes it, at most once per
@@ -790,7 +807,7 @@ impl ParquetSink {
             .await?;
 
         if let Some(w) = &written {
-            manifest.files.push(w.entry());
+            manifest.files.push(w.entry(self.schema_fingerprint()));
         }
         if manifest.next_offset.is_none() {
             manifest.start_offset = Some(first);
@@ -962,7 +979,9 @@ impl ParquetSink {
             let at = manifest
                 .files
                 .partition_point(|f| f.first_offset < w.first_offset);
-            manifest.files.insert(at, w.entry());
+            manifest
+                .files
+                .insert(at, w.entry(self.schema_fingerprint()));
         }
         let done = last + 1 >= start;
         if done {

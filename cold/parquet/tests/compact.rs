@@ -254,7 +254,27 @@ async fn files_of_another_schema_are_not_merged() {
         force: true,
         ..CompactPolicy::new(u64::MAX / 2, TS0)
     };
-    // The plan sees one run of seven; the rewrite stops where the schema changes.
+    // The manifest records each file's columns: the plan keeps the two kinds apart.
+    let manifest = binary.manifest(TOPIC, 0).await.unwrap();
+    assert_ne!(binary.schema_fingerprint(), json.schema_fingerprint());
+    assert_eq!(plan(&manifest, &policy), vec![0..4, 4..7]);
+
+    // A manifest from before the fingerprint (entries without one): the plan sees one
+    // run of seven, and the rewrite stops where the schema changes.
+    let key = binary.layout().manifest_key(TOPIC, 0);
+    let mut old: serde_json::Value =
+        serde_json::from_slice(&store.get(&key).await.unwrap()).unwrap();
+    for f in old["files"].as_array_mut().unwrap() {
+        f.as_object_mut().unwrap().remove("schema");
+    }
+    store
+        .put(
+            &key,
+            bytes::Bytes::from(serde_json::to_vec(&old).unwrap()),
+            strata_store::PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
     let manifest = binary.manifest(TOPIC, 0).await.unwrap();
     assert_eq!(plan(&manifest, &policy), vec![0..7]);
     let done = binary
