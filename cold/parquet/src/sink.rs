@@ -474,11 +474,41 @@ impl ParquetSink {
     /// The fingerprint of the columns of the files this sink writes
     /// ([`ManifestEntry::schema`]): FNV-1a of their Arrow fields, ids included.
     pub fn schema_fingerprint(&self) -> u64 {
-        let fields = format!(
-            "{:?}",
-            crate::schema::file_schema(&self.options.value_format).fields()
+        // A canonical text of the columns (not `Debug` of the fields, whose metadata maps
+        // print in no fixed order), so every broker and every run agrees.
+        fn describe(fields: &arrow::datatypes::Fields, out: &mut String) {
+            for f in fields {
+                describe_field(f, out);
+            }
+        }
+        fn describe_field(f: &arrow::datatypes::Field, out: &mut String) {
+            use arrow::datatypes::DataType;
+            let id = f
+                .metadata()
+                .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
+                .map_or("", String::as_str);
+            out.push_str(&format!("{}#{id}:{}:", f.name(), f.is_nullable()));
+            match f.data_type() {
+                DataType::Struct(members) => {
+                    out.push_str("struct(");
+                    describe(members, out);
+                    out.push(')');
+                }
+                DataType::List(item) => {
+                    out.push_str("list(");
+                    describe_field(item, out);
+                    out.push(')');
+                }
+                other => out.push_str(&format!("{other}")),
+            }
+            out.push(';');
+        }
+        let mut text = String::new();
+        describe(
+            crate::schema::file_schema(&self.options.value_format).fields(),
+            &mut text,
         );
-        fields.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
         })
     }
