@@ -346,14 +346,7 @@ async fn expire_table(broker: &Broker, topic: &str, q: &ExpireQuery) -> axum::re
         )
             .into_response();
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    table_answer(
-        broker
-            .iceberg_expire(topic, now_ms.saturating_sub(max_age), retain_last)
-            .await,
-    )
+    table_answer(broker.iceberg_expire(topic, max_age, retain_last).await)
 }
 
 /// GET /v1/partitions/hot: `top` partitions (default 10), `keys` keys each (default 5),

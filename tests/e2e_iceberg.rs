@@ -152,24 +152,31 @@ fn parquet_objects(cold: &Path) -> usize {
     n
 }
 
-/// pyiceberg's scan of the table at `location` (a local table directory or a metadata
-/// location), with FileIO `properties`.
-fn scan_with_pyiceberg(location: &str, properties: &[String]) -> (usize, Rows) {
+/// The JSON a script of tests/python prints, run with `args` (its pyiceberg is
+/// installed by scripts/deps).
+fn pyiceberg(script: &str, args: &[String]) -> serde_json::Value {
     let out = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python/iceberg_scan.py"
+        .arg(format!(
+            "{}/tests/python/{script}",
+            env!("CARGO_MANIFEST_DIR")
         ))
-        .arg(location)
-        .args(properties)
+        .args(args)
         .output()
         .expect("python3 (scripts/deps installs pyiceberg)");
     assert!(
         out.status.success(),
-        "pyiceberg: {}",
+        "pyiceberg ({script}): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// pyiceberg's scan of the table at `location` (a local table directory or a metadata
+/// location), with FileIO `properties`.
+fn scan_with_pyiceberg(location: &str, properties: &[String]) -> (usize, Rows) {
+    let mut args = vec![location.to_string()];
+    args.extend_from_slice(properties);
+    let v = pyiceberg("iceberg_scan.py", &args);
     let mut rows = BTreeMap::new();
     for r in v["rows"].as_array().unwrap() {
         let (p, o) = (r[0].as_i64().unwrap() as i32, r[1].as_i64().unwrap());
@@ -356,20 +363,10 @@ fn retention_removes_files_from_the_table_before_their_objects_go() {
     );
     // Retention then drops the older files from the table.
     let files = |cold: &Path| -> serde_json::Value {
-        let out = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/python/iceberg_files.py"
-            ))
-            .arg(table_dir(cold).unwrap())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pyiceberg: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        pyiceberg(
+            "iceberg_files.py",
+            &[table_dir(cold).unwrap().display().to_string()],
+        )
     };
     wait_for(
         "retention to remove files from the table",
@@ -705,21 +702,9 @@ fn a_member_added_to_the_value_schema_evolves_the_table() {
         || committed(&cold).get(&0) == Some(&last),
     );
 
-    let out = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python/iceberg_values.py"
-        ))
-        .arg(table_dir(&cold).unwrap())
-        .args(["user", "n", "country"])
-        .output()
-        .expect("python3 (scripts/deps installs pyiceberg)");
-    assert!(
-        out.status.success(),
-        "pyiceberg: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut args = vec![table_dir(&cold).unwrap().display().to_string()];
+    args.extend(["user", "n", "country"].map(String::from));
+    let v = pyiceberg("iceberg_values.py", &args);
     assert_eq!(
         v["schema_ids"],
         serde_json::json!([0, 1]),

@@ -24,7 +24,7 @@
 //! values, not the bytes the producer sent.
 
 use arrow::array::{
-    Array, BinaryArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
+    Array, ArrayRef, BinaryArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
     TimestampMillisecondArray,
 };
 use arrow::datatypes::DataType;
@@ -95,62 +95,48 @@ fn bad(reason: impl Into<String>) -> ConvertError {
 
 impl<'a> Columns<'a> {
     fn of(b: &'a arrow::record_batch::RecordBatch) -> Result<Columns<'a>, ConvertError> {
-        let col = |name: &str| {
-            b.column_by_name(name)
-                .ok_or_else(|| bad(format!("no column {name}")))
-        };
-        let value = col(columns::VALUE)?;
-        if value.data_type() != &DataType::Binary {
+        /// Column `name` (of `what` type) as the array type `T`.
+        fn typed<'a, T: 'static>(
+            array: Option<&'a ArrayRef>,
+            name: &str,
+            what: &str,
+        ) -> Result<&'a T, ConvertError> {
+            array
+                .ok_or_else(|| bad(format!("no column {name}")))?
+                .as_any()
+                .downcast_ref()
+                .ok_or_else(|| bad(format!("column {name} is not {what}")))
+        }
+        let col = |name: &str| b.column_by_name(name);
+        if let Some(value) = col(columns::VALUE)
+            && value.data_type() != &DataType::Binary
+        {
             return Err(bad(format!(
                 "its value column is {} (typed JSON values): only binary values keep the bytes producers sent",
                 value.data_type()
             )));
         }
-        let typed = |name: &str, what: &str| bad(format!("column {name} is not {what}"));
-        let headers: &ListArray = col(columns::HEADERS)?
-            .as_any()
-            .downcast_ref()
-            .ok_or_else(|| typed(columns::HEADERS, "a list"))?;
-        let members: &StructArray = headers
-            .values()
-            .as_any()
-            .downcast_ref()
-            .ok_or_else(|| typed(columns::HEADERS, "a list of structs"))?;
-        let (header_keys, header_values) = match (
-            members.column(0).as_any().downcast_ref(),
-            members.column(1).as_any().downcast_ref(),
-        ) {
-            (Some(k), Some(v)) => (k, v),
-            _ => return Err(typed(columns::HEADERS, "(utf8, binary) pairs")),
-        };
+        let headers: &ListArray = typed(col(columns::HEADERS), columns::HEADERS, "a list")?;
+        let members: &StructArray = typed(
+            Some(headers.values()),
+            columns::HEADERS,
+            "a list of structs",
+        )?;
+        let pairs = "(utf8, binary) pairs";
         Ok(Columns {
-            offset: col(columns::OFFSET)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::OFFSET, "int64"))?,
-            timestamp: col(columns::TIMESTAMP)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::TIMESTAMP, "a millisecond timestamp"))?,
-            key: col(columns::KEY)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::KEY, "binary"))?,
-            value: value
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::VALUE, "binary"))?,
+            offset: typed(col(columns::OFFSET), columns::OFFSET, "int64")?,
+            timestamp: typed(
+                col(columns::TIMESTAMP),
+                columns::TIMESTAMP,
+                "a millisecond timestamp",
+            )?,
+            key: typed(col(columns::KEY), columns::KEY, "binary")?,
+            value: typed(col(columns::VALUE), columns::VALUE, "binary")?,
             header_offsets: headers.value_offsets(),
-            header_keys,
-            header_values,
-            producer_id: col(columns::PRODUCER_ID)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::PRODUCER_ID, "int64"))?,
-            sequence: col(columns::SEQUENCE)?
-                .as_any()
-                .downcast_ref()
-                .ok_or_else(|| typed(columns::SEQUENCE, "int32"))?,
+            header_keys: typed(members.columns().first(), columns::HEADERS, pairs)?,
+            header_values: typed(members.columns().get(1), columns::HEADERS, pairs)?,
+            producer_id: typed(col(columns::PRODUCER_ID), columns::PRODUCER_ID, "int64")?,
+            sequence: typed(col(columns::SEQUENCE), columns::SEQUENCE, "int32")?,
         })
     }
 

@@ -71,19 +71,6 @@ async fn all_rows(s: &ParquetSink, store: &Arc<dyn BlobStore>) -> Vec<Row> {
     out
 }
 
-async fn parquet_objects(store: &Arc<dyn BlobStore>) -> Vec<String> {
-    let mut keys: Vec<String> = store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.path)
-        .filter(|p| p.ends_with(".parquet"))
-        .collect();
-    keys.sort();
-    keys
-}
-
 #[tokio::test]
 async fn small_files_become_files_of_the_target_size_with_the_same_rows() {
     let store = ObjectBackend::memory().into_dyn();

@@ -64,20 +64,6 @@ fn three_segments(codec: Compression, base: i64, partition: i32) -> Vec<(Vec<u8>
         .collect()
 }
 
-/// The keys of the Parquet objects under the store (the manifests left out).
-async fn parquet_objects(store: &Arc<dyn BlobStore>) -> Vec<String> {
-    let mut keys: Vec<String> = store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.path)
-        .filter(|p| p.ends_with(".parquet"))
-        .collect();
-    keys.sort();
-    keys
-}
-
 fn backends() -> Vec<(Arc<dyn BlobStore>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     vec![

@@ -605,9 +605,7 @@ async fn compact_parquet(
     force: bool,
 ) -> Result<(), ParquetError> {
     let (topic, index) = (log.topic().to_string(), log.partition());
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::remote::now_ms();
     let mut policy = strata_parquet::CompactPolicy::new(config.parquet_target_file_bytes, now_ms);
     policy.force = force;
     let objects = if let Some(store_uri) = published {

@@ -75,6 +75,28 @@ pub fn table_location(
     FsCatalog::new(store.clone(), store_uri, cluster_id).table_location(topic)
 }
 
+/// `topic`'s table, or `None` when it has not been created yet.
+async fn load_if_exists(
+    catalog: &FsCatalog,
+    topic: &str,
+) -> Result<Option<strata_iceberg::Table>, IcebergError> {
+    match catalog.load_table(topic).await {
+        Ok(t) => Ok(Some(t)),
+        Err(IcebergError::NoSuchTable { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Parquet sink whose manifests and files the table of a topic stored under
+/// `cluster_id` is made of.
+fn sink(store: &Arc<dyn BlobStore>, cluster_id: &str, options: ConvertOptions) -> ParquetSink {
+    ParquetSink::new(
+        store.clone(),
+        ParquetLayout::new(cluster_id.to_string()),
+        options,
+    )
+}
+
 /// The keys (relative to the store's root) of `partition`'s files that `topic`'s
 /// table holds (empty when there is no table yet): what small-file compaction may
 /// replace. Reads the table's metadata and its manifests.
@@ -85,13 +107,9 @@ pub async fn table_keys(
     topic: &str,
     partition: i32,
 ) -> Result<BTreeSet<String>, PublishError> {
-    let table = match FsCatalog::new(store.clone(), store_uri, cluster_id)
-        .load_table(topic)
-        .await
-    {
-        Ok(table) => table,
-        Err(IcebergError::NoSuchTable { .. }) => return Ok(BTreeSet::new()),
-        Err(e) => return Err(e.into()),
+    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
+    let Some(table) = load_if_exists(&catalog, topic).await? else {
+        return Ok(BTreeSet::new());
     };
     let root = format!("{}/", store_uri.trim_end_matches('/'));
     Ok(table
@@ -194,17 +212,9 @@ pub async fn status(
     config: &TopicConfig,
 ) -> Result<TableStatus, PublishError> {
     let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let table = match catalog.load_table(topic).await {
-        Ok(t) => Some(t),
-        Err(IcebergError::NoSuchTable { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let table = load_if_exists(&catalog, topic).await?;
     let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
-    let sink = ParquetSink::new(
-        store.clone(),
-        ParquetLayout::new(cluster_id.to_string()),
-        options,
-    );
+    let sink = sink(store, cluster_id, options);
     let target = config.parquet_target_file_bytes;
     let mut files = Vec::new();
     for p in 0..partitions {
@@ -293,10 +303,8 @@ async fn expire_with_retries(
     let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
     let mut attempt = 0;
     loop {
-        let mut table = match catalog.load_table(topic).await {
-            Ok(t) => t,
-            Err(IcebergError::NoSuchTable { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some(mut table) = load_if_exists(&catalog, topic).await? else {
+            return Ok(None);
         };
         match expire(
             store.as_ref(),
@@ -345,20 +353,16 @@ pub async fn publish(
 ) -> Result<Option<Published>, PublishError> {
     let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
     let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let sink = ParquetSink::new(
-        store.clone(),
-        ParquetLayout::new(cluster_id.to_string()),
-        options.clone(),
-    );
+    let sink = sink(store, cluster_id, options.clone());
     let mut manifests = Vec::with_capacity(partitions.max(0) as usize);
     for p in 0..partitions {
         manifests.push((p, sink.manifest(topic, p).await?));
     }
     let mut attempt = 0;
     loop {
-        let mut table = match catalog.load_table(topic).await {
-            Ok(t) => t,
-            Err(IcebergError::NoSuchTable { .. }) => {
+        let mut table = match load_if_exists(&catalog, topic).await? {
+            Some(t) => t,
+            None => {
                 let schema = strata_parquet::file_schema(&options.value_format);
                 match catalog.create_table(topic, &schema).await {
                     Ok(t) => t,
@@ -367,7 +371,6 @@ pub async fn publish(
                     Err(e) => return Err(e.into()),
                 }
             }
-            Err(e) => return Err(e.into()),
         };
         let Some(change) = reconcile(&catalog, &table, &manifests).await? else {
             return Ok(None);
@@ -557,25 +560,19 @@ pub async fn remove_orphans(
 ) -> Result<usize, PublishError> {
     let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
     let root = format!("{}/", store_uri.trim_end_matches('/'));
-    let mut keep: BTreeSet<String> = match catalog.load_table(topic).await {
-        Ok(table) => table
+    let mut keep: BTreeSet<String> = match load_if_exists(&catalog, topic).await? {
+        Some(table) => table
             .referenced_files()
             .await?
             .into_iter()
             .filter_map(|l| Some(l.strip_prefix(&root)?.to_string()))
             .collect(),
-        Err(IcebergError::NoSuchTable { .. }) => BTreeSet::new(),
-        Err(e) => return Err(e.into()),
+        None => BTreeSet::new(),
     };
-    let layout = ParquetLayout::new(cluster_id.to_string());
-    let sink = ParquetSink::new(
-        store.clone(),
-        layout.clone(),
-        ConvertOptions::new(topic.to_string(), 0),
-    );
+    let sink = sink(store, cluster_id, ConvertOptions::new(topic.to_string(), 0));
     // Listed before the manifests are read: an object uploaded after the listing is not
     // a candidate, and one a manifest names by the time it is read is kept.
-    let dir = layout.topic_dir(topic);
+    let dir = sink.layout().topic_dir(topic);
     let objects = store
         .list(&dir)
         .await
@@ -622,9 +619,7 @@ async fn expire_after_commit(
     if table.metadata().snapshots.len() <= MIN_SNAPSHOTS {
         return;
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::remote::now_ms();
     if let Err(e) = expire(
         store,
         store_uri,

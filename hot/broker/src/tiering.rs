@@ -216,26 +216,27 @@ impl Broker {
         pending.remove(&(topic, partition));
     }
 
-    /// Expires `topic`'s table snapshots older than `older_than_ms` beyond the newest
+    /// Expires `topic`'s table snapshots older than `max_age_ms` beyond the newest
     /// `retain_last`, deletes the data files no kept snapshot holds, and sweeps the
     /// topic's orphaned Parquet objects.
     pub async fn iceberg_expire(
         &self,
         topic: &str,
-        older_than_ms: i64,
+        max_age_ms: i64,
         retain_last: usize,
     ) -> Result<strata_tier::iceberg::ExpireReport, TableAdminError> {
         let (t, tier, cluster) = self.parquet_topic(topic)?;
         let uri = self.iceberg_uri()?;
+        let now_ms = self.clock.now_ms();
         strata_tier::iceberg::expire_table(
             tier.store(),
             &uri,
             &cluster,
             topic,
             t.partition_count,
-            older_than_ms,
+            now_ms.saturating_sub(max_age_ms),
             retain_last,
-            self.clock.now_ms(),
+            now_ms,
         )
         .await
         .map_err(|e| TableAdminError::Failed(e.to_string()))?

@@ -303,3 +303,17 @@ pub fn kv(meta: &ParquetMetaData) -> std::collections::BTreeMap<String, String> 
         .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
         .collect()
 }
+
+/// The keys of the Parquet objects under the store (the manifests left out), sorted.
+pub async fn parquet_objects(store: &Arc<dyn strata_store::BlobStore>) -> Vec<String> {
+    let mut keys: Vec<String> = store
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.path)
+        .filter(|p| p.ends_with(".parquet"))
+        .collect();
+    keys.sort();
+    keys
+}
