@@ -201,6 +201,13 @@ fn create(
         .map_err(|e| c.explain(e, "CreateTopics"))?;
     for r in results {
         if let Err((_, code)) = r {
+            // The rdkafka binding drops the broker's reason: ask for it again, validating
+            // only, over the wire client.
+            if code == RDKafkaErrorCode::InvalidConfig
+                && let Ok(Some(why)) = create_refusal(c, name, configs)
+            {
+                bail!("cannot create topic '{name}': {why}");
+            }
             return Err(admin_error("create", name, code));
         }
     }
@@ -558,6 +565,46 @@ pub(crate) fn alter(
         }
     }
     Ok(())
+}
+
+/// Why the broker refuses to create topic `name` with `configs`: a validate-only
+/// CreateTopics over the wire client, for the error message the rdkafka binding drops.
+fn create_refusal(
+    c: &ClientArgs,
+    name: &str,
+    configs: &[(String, String)],
+) -> anyhow::Result<Option<String>> {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let addr = c.bootstrap.split(',').next().unwrap_or(&c.bootstrap);
+    let mut conn = super::wire::Conn::open(addr, c)?;
+    let v = conn
+        .version(ApiKey::CreateTopics, 4..=7)
+        .context("the broker does not serve CreateTopics v4+")?;
+    let mut topic = CreatableTopic::default();
+    topic.name = TopicName(StrBytes::from_string(name.to_string()));
+    topic.num_partitions = -1;
+    topic.replication_factor = -1;
+    topic.configs = configs
+        .iter()
+        .map(|(k, val)| {
+            let mut e = CreatableTopicConfig::default();
+            e.name = StrBytes::from_string(k.clone());
+            e.value = Some(StrBytes::from_string(val.clone()));
+            e
+        })
+        .collect();
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![topic];
+    req.validate_only = true;
+    req.timeout_ms = 30_000;
+    let r: CreateTopicsResponse = conn.call(ApiKey::CreateTopics, v, &req)?;
+    Ok(r.topics
+        .into_iter()
+        .find(|t| t.error_code != 0)
+        .and_then(|t| t.error_message.map(|m| m.to_string())))
 }
 
 /// AlterConfigs of topic `name` to exactly `configs`, over the wire client: the rdkafka

@@ -84,11 +84,13 @@ pub use options::{
     CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ZSTD_LEVEL,
     ValueFormat,
 };
-pub use reencode::{ReencodeOptions, Reencoded, reencode};
+pub use reencode::{
+    ReencodeOptions, Reencoded, first_at_or_after, reader_metadata, reencode, reencode_from,
+};
 pub use schema::{columns, file_schema, metadata_keys, with_field_ids, writer_properties};
 pub use sink::{
     DeadLetter, ExpiredObjects, Manifest, ManifestEntry, ParquetLayout, ParquetSink,
-    SegmentOutcome, SinkError, TopicFile, WrittenFile,
+    SegmentOutcome, SinkError, TopicFile, WrittenFile, read_manifest,
 };
 pub use source::{ByteSource, READ_CHUNK, SliceSource, SourceError};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};

@@ -29,7 +29,14 @@ use arrow::array::{
 };
 use arrow::datatypes::DataType;
 use bytes::{Bytes, BytesMut};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::reader::ChunkReader;
 use parquet::file::statistics::Statistics;
 use strata_proto::Compression;
 use strata_proto::batch::{BatchHeader, Record};
@@ -237,8 +244,21 @@ pub fn reencode(
     max_bytes: usize,
     options: &ReencodeOptions,
 ) -> Result<Reencoded, ConvertError> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
-    let meta = builder.metadata().clone();
+    let meta = reader_metadata(&file)?;
+    reencode_from(file, &meta, from, max_bytes, options)
+}
+
+/// A file's footer and page indexes, as [`reencode_from`] wants them: load once per file
+/// and keep (a reader serving fetches caches them per object).
+pub fn reader_metadata<R: ChunkReader>(file: &R) -> Result<ArrowReaderMetadata, ConvertError> {
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    Ok(ArrowReaderMetadata::load(file, options)?)
+}
+
+/// Where reading for offset `from` starts: the row groups that may hold it or later
+/// rows, and in the first of them the rows to skip (the pages wholly below `from`, by
+/// the offset column's page index, so they are neither read nor decoded).
+fn start_of(meta: &ParquetMetaData, from: Offset) -> Result<(Vec<usize>, usize), ConvertError> {
     let offset_col = meta
         .file_metadata()
         .schema_descr()
@@ -256,15 +276,75 @@ pub fn reencode(
         })
         .map(|(i, _)| i)
         .collect();
+    let Some(&first) = groups.first() else {
+        return Ok((groups, 0));
+    };
+    let index = meta.page_index_for_row_group(first);
+    let skip = match (
+        index.column_index(offset_col),
+        index.page_locations(offset_col),
+    ) {
+        (Some(ColumnIndexMetaData::INT64(pages)), Some(locations)) => {
+            // The last page starting at or below `from` may hold it: the pages before
+            // it end below `from`.
+            let mut skip = 0usize;
+            for i in 0..locations.len() {
+                match pages.max_value(i) {
+                    Some(&max) if max < from => {
+                        skip = locations
+                            .get(i + 1)
+                            .map_or(skip, |next| next.first_row_index as usize);
+                    }
+                    _ => break,
+                }
+            }
+            skip
+        }
+        _ => 0,
+    };
+    Ok((groups, skip))
+}
+
+/// [`reencode`] from any [`ChunkReader`] (a file read through a cache, for example) with
+/// its metadata loaded already ([`reader_metadata`]). Only the pages holding rows at or
+/// after `from` are read, and only as many as `max_bytes` takes (decoded a few hundred
+/// rows at a time, by the file's average row size).
+pub fn reencode_from<R: ChunkReader + 'static>(
+    file: R,
+    meta: &ArrowReaderMetadata,
+    from: Offset,
+    max_bytes: usize,
+    options: &ReencodeOptions,
+) -> Result<Reencoded, ConvertError> {
+    let (groups, skip) = start_of(meta.metadata(), from)?;
     let total_rows: usize = groups
         .iter()
-        .map(|&g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0))
+        .map(|&g| usize::try_from(meta.metadata().row_group(g).num_rows()).unwrap_or(0))
         .sum();
-    let mut rows_read = 0usize;
-    let reader = builder
+    // Decode about what the caller wants (a fetch's few MiB), not 8,192 rows of it.
+    let (rows, bytes) = groups.iter().fold((0u64, 0u64), |(r, b), &g| {
+        let rg = meta.metadata().row_group(g);
+        (
+            r + rg.num_rows().max(0) as u64,
+            b + rg.total_byte_size().max(0) as u64,
+        )
+    });
+    let row_bytes = bytes.checked_div(rows).unwrap_or(1).max(1);
+    let batch_rows = usize::try_from(max_bytes as u64 / row_bytes + 1)
+        .unwrap_or(READ_ROWS)
+        .clamp(64, READ_ROWS);
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
         .with_row_groups(groups)
-        .with_batch_size(READ_ROWS)
-        .build()?;
+        .with_batch_size(batch_rows);
+    if skip > 0 {
+        builder = builder.with_row_selection(RowSelection::from(vec![
+            RowSelector::skip(skip),
+            RowSelector::select(total_rows - skip),
+        ]));
+    }
+    let reader = builder.build()?;
+    let total_rows = total_rows - skip;
+    let mut rows_read = 0usize;
 
     let mut out = BytesMut::new();
     let mut done = Reencoded::default();
@@ -331,4 +411,55 @@ pub fn reencode(
     }
     done.batches = out.freeze();
     Ok(done)
+}
+
+/// The first row of `file` whose timestamp is at or after `timestamp`, in offset order:
+/// its offset and timestamp (Kafka's ListOffsets by time). Reads only the offset and
+/// timestamp columns of the row groups whose timestamps reach `timestamp`.
+pub fn first_at_or_after<R: ChunkReader + 'static>(
+    file: R,
+    meta: &ArrowReaderMetadata,
+    timestamp: i64,
+) -> Result<Option<(Offset, i64)>, ConvertError> {
+    let m = meta.metadata();
+    let schema = m.file_metadata().schema_descr();
+    let ts_col = schema
+        .columns()
+        .iter()
+        .position(|c| c.path().parts() == [columns::TIMESTAMP])
+        .ok_or_else(|| bad("no timestamp column"))?;
+    let groups: Vec<usize> = m
+        .row_groups()
+        .iter()
+        .enumerate()
+        .filter(|(_, rg)| match rg.column(ts_col).statistics() {
+            Some(Statistics::Int64(s)) => s.max_opt().is_none_or(|&max| max >= timestamp),
+            _ => true,
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let mask = ProjectionMask::columns(schema, [columns::OFFSET, columns::TIMESTAMP]);
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
+        .with_row_groups(groups)
+        .with_projection(mask)
+        .with_batch_size(READ_ROWS)
+        .build()?;
+    for b in reader {
+        let b = b?;
+        let offsets: &Int64Array = b
+            .column_by_name(columns::OFFSET)
+            .and_then(|c| c.as_any().downcast_ref())
+            .ok_or_else(|| bad("the offset column is not int64"))?;
+        let times: &TimestampMillisecondArray = b
+            .column_by_name(columns::TIMESTAMP)
+            .and_then(|c| c.as_any().downcast_ref())
+            .ok_or_else(|| bad("the timestamp column is not a millisecond timestamp"))?;
+        if let Some(i) = (0..b.num_rows()).find(|&i| times.value(i) >= timestamp) {
+            return Ok(Some((offsets.value(i), times.value(i))));
+        }
+    }
+    Ok(None)
 }

@@ -282,6 +282,47 @@ impl Manifest {
     }
 }
 
+/// A partition's manifest as a reader wants it: one GET, no version (a fresh, empty one
+/// when there is none yet). Readers that serve fetches from the files call this; writers
+/// go through [`ParquetSink`].
+pub async fn read_manifest(
+    store: &dyn BlobStore,
+    layout: &ParquetLayout,
+    topic: &str,
+    partition: PartitionId,
+) -> Result<Manifest, SinkError> {
+    let key = layout.manifest_key(topic, partition);
+    match store.get(&key).await {
+        Ok(body) => parse_manifest(&key, &body, topic, partition),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Manifest::empty(topic, partition)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The manifest stored under `key` for `topic`/`partition`, checked.
+fn parse_manifest(
+    key: &str,
+    body: &[u8],
+    topic: &str,
+    partition: PartitionId,
+) -> Result<Manifest, SinkError> {
+    let bad = |reason: String| SinkError::BadManifest {
+        key: key.to_string(),
+        reason,
+    };
+    let manifest: Manifest = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if manifest.format != MANIFEST_FORMAT {
+        return Err(bad(format!("unknown format {}", manifest.format)));
+    }
+    if manifest.topic != topic || manifest.partition != partition {
+        return Err(bad(format!(
+            "belongs to {}/{}",
+            manifest.topic, manifest.partition
+        )));
+    }
+    Ok(manifest)
+}
+
 /// A file [`ParquetSink::write_segment`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrittenFile {
@@ -941,6 +982,10 @@ impl ParquetSink {
                 self.store.delete(&f.key).await?;
             }
         }
+        // The files now cover the log from past the last one gone.
+        if let Some(last) = expired.last() {
+            manifest.start_offset = manifest.start_offset.map(|s| s.max(last.last_offset + 1));
+        }
         manifest.files = kept;
         self.commit(&manifest_key, &manifest, version).await?;
         Ok(expired.len())
@@ -1258,20 +1303,7 @@ impl ParquetSink {
             }
             Err(e) => return Err(e.into()),
         };
-        let bad = |reason: String| SinkError::BadManifest {
-            key: key.clone(),
-            reason,
-        };
-        let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
-        if manifest.format != MANIFEST_FORMAT {
-            return Err(bad(format!("unknown format {}", manifest.format)));
-        }
-        if manifest.topic != topic || manifest.partition != partition {
-            return Err(bad(format!(
-                "belongs to {}/{}",
-                manifest.topic, manifest.partition
-            )));
-        }
+        let manifest = parse_manifest(&key, &body, topic, partition)?;
         Ok((manifest, Some(version)))
     }
 

@@ -181,3 +181,73 @@ fn typed_json_values_do_not_reencode() {
     .unwrap_err();
     assert!(e.to_string().contains("only binary values"), "{e}");
 }
+
+/// A file read through [`ChunkReader`] that counts the bytes asked for.
+struct Counting {
+    file: Bytes,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl parquet::file::reader::Length for Counting {
+    fn len(&self) -> u64 {
+        self.file.len() as u64
+    }
+}
+
+impl parquet::file::reader::ChunkReader for Counting {
+    type T = bytes::buf::Reader<Bytes>;
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let rest = self.file.slice(start as usize..);
+        self.read
+            .fetch_add(rest.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(bytes::Buf::reader(rest))
+    }
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.read
+            .fetch_add(length as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.file.slice(start as usize..start as usize + length))
+    }
+}
+
+#[test]
+fn a_read_late_in_a_large_file_reads_only_its_pages() {
+    // 60,000 records in one row group: the offset column has several pages.
+    let mut seg = SegmentBuilder::starting_at(0);
+    for i in 0..60 {
+        seg.append_records(
+            &varied_records(1000, i, TS0 + i as i64 * 1000),
+            Compression::None,
+            None,
+        );
+    }
+    let file = convert_segment(&seg.bytes, &ConvertOptions::new("t", 0)).unwrap();
+    let want = rows(&file.bytes);
+    assert_eq!(want.len(), 60_000);
+    let bytes = Bytes::from(file.bytes);
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = || Counting {
+        file: bytes.clone(),
+        read: read.clone(),
+    };
+    let meta = strata_parquet::reader_metadata(&reader()).unwrap();
+    assert_eq!(meta.metadata().num_row_groups(), 1);
+    let options = ReencodeOptions::default();
+    for from in [0, 1, 29_999, 45_000, 59_999] {
+        read.store(0, std::sync::atomic::Ordering::Relaxed);
+        let out = strata_parquet::reencode_from(reader(), &meta, from, 64 << 10, &options).unwrap();
+        let got = decode(&out.batches, 0);
+        assert!(!got.is_empty());
+        assert_eq!(got[0].offset, from, "starts at the offset asked for");
+        assert_eq!(got, want[from as usize..from as usize + got.len()]);
+        assert_eq!(out.more, from < 59_999);
+        let n = read.load(std::sync::atomic::Ordering::Relaxed);
+        if from >= 45_000 {
+            // Late reads skip the pages below: well under the file.
+            assert!(
+                n < bytes.len() as u64 / 2,
+                "from {from}: read {n} of {} bytes",
+                bytes.len()
+            );
+        }
+    }
+}

@@ -88,6 +88,9 @@ pub enum ParquetError {
     /// The topic's Iceberg table could not be read.
     #[error("reading the Iceberg table: {0}")]
     Table(String),
+    /// A one-copy topic's file list could not be read again for fetches.
+    #[error("reading the Parquet manifest for fetches: {0}")]
+    Files(TierError),
 }
 
 /// What a leader's Parquet conversion last caught up with: leader epoch, log start, last
@@ -177,6 +180,10 @@ impl Archiver {
         let Some(remote) = log.remote() else {
             return Ok(0);
         };
+        // One copy: the Parquet files are the bucket's copy of the sealed log.
+        if log.one_copy() {
+            return Ok(0);
+        }
         // A compacted log uploads only what its cleaner has been through.
         let upper = log.local().offload_bound(lead.high_watermark);
         tier.offload_ready(log.local(), &remote, upper, lead.leader_epoch)
@@ -253,6 +260,9 @@ impl Archiver {
             .apply_retention(now_ms, ms, bytes, beyond)
             .await
             .map_err(ArchiveError::Retention)?;
+        if log.one_copy() {
+            return Ok(gone.len() + self.one_copy_retention(log, now_ms, ms, bytes));
+        }
         if gone.is_empty() {
             return Ok(0);
         }
@@ -268,6 +278,46 @@ impl Archiver {
                 .map_err(ArchiveError::LocalStart)?;
         }
         Ok(gone.len())
+    }
+
+    /// Remote retention of a one-copy topic, over its Parquet files: the log start moves
+    /// past the files that go (the next Parquet round expires them) and the local log
+    /// start with it. Returns how many files go.
+    fn one_copy_retention(
+        &self,
+        log: &TieredLog,
+        now_ms: i64,
+        ms: Option<i64>,
+        bytes: Option<u64>,
+    ) -> usize {
+        let Some(files) = log.parquet_reads() else {
+            return 0;
+        };
+        let end = files.end().unwrap_or(-1);
+        let beyond: u64 = log
+            .local()
+            .segments()
+            .iter()
+            .filter(|s| s.next_offset > end)
+            .map(|s| s.size_bytes)
+            .sum();
+        let Some(bound) = files.retention_bound(now_ms, ms, bytes, beyond) else {
+            return 0;
+        };
+        if bound <= log.log_start() {
+            return 0;
+        }
+        let gone = files.files_below(bound);
+        log.set_retention_start(bound);
+        tracing::info!(topic = %log.topic(), partition = log.partition(), files = gone, start = bound, "remote retention moved the log start past Parquet files");
+        let local = log.local();
+        if local.log_start_offset() < bound
+            && bound <= local.log_end_offset()
+            && let Err(e) = local.advance_log_start(bound)
+        {
+            tracing::warn!(topic = %log.topic(), partition = log.partition(), error = %e, "cannot move the local log start with remote retention");
+        }
+        gone
     }
 
     /// Starts a pass of the remote tier's cleaner in its own task, for a compacted topic
@@ -421,6 +471,11 @@ async fn parquet_step(
         options,
     );
     let manifest = sink.manifest(topic, index).await?;
+    // One copy: fetches below the local start read the files this manifest lists.
+    let reads = log.one_copy().then(|| log.parquet_reads()).flatten();
+    if let Some(r) = &reads {
+        r.set_manifest(&manifest);
+    }
     let local_start = log.local_start();
     let backfill = config.parquet_backfill && log.remote().is_some();
     let mut next = match manifest.next_offset {
@@ -586,6 +641,11 @@ async fn parquet_step(
         && let Err(e) = compact_parquet(tier, key, &sink, log, config, published, compact_now).await
     {
         tracing::warn!(topic = %topic, partition = index, error = %e, "Parquet small-file compaction failed; it is tried again after the next segment");
+    }
+    // The files this round wrote, expired and compacted, for fetches (and for local
+    // retention, which waits until fetches can read a segment's records from a file).
+    if let Some(r) = &reads {
+        r.reload().await.map_err(ParquetError::Files)?;
     }
     Ok(true)
 }

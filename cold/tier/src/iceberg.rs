@@ -125,9 +125,16 @@ pub async fn table_keys(
 /// (and so its Iceberg table) go: once parquet.enable has been on, its files' value
 /// column can only gain nullable members at the end of `parquet.value.schema` (the table
 /// evolves its schema for them); switching between binary and typed values, or any other
-/// change to the value schema, would give files no one schema reads. `Err` says why, for
+/// change to the value schema, would give files no one schema reads. And a one-copy topic
+/// (remote.storage.format=parquet) cannot go back to raw segments. `Err` says why, for
 /// the INVALID_CONFIG answer.
 pub fn check_config_change(old: &TopicConfig, new: &TopicConfig) -> Result<(), String> {
+    use strata_proto::RemoteStorageFormat;
+    if old.remote_storage_format == RemoteStorageFormat::Parquet
+        && new.remote_storage_format != RemoteStorageFormat::Parquet
+    {
+        return Err("remote.storage.format cannot go from parquet back to segments: the bucket holds no raw segments of what is already tiered, so the log would have a hole (create a new topic to keep raw segments)".into());
+    }
     if !old.parquet_enable {
         return Ok(());
     }

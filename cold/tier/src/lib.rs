@@ -20,6 +20,7 @@ pub mod iceberg;
 pub mod layout;
 pub mod manifest;
 pub mod manifest_store;
+pub mod one_copy;
 pub mod parquet_source;
 pub mod priority;
 pub mod remote;

@@ -123,6 +123,11 @@ impl RemotePartition {
     }
 
     /// A snapshot of the manifest (for status and tests).
+    /// Whether a remote segment holds `offset`.
+    pub fn holds(&self, offset: Offset) -> bool {
+        self.manifest().find_offset(offset).is_some()
+    }
+
     pub fn manifest_snapshot(&self) -> Manifest {
         self.manifest().clone()
     }

@@ -115,6 +115,11 @@ impl Tier {
         &self.config
     }
 
+    /// The chunk cache remote reads go through.
+    pub fn cache(&self) -> &Arc<ChunkCache> {
+        &self.cache
+    }
+
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
     }

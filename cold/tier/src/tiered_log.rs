@@ -17,6 +17,7 @@ use strata_proto::{ErrorCode, Offset, TopicId};
 
 use crate::error::TierError;
 use crate::layout::PartitionKey;
+use crate::one_copy::ParquetReads;
 use crate::remote::RemotePartition;
 use crate::service::Tier;
 
@@ -85,6 +86,16 @@ pub struct TieredLog {
     tiered: AtomicBool,
     /// parquet.enable: local segments go only once converted.
     parquet_enable: AtomicBool,
+    /// remote.storage.format=parquet: the Parquet files are the bucket's only copy of
+    /// the sealed log (no segment is offloaded; reads below the local start re-encode
+    /// batches from the files).
+    one_copy: AtomicBool,
+    /// The partition's Parquet files as fetches read them (attached with the remote
+    /// tier).
+    parquet_reads: RwLock<Option<Arc<ParquetReads>>>,
+    /// One-copy topics: where remote retention moved the log start (-1: nowhere yet);
+    /// the next Parquet round expires the files below it.
+    retention_start: AtomicI64,
     /// Topics with parquet.enable: the offset below which the log is in Parquet files
     /// (the sink's manifest, as the archiver last read it; -1 unknown).
     parquet_progress: AtomicI64,
@@ -110,6 +121,9 @@ impl TieredLog {
             remote: RwLock::new(None),
             tiered: AtomicBool::new(false),
             parquet_enable: AtomicBool::new(false),
+            one_copy: AtomicBool::new(false),
+            parquet_reads: RwLock::new(None),
+            retention_start: AtomicI64::new(-1),
             parquet_progress: AtomicI64::new(-1),
             parquet_coverage: Mutex::new(None),
         }
@@ -155,7 +169,9 @@ impl TieredLog {
     /// remote end, so offsets stay dense, with the producer state and leader epoch the
     /// last remote segment carries (`Log::restore_at`): then `restarted` is called with the new local
     /// start before the remote tier is attached (the partition's high-water mark starts
-    /// there too).
+    /// there too). A one-copy topic's remote end is where its Parquet files end (without
+    /// producer state: the files do not keep it, so a retry of a batch that is only in
+    /// the bucket is not recognised as one).
     pub async fn open_remote(
         &self,
         key: PartitionKey,
@@ -164,36 +180,103 @@ impl TieredLog {
         let Some(tier) = &self.tier else {
             return Err(AttachError::NoTier);
         };
+        let reads = Arc::new(ParquetReads::new(
+            tier.store().clone(),
+            tier.cache().clone(),
+            &key.cluster_id,
+            &self.topic,
+            self.partition,
+        ));
         let remote = Arc::new(tier.open_partition(key).await?);
-        if let Some(end) = remote.end_offset() {
-            let local_empty = self.log.log_end_offset() == self.log.log_start_offset();
-            if local_empty && self.log.log_end_offset() < end {
-                // The producers and epochs of the log that offloaded the last segment.
-                let state = remote.end_state().await?;
-                self.log.restore_at(end, &state)?;
-                restarted(end);
-                tracing::info!(topic = %self.topic, partition = self.partition, offset = end, "local log continues at the remote end");
+        let local_empty = self.log.log_end_offset() == self.log.log_start_offset();
+        let mut restarted = Some(restarted);
+        if let Some(end) = remote.end_offset()
+            && local_empty
+            && self.log.log_end_offset() < end
+        {
+            // The producers and epochs of the log that offloaded the last segment.
+            let state = remote.end_state().await?;
+            self.log.restore_at(end, &state)?;
+            if let Some(f) = restarted.take() {
+                f(end);
+            }
+            tracing::info!(topic = %self.topic, partition = self.partition, offset = end, "local log continues at the remote end");
+        }
+        if self.one_copy.load(Ordering::Relaxed) {
+            reads.reload().await?;
+            if let Some(end) = reads.end()
+                && self.log.log_end_offset() == self.log.log_start_offset()
+                && self.log.log_end_offset() < end
+            {
+                self.log
+                    .restore_at(end, &strata_log::RemoteEndState::default())?;
+                if let Some(f) = restarted.take() {
+                    f(end);
+                }
+                tracing::info!(topic = %self.topic, partition = self.partition, offset = end, "local log continues where the Parquet files end");
             }
         }
+        *self
+            .parquet_reads
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(reads);
         self.attach_remote(remote);
         Ok(())
     }
 
-    /// The topic's remote.storage.enable and parquet.enable, which decide what local
-    /// retention waits for.
-    pub fn set_policy(&self, tiered: bool, parquet_enable: bool) {
+    /// The topic's remote.storage.enable, parquet.enable and whether
+    /// remote.storage.format is parquet (one copy), which decide what local retention
+    /// waits for and where reads below the local start go.
+    pub fn set_policy(&self, tiered: bool, parquet_enable: bool, one_copy: bool) {
         self.tiered.store(tiered, Ordering::Relaxed);
         self.parquet_enable.store(parquet_enable, Ordering::Relaxed);
+        self.one_copy.store(one_copy, Ordering::Relaxed);
+    }
+
+    /// Whether the Parquet files are the bucket's only copy (remote.storage.format=parquet).
+    pub fn one_copy(&self) -> bool {
+        self.one_copy.load(Ordering::Relaxed)
+    }
+
+    /// The partition's Parquet files as fetches read them, once the remote tier is
+    /// attached.
+    pub fn parquet_reads(&self) -> Option<Arc<ParquetReads>> {
+        self.parquet_reads
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A one-copy topic's Parquet files, when attached: where reads below the local
+    /// start (and below the raw segments a topic tiered before it became one-copy) go.
+    fn one_copy_reads(&self) -> Option<Arc<ParquetReads>> {
+        if self.one_copy() {
+            self.parquet_reads()
+        } else {
+            None
+        }
     }
 
     /// The earliest offset a consumer can read: the remote start when the remote tier
-    /// holds data below the local start (KIP-405), else the local start.
+    /// holds data below the local start (KIP-405; for a one-copy topic the Parquet
+    /// files' start too), else the local start.
     pub fn log_start(&self) -> Offset {
         let local = self.log.log_start_offset();
-        match self.remote().and_then(|r| r.log_start_offset()) {
-            Some(remote) => remote.min(local),
-            None => local,
-        }
+        let remote = self.remote().and_then(|r| r.log_start_offset());
+        let parquet = self
+            .one_copy_reads()
+            .and_then(|r| r.start())
+            .map(|s| s.max(self.retention_start.load(Ordering::Relaxed)));
+        [remote, parquet]
+            .into_iter()
+            .flatten()
+            .fold(local, Offset::min)
+    }
+
+    /// One-copy topics: moves the log start up to `offset` (remote retention over the
+    /// Parquet files); the files below it expire in the next Parquet round.
+    pub fn set_retention_start(&self, offset: Offset) {
+        self.retention_start.fetch_max(offset, Ordering::Relaxed);
     }
 
     /// KIP-1005's earliest-local offset: the first offset on local disk.
@@ -210,9 +293,12 @@ impl TieredLog {
         self.log.size_bytes()
     }
 
-    /// KIP-1005's latest-tiered offset: the last offset in object storage.
+    /// KIP-1005's latest-tiered offset: the last offset in object storage (for a
+    /// one-copy topic, in its Parquet files).
     pub fn latest_tiered(&self) -> Option<Offset> {
-        self.remote().and_then(|r| r.end_offset()).map(|e| e - 1)
+        let remote = self.remote().and_then(|r| r.end_offset());
+        let parquet = self.one_copy_reads().and_then(|r| r.end());
+        remote.max(parquet).map(|e| e - 1)
     }
 
     /// The last stable offset with the high-water mark at `high_watermark` (KIP-98): a
@@ -271,15 +357,30 @@ impl TieredLog {
         let (Some(tier), Some(remote)) = (self.tier.as_ref(), self.remote()) else {
             return Err(ReadError::NoRemote { offset });
         };
+        let local_start = self.log.log_start_offset();
+        // A one-copy topic reads its Parquet files, except where raw segments tiered
+        // before it became one-copy still hold the offset.
+        let parquet = self.one_copy_reads().filter(|_| !remote.holds(offset));
         let _permit = tier.read_permit().await;
         let started = Instant::now();
-        let r = remote
-            .read(offset, max_bytes.max(1), self.reader_id(reader))
-            .await;
+        let id = self.reader_id(reader);
+        let r = match &parquet {
+            Some(files) => files
+                .read(offset, max_bytes.max(1), local_start, id)
+                .await
+                .map(|data| data.ok_or(local_start)),
+            None => remote
+                .read(offset, max_bytes.max(1), id)
+                .await
+                .map(|r| Ok(r.data)),
+        };
         metrics::histogram!("strata_tier_remote_fetch_seconds")
             .record(started.elapsed().as_secs_f64());
         match r {
-            Ok(r) => Ok(r.data),
+            Ok(Ok(data)) => Ok(data),
+            // Only gaps (aborted records, markers) up to the local start: the consumer
+            // goes on from there.
+            Ok(Err(local_start)) => self.read_local(local_start, max_bytes, upper_bound),
             Err(e) => {
                 tracing::warn!(topic = %self.topic, partition = self.partition, offset, error = %e, "remote read failed");
                 metrics::counter!("strata_tier_remote_read_errors_total").increment(1);
@@ -438,12 +539,13 @@ impl TieredLog {
                 .max()
                 .unwrap_or(-1)
         });
-        local.max(remote)
+        let parquet = self.one_copy_reads().map_or(-1, |r| r.max_timestamp());
+        local.max(remote).max(parquet)
     }
 
     /// The first record at or after `timestamp` below `upper_bound` (the high-water
-    /// mark): its offset and timestamp. Remote segments first (they are older), then
-    /// local.
+    /// mark): its offset and timestamp. Remote segments first (they are older), then a
+    /// one-copy topic's Parquet files, then local.
     pub async fn offset_for_timestamp(
         &self,
         timestamp: i64,
@@ -462,6 +564,14 @@ impl TieredLog {
                 _ => {}
             }
         }
+        if let Some(files) = self.one_copy_reads()
+            && files.start().is_some_and(|s| s < local_start)
+            && let Some(found) = files
+                .offset_for_timestamp(timestamp, local_start, self.reader_id(reader))
+                .await?
+        {
+            return Ok(Some(found));
+        }
         Ok(self
             .log
             .offset_for_timestamp(timestamp)?
@@ -470,11 +580,21 @@ impl TieredLog {
 
     /// Whether local segment [base, next) may be deleted by local retention: for topics
     /// that tier, only once offloaded ("not deleted until offloaded") or below the remote
-    /// start; for topics that write Parquet, only once converted.
+    /// start; for topics that write Parquet, only once converted (for a one-copy topic,
+    /// that is its offload).
     pub fn may_delete_locally(&self, base: Offset, next: Offset) -> bool {
         // Parquet is written from local segments: none goes before it is converted.
         if self.parquet_enable.load(Ordering::Relaxed) && self.parquet_progress() < next {
             return false;
+        }
+        // The files are the copy in the bucket, and fetches below the local start read
+        // them (converted and in the reader's list: the archiver hands it each manifest
+        // it writes before the progress moves).
+        if self.one_copy() {
+            return self
+                .one_copy_reads()
+                .and_then(|r| r.end())
+                .is_some_and(|end| end >= next);
         }
         if !self.tiered.load(Ordering::Relaxed) {
             return true;
@@ -508,10 +628,14 @@ impl TieredLog {
             .unwrap_or_else(|e| e.into_inner()) = c;
     }
 
-    /// Sealed local segments not yet offloaded: their bytes, and how long the oldest has
-    /// waited by its newest record's timestamp, in seconds.
+    /// Sealed local segments not yet offloaded (for a one-copy topic, not yet in its
+    /// Parquet files): their bytes, and how long the oldest has waited by its newest
+    /// record's timestamp, in seconds.
     pub fn offload_lag(&self, now_ms: i64) -> (u64, f64) {
-        let remote_end = self.remote().and_then(|r| r.end_offset());
+        let remote_end = match self.one_copy_reads() {
+            Some(files) => files.end(),
+            None => self.remote().and_then(|r| r.end_offset()),
+        };
         let pending: Vec<_> = self
             .log
             .segments()

@@ -9,7 +9,7 @@ use strata_log::{
     AppendInfo, CleanOutcome, Cleanable, Clock, Log, LogConfig, LogError, OffsetMap, ReadResult,
     RecoveryCheckpoint, RecoveryReport, SharedRecoveryPoint,
 };
-use strata_proto::{Offset, PartitionId, TopicConfig, TopicId};
+use strata_proto::{Offset, PartitionId, RemoteStorageFormat, TopicConfig, TopicId};
 use strata_replica::{
     AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
     ReplicaConfig, Role,
@@ -120,7 +120,11 @@ impl Partition {
         let leo = crate::waker::Mark::new(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
         let log = Arc::new(TieredLog::new(log, topic.clone(), topic_id, index, tier));
-        log.set_policy(config.remote_storage_enable, config.parquet_enable);
+        log.set_policy(
+            config.remote_storage_enable,
+            config.parquet_enable,
+            config.remote_storage_format == RemoteStorageFormat::Parquet,
+        );
         Ok((
             Arc::new_cyclic(|me| Partition {
                 topic,
@@ -385,8 +389,11 @@ impl Partition {
 
     pub fn set_config(&self, config: TopicConfig, log_config: LogConfig) {
         self.log.local().set_config(log_config);
-        self.log
-            .set_policy(config.remote_storage_enable, config.parquet_enable);
+        self.log.set_policy(
+            config.remote_storage_enable,
+            config.parquet_enable,
+            config.remote_storage_format == RemoteStorageFormat::Parquet,
+        );
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 

@@ -26,6 +26,12 @@ pub struct PartitionTierStatus {
     pub remote_end_offset: Option<i64>,
     pub remote_bytes: u64,
     pub remote_segments: usize,
+    /// remote.storage.format: `segments`, or `parquet` when the Parquet files are the
+    /// bucket's only copy of the sealed log (then the offload lag counts what is not in
+    /// a file yet, and `parquet_bytes` is the files' size).
+    pub remote_format: &'static str,
+    /// One-copy topics: the bytes of the partition's Parquet files.
+    pub parquet_bytes: Option<u64>,
     /// Bytes of sealed local segments not yet offloaded.
     pub offload_lag_bytes: u64,
     /// How long the oldest sealed segment not yet offloaded has been waiting (by its
@@ -290,6 +296,12 @@ impl Broker {
                     remote_end_offset: remote.as_ref().and_then(|r| r.end_offset()),
                     remote_bytes: remote.as_ref().map_or(0, |r| r.remote_bytes()),
                     remote_segments: remote.as_ref().map_or(0, |r| r.segment_count()),
+                    remote_format: p.config().remote_storage_format.as_str(),
+                    parquet_bytes: p
+                        .log()
+                        .one_copy()
+                        .then(|| p.log().parquet_reads().map(|r| r.bytes()))
+                        .flatten(),
                     offload_lag_bytes: lag_bytes,
                     offload_lag_seconds: lag_secs,
                     fenced: remote.as_ref().is_some_and(|r| r.is_fenced()),

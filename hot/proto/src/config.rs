@@ -93,6 +93,7 @@ pub mod keys {
     pub const LOCAL_RETENTION_MS: &str = "local.retention.ms";
     pub const LOCAL_RETENTION_BYTES: &str = "local.retention.bytes";
     pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
+    pub const REMOTE_STORAGE_FORMAT: &str = "remote.storage.format";
     pub const CLEANUP_POLICY: &str = "cleanup.policy";
     pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
     pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
@@ -133,6 +134,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::PARQUET_VALUE_FORMAT, "binary"),
     (keys::PARQUET_VALUE_SCHEMA, ""),
     (keys::REMOTE_STORAGE_ENABLE, "false"),
+    (keys::REMOTE_STORAGE_FORMAT, "segments"),
     (keys::RETENTION_BYTES, "-1"),
     (keys::RETENTION_MS, "604800000"),
     (keys::SEGMENT_BYTES, "1073741824"),
@@ -235,6 +237,10 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             Boolean,
             "Also write offloaded segments as Parquet (Strata).",
         ),
+        keys::REMOTE_STORAGE_FORMAT => (
+            String,
+            "segments offloads raw segments; parquet keeps only the Parquet files in the bucket and answers fetches below the local start from them (needs parquet.enable and binary values; Strata).",
+        ),
         keys::PARQUET_TARGET_FILE_BYTES => (
             Long,
             "Small Parquet files of a partition and UTC day are rewritten into files of about this size (Strata).",
@@ -300,6 +306,29 @@ pub struct TopicConfig {
     pub parquet_value_schema: Option<String>,
     /// Strata: the size small Parquet files are compacted into.
     pub parquet_target_file_bytes: u64,
+    /// Strata: what the bucket keeps of the sealed log.
+    pub remote_storage_format: RemoteStorageFormat,
+}
+
+/// `remote.storage.format`: what the bucket keeps of a tiered topic's sealed log.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum RemoteStorageFormat {
+    /// Raw segments (Kafka's tiered storage), and Parquet beside them with
+    /// parquet.enable.
+    #[default]
+    Segments,
+    /// Only the Parquet files (one copy): fetches below the local start are re-encoded
+    /// from them. Needs parquet.enable=true and binary values.
+    Parquet,
+}
+
+impl RemoteStorageFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteStorageFormat::Segments => "segments",
+            RemoteStorageFormat::Parquet => "parquet",
+        }
+    }
 }
 
 impl Default for TopicConfig {
@@ -365,6 +394,13 @@ impl TopicConfig {
             keys::LOCAL_RETENTION_MS => self.local_retention_ms = parse_long(key, value, -2)?,
             keys::LOCAL_RETENTION_BYTES => self.local_retention_bytes = parse_long(key, value, -2)?,
             keys::REMOTE_STORAGE_ENABLE => self.remote_storage_enable = parse_bool(key, value)?,
+            keys::REMOTE_STORAGE_FORMAT => {
+                self.remote_storage_format = match value.trim().to_ascii_lowercase().as_str() {
+                    "segments" => RemoteStorageFormat::Segments,
+                    "parquet" => RemoteStorageFormat::Parquet,
+                    _ => return Err(invalid(key, value, "must be segments or parquet")),
+                }
+            }
             keys::CLEANUP_POLICY => {
                 let mut parts: Vec<String> = value
                     .split(',')
@@ -476,6 +512,7 @@ impl TopicConfig {
             parquet_value_format: ParquetValueFormat::Binary,
             parquet_value_schema: None,
             parquet_target_file_bytes: 128 << 20,
+            remote_storage_format: RemoteStorageFormat::Segments,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;
@@ -519,6 +556,20 @@ impl TopicConfig {
             return Err(ConfigError::Inconsistent(
                 "parquet.enable=true needs remote.storage.enable=true".into(),
             ));
+        }
+        // One copy: the Parquet files are the only copy of the sealed log, and Kafka
+        // batches are re-encoded from them, which takes the bytes producers sent.
+        if self.remote_storage_format == RemoteStorageFormat::Parquet {
+            if !self.remote_storage_enable || !self.parquet_enable {
+                return Err(ConfigError::Inconsistent(
+                    "remote.storage.format=parquet needs remote.storage.enable=true and parquet.enable=true".into(),
+                ));
+            }
+            if self.parquet_value_format != ParquetValueFormat::Binary {
+                return Err(ConfigError::Inconsistent(
+                    "remote.storage.format=parquet needs parquet.value.format=binary: typed JSON columns do not keep the bytes producers sent, which fetches must return".into(),
+                ));
+            }
         }
         // A schema with the binary format would be silently ignored; refuse it so a
         // forgotten parquet.value.format=json shows up when the topic is configured.
@@ -591,6 +642,34 @@ mod tests {
     }
 
     #[test]
+    fn one_copy_needs_tiering_parquet_and_binary_values() {
+        let one_copy = [
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("remote.storage.format", "parquet"),
+        ];
+        let c = TopicConfig::resolve(&map(&one_copy)).unwrap();
+        assert_eq!(c.remote_storage_format, RemoteStorageFormat::Parquet);
+        for leave_out in 0..2 {
+            let mut pairs = one_copy.to_vec();
+            pairs.remove(leave_out);
+            let e = TopicConfig::resolve(&map(&pairs)).unwrap_err();
+            assert!(
+                e.to_string().contains("needs remote.storage.enable=true"),
+                "{e}"
+            );
+        }
+        let mut json = one_copy.to_vec();
+        json.push(("parquet.value.format", "json"));
+        let e = TopicConfig::resolve(&map(&json)).unwrap_err();
+        assert!(
+            e.to_string().contains("needs parquet.value.format=binary"),
+            "{e}"
+        );
+        assert!(key_info(keys::REMOTE_STORAGE_FORMAT).is_some());
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_refused() {
         assert_eq!(
             TopicConfig::resolve(&map(&[("segment.byte", "1")])).unwrap_err(),
@@ -607,6 +686,7 @@ mod tests {
             ("message.timestamp.type", "Now"),
             ("parquet.value.format", "avro"),
             ("parquet.value.schema", "user:utf8"),
+            ("remote.storage.format", "columns"),
         ] {
             let e = TopicConfig::validate_entry(k, v).unwrap_err();
             assert_eq!(e.error_code(), ErrorCode::InvalidConfig);
