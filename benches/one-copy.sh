@@ -9,8 +9,8 @@
 #
 # Usage: benches/one-copy.sh [produce seconds, default 10] [rounds, default 3]
 #   after cargo build --release -p strata -p strata-benches
-# RECORD_SIZE (default 1KiB) and JSON=1 (JSON values, which compress, instead of random
-# bytes, which do not) shape the data; PIN=1 pins the broker to CPU 0 and the load
+# RECORD_SIZE (default 1KiB) and JSON=1 (JSON values, which compress, instead of fresh
+# random bytes per record, which do not) shape the data; PIN=1 pins the broker to CPU 0 and the load
 # generator to CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ PARTS=${PARTS:-4}
 RECORD_SIZE=${RECORD_SIZE:-1KiB}
 BROKER_CPU=(); LG_CPU=()
 if [ -n "${PIN:-}" ]; then BROKER_CPU=(taskset -c 0); LG_CPU=(taskset -c 1); fi
-VALUES=(); if [ -n "${JSON:-}" ]; then VALUES=(--json-values); fi
+VALUES=(--unique-values); if [ -n "${JSON:-}" ]; then VALUES=(--json-values --keyed); fi
 BIN=${BIN:-target/release/strata}
 LG=${LG:-target/release/strata-benches}
 [ -x "$BIN" ] && [ -x "$LG" ] || { echo "build first: cargo build --release -p strata -p strata-benches" >&2; exit 1; }
@@ -58,21 +58,30 @@ run() { # name (raw|onecopy) round
   "${LG_CPU[@]}" "$LG" produce --bootstrap "$BOOT" --topic bench --acks 1 --duration "${SECS}s" \
     --record-size "$RECORD_SIZE" "${VALUES[@]}" --no-progress >/dev/null
   # Cold: wait until each partition's sealed segments are in the bucket (offloaded and
-  # converted, or for one copy converted) and gone locally.
+  # converted, or for one copy converted) and gone locally: only the active segment
+  # (at most segment.bytes) is left on disk.
   moved=False
-  for _ in $(seq 1200); do
+  for _ in $(seq 2400); do
     moved=$(curl -s "http://$HTTP/v1/tier/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
-print(all(p["local_start_offset"] > 0 for p in s["partitions"] if p["topic"] == "bench"))')
+print(all(p["local_bytes"] <= 8388608 + 1048576 and p["offload_lag_bytes"] == 0
+          for p in s["partitions"] if p["topic"] == "bench"))')
     [ "$moved" = True ] && break
     sleep 0.5
   done
   [ "$moved" = True ] || { echo "$1: local segments did not leave local disk in time" >&2; exit 1; }
   "${LG_CPU[@]}" "$LG" consume --bootstrap "$BOOT" --topic bench --broker-pid "$PID" --no-progress \
     | grep '^RESULT' | sed 's/^RESULT //' >>"$DIR/$1.cold.json"
-  printf '{"segments": %s, "parquet": %s, "iceberg": %s}\n' \
-    "$(bytes_under "$d/cold" topics)" "$(bytes_under "$d/cold" parquet)" \
+  # The Parquet files the manifests list, apart from those small-file compaction
+  # replaced, which stay until the Iceberg snapshots naming them expire (an hour).
+  local listed
+  listed=$(python3 -c '
+import glob, json, sys
+print(sum(f["bytes"] for m in glob.glob(sys.argv[1] + "/*/parquet/topic=bench/*/_manifest.json")
+          for f in json.load(open(m))["files"]))' "$d/cold")
+  printf '{"segments": %s, "parquet": %s, "listed": %s, "iceberg": %s}\n' \
+    "$(bytes_under "$d/cold" topics)" "$(bytes_under "$d/cold" parquet)" "$listed" \
     "$(bytes_under "$d/cold" iceberg)" >>"$DIR/$1.bucket.json"
   kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=
   rm -rf "$d"
@@ -99,13 +108,18 @@ if rc and oc:
     r, o = statistics.median(rc), statistics.median(oc)
     print(f"{'  broker CPU s/GB':<34}{r:>14.2f}{o:>14.2f}{o / r:>10.3f}")
 rb, ob = load("raw.bucket"), load("onecopy.bucket")
-per_gb = lambda xs, runs: statistics.median(
-    (b["segments"] + b["parquet"] + b["iceberg"]) / max(c["bytes"], 1) for b, c in zip(xs, runs))
-for label, key in [("bucket: raw segments", "segments"), ("bucket: Parquet files", "parquet"),
-                   ("bucket: Iceberg metadata", "iceberg")]:
-    r = statistics.median(b[key] / max(c["bytes"], 1) for b, c in zip(rb, raw))
-    o = statistics.median(b[key] / max(c["bytes"], 1) for b, c in zip(ob, one))
-    print(f"{label + ' / bytes read':<34}{r:>14.3f}{o:>14.3f}")
-r, o = per_gb(rb, raw), per_gb(ob, one)
-print(f"{'bucket total / bytes read':<34}{r:>14.3f}{o:>14.3f}{o / r:>10.3f}")
+for b in rb + ob:
+    b["replaced"] = b["parquet"] - b["listed"]
+def ratio(xs, runs, f):
+    return statistics.median(f(b) / max(c["bytes"], 1) for b, c in zip(xs, runs))
+rows = [("bucket: raw segments", lambda b: b["segments"]),
+        ("bucket: Parquet files listed", lambda b: b["listed"]),
+        ("bucket: Iceberg metadata", lambda b: b["iceberg"]),
+        ("bucket: kept, steady state", lambda b: b["segments"] + b["listed"] + b["iceberg"]),
+        ("  + replaced, until expiry", lambda b: b["replaced"])]
+print("(bucket bytes per byte consumed)")
+for label, f in rows:
+    r, o = ratio(rb, raw, f), ratio(ob, one, f)
+    tail = f"{o / r:>10.3f}" if r > 0 and "steady" in label else ""
+    print(f"{label:<34}{r:>14.3f}{o:>14.3f}{tail}")
 EOF

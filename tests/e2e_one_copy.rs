@@ -486,3 +486,124 @@ fn one_copy_needs_parquet_and_binary_values() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("must be segments or parquet"), "{err}");
 }
+
+/// Remote retention of a one-copy topic works on its Parquet files: records older than
+/// retention.ms leave the log (the log start moves past their files, which leave the
+/// bucket), the newer ones are still read from the files.
+#[test]
+fn retention_expires_the_files_of_a_one_copy_topic() {
+    let s3 = S3Server::start().expect("s3s-fs is installed by scripts/deps");
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start_with_env(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &[
+            "--object-store",
+            &s3.url("ret"),
+            "--min-segment-bytes",
+            "1",
+            "--iceberg-commit-interval",
+            "0",
+            "--cache-disk",
+            "0",
+            "--retention-check-interval",
+            "1s",
+        ],
+        &s3.env(),
+    );
+    create_topic(
+        &broker.kafka,
+        TOPIC,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("remote.storage.format", "parquet"),
+            ("segment.bytes", "16384"),
+            ("segment.ms", "1000"),
+            ("local.retention.bytes", "0"),
+            ("retention.ms", "3600000"),
+        ],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // 500 records two hours old, then (in later segments) 500 new ones.
+    let (p, d) = producer(&broker.kafka, &[("acks", "all"), ("linger.ms", "2")]);
+    let send = |o: i64, ts: i64| {
+        let v = format!("v{o}");
+        p.send(
+            BaseRecord::<str, str>::to(TOPIC)
+                .partition(0)
+                .payload(&v)
+                .timestamp(ts),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    };
+    for o in 0..500 {
+        send(o, now - 7_200_000 + o);
+    }
+    flush(&p);
+    // segment.ms rolls the last old segment: the new records start a segment of their
+    // own, and so a file.
+    wait_for("the old records in files", Duration::from_secs(60), || {
+        status(&broker)[0]["parquet_next_offset"] == 500
+    });
+    for o in 500..1000 {
+        send(o, now + o);
+    }
+    flush(&p);
+    assert_eq!(*d.errors.lock().unwrap(), Vec::<String>::new());
+
+    // The old records' files go; the log starts at the first new record's file.
+    let c: BaseConsumer = client_config(&broker.kafka, &[]).create().unwrap();
+    wait_for(
+        "retention to move the log start",
+        Duration::from_secs(120),
+        || {
+            let (low, high) = c
+                .fetch_watermarks(TOPIC, 0, Duration::from_secs(10))
+                .unwrap();
+            let s = &status(&broker)[0];
+            low >= 500 && high == 1000 && s["local_start_offset"] == 1000
+        },
+    );
+    let (low, _) = c
+        .fetch_watermarks(TOPIC, 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(low, 500, "the first new record starts a file");
+    let parquet: Vec<String> = bucket_keys(&s3, "ret")
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.ends_with(".parquet"))
+        .collect();
+    assert!(!parquet.is_empty());
+    for k in &parquet {
+        let first: i64 = k.rsplit('/').next().unwrap()[..20].parse().unwrap();
+        assert!(first >= 500, "an expired file is still in the bucket: {k}");
+    }
+    // Every record from the new log start is read back, from the files.
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(TOPIC, 0, Offset::Beginning)
+        .unwrap();
+    let c: BaseConsumer = client_config(
+        &broker.kafka,
+        &[("group.id", "unused"), ("enable.auto.commit", "false")],
+    )
+    .create()
+    .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut next = 500;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while next < 1000 {
+        assert!(Instant::now() < deadline, "read only up to {next}");
+        if let Some(m) = c.poll(Duration::from_millis(500)) {
+            let m = m.unwrap();
+            assert_eq!(m.offset(), next);
+            assert_eq!(m.payload().unwrap(), format!("v{next}").as_bytes());
+            next += 1;
+        }
+    }
+}

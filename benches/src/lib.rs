@@ -173,6 +173,11 @@ pub struct ProduceArgs {
     /// then fsync) and report the disk's rate alongside.
     #[arg(long)]
     pub disk_dir: Option<PathBuf>,
+    /// Each value is fresh pseudo-random bytes (by default values are windows into one
+    /// random buffer, which a columnar file's codec finds repeats in): incompressible
+    /// for every codec, as encrypted or already-compressed payloads are.
+    #[arg(long, conflicts_with = "json_values")]
+    pub unique_values: bool,
     /// Values are JSON objects `{"data":"..."}` of exactly --record-size bytes and keys
     /// JSON strings (`"key-N"`): the bytes `http-produce` sends through the gateway.
     #[arg(long)]
@@ -633,16 +638,25 @@ impl ProducerContext for Deliveries {
 
 /// Pseudo-random bytes (xorshift64*): incompressible like real payloads at their worst, and
 /// cheap enough not to show in the client's CPU.
-fn random_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut out = vec![0u8; n];
+    fill_random(&mut out, seed);
+    out
+}
+
+/// Fills `out` with [`random_bytes`]' sequence from `seed`.
+fn fill_random(out: &mut [u8], mut seed: u64) {
+    // xorshift stays at zero from zero.
+    if seed == 0 {
+        seed = 0x9E37_79B9_7F4A_7C15;
+    }
+    for chunk in out.chunks_mut(8) {
         seed ^= seed >> 12;
         seed ^= seed << 25;
         seed ^= seed >> 27;
-        out.extend_from_slice(&seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        let word = seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
     }
-    out.truncate(n);
-    out
 }
 
 fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
@@ -713,6 +727,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     };
     let mut key = Vec::new();
     let mut json_value = Vec::new();
+    let mut unique = vec![0u8; if a.unique_values { size } else { 0 }];
 
     let bar = match (a.records, duration) {
         (Some(n), None) => progress(b, n, "records"),
@@ -784,6 +799,10 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
                 json_value.clear();
                 j.write(sent, &mut json_value);
                 &json_value[..]
+            }
+            None if a.unique_values => {
+                fill_random(&mut unique, (sent + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                &unique[..]
             }
             None => {
                 let off = (sent as usize).wrapping_mul(61) % 4096;
@@ -874,6 +893,7 @@ fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     let mut settings = BTreeMap::new();
     settings.insert("partitions".into(), parts.to_string());
     settings.insert("record_size".into(), a.record_size.to_string());
+    settings.insert("unique_values".into(), a.unique_values.to_string());
     settings.insert("keyed".into(), a.keyed.to_string());
     settings.insert(
         "acks".into(),

@@ -79,6 +79,9 @@ pub struct Reencoded {
     pub more: bool,
 }
 
+/// A record batch's bytes beyond its records (the v2 header).
+const BATCH_OVERHEAD: usize = 61;
+
 /// Rows decoded at a time: batches are also cut where one Arrow batch ends.
 const READ_ROWS: usize = 8192;
 
@@ -348,12 +351,18 @@ pub fn reencode_from<R: ChunkReader + 'static>(
 
     let mut out = BytesMut::new();
     let mut done = Reencoded::default();
-    let mut finish = |run: Run<'_>, out: &mut BytesMut| -> Result<bool, ConvertError> {
+    // Encodes a run: `Some(full)` when taken (whether the answer is full now), `None`
+    // when it stays for the next read because it would take the answer past
+    // `max_bytes` (only a first batch may be larger, KIP-74).
+    let mut finish = |run: Run<'_>, out: &mut BytesMut| -> Result<Option<bool>, ConvertError> {
+        if !out.is_empty() && out.len() + BATCH_OVERHEAD + run.bytes > max_bytes {
+            return Ok(None);
+        }
         run.encode(options.compression, out)?;
         done.batch_count += 1;
         done.records += run.records.len() as u64;
         done.last_offset = run.records.last().map(|r| r.offset);
-        Ok(out.len() >= max_bytes)
+        Ok(Some(out.len() >= max_bytes))
     };
     'file: for b in reader {
         let b = b?;
@@ -379,7 +388,7 @@ pub fn reencode_from<R: ChunkReader + 'static>(
             });
             if !joins
                 && let Some(r) = run.take()
-                && finish(r, &mut out)?
+                && finish(r, &mut out)? != Some(false)
             {
                 done.more = true;
                 break 'file;
@@ -401,12 +410,19 @@ pub fn reencode_from<R: ChunkReader + 'static>(
             }
         }
         // A run ends with its Arrow batch: its records borrow from it.
-        if let Some(r) = run.take()
-            && finish(r, &mut out)?
-        {
-            // Offsets only grow in a file: any row not read yet comes after.
-            done.more = rows_read < total_rows;
-            break 'file;
+        if let Some(r) = run.take() {
+            match finish(r, &mut out)? {
+                Some(false) => {}
+                // Offsets only grow in a file: any row not read yet comes after.
+                Some(true) => {
+                    done.more = rows_read < total_rows;
+                    break 'file;
+                }
+                None => {
+                    done.more = true;
+                    break 'file;
+                }
+            }
         }
     }
     done.batches = out.freeze();

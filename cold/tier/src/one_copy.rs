@@ -31,6 +31,8 @@ use crate::error::TierError;
 
 /// File footers kept in memory per partition.
 const FOOTER_CACHE_ENTRIES: usize = 16;
+/// The largest re-encoded batch.
+const MAX_BATCH_BYTES: usize = 1 << 20;
 /// Bytes a `get_read` stream fetches at a time (page headers without an offset index).
 const STREAM_STEP: u64 = 256 << 10;
 
@@ -230,13 +232,13 @@ impl ParquetReads {
         let meta = self.footer(&file).await?;
         let key = entry.key.clone();
         let out = tokio::task::spawn_blocking(move || {
-            strata_parquet::reencode_from(
-                file,
-                &meta,
-                from,
-                max_bytes.max(1),
-                &ReencodeOptions::default(),
-            )
+            // Batches of at most the fetch's limit, so that a full answer stays within
+            // it (only a first batch may be larger, KIP-74).
+            let options = ReencodeOptions {
+                max_batch_bytes: max_bytes.clamp(1, MAX_BATCH_BYTES),
+                ..ReencodeOptions::default()
+            };
+            strata_parquet::reencode_from(file, &meta, from, max_bytes.max(1), &options)
         })
         .await
         .map_err(|e| TierError::Corrupt {
