@@ -732,3 +732,87 @@ fn a_member_added_to_the_value_schema_evolves_the_table() {
         }
     }
 }
+
+/// Dead letters: a JSON value that does not fit `parquet.value.schema` is kept whole in
+/// `_raw` of the topic's table and, with the reason, in the topic's dead-letter table
+/// (`{cluster}/dead_letters/iceberg/{topic}/`), which pyiceberg reads: every misfit
+/// exactly once, byte for byte, and nothing that fits.
+#[test]
+fn values_that_do_not_fit_land_in_the_dead_letter_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let broker = start(&dir.path().join("data"), &cold, &[]);
+    let schema = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"}]}"#;
+    create_topic(
+        &broker.kafka,
+        TOPIC,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("segment.ms", "1000"),
+            ("parquet.value.format", "json"),
+            ("parquet.value.schema", schema),
+        ],
+    );
+    // Every seventh value does not fit: a string where n is an integer, or not JSON.
+    let value = |o: i64| match o % 7 {
+        3 => format!(r#"{{"user":"u{o}","n":"{o}"}}"#),
+        5 if o % 2 == 0 => format!("not json {o}"),
+        _ => format!(r#"{{"user":"u{o}","n":{o}}}"#),
+    };
+    let misfit = |o: i64| o % 7 == 3 || (o % 7 == 5 && o % 2 == 0);
+    let (p, d) = producer(
+        &broker.kafka,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    const N: i64 = 1_500;
+    for o in 0..N {
+        p.send(
+            BaseRecord::<str, str>::to(TOPIC)
+                .partition(0)
+                .payload(&value(o))
+                .timestamp(now_ms()),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    }
+    flush(&p);
+    assert_eq!(*d.errors.lock().unwrap(), Vec::<String>::new());
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(120),
+        || committed(&cold).get(&0) == Some(&(N - 1)),
+    );
+    let dead_table = std::fs::read_dir(&cold)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("dead_letters/iceberg").join(TOPIC))
+        .find(|d| d.join("metadata").is_dir())
+        .expect("a dead-letter table");
+    let want: Vec<i64> = (0..N).filter(|&o| misfit(o)).collect();
+    let mut got = Vec::new();
+    wait_for(
+        "the dead-letter table to hold every misfit",
+        Duration::from_secs(60),
+        || {
+            let v = pyiceberg(
+                "iceberg_dead_letters.py",
+                &[dead_table.display().to_string()],
+            );
+            got = v["rows"].as_array().unwrap().clone();
+            got.len() == want.len()
+        },
+    );
+    let mut offsets = Vec::new();
+    for r in &got {
+        let o = r[1].as_i64().unwrap();
+        assert_eq!(r[0], 0);
+        assert_eq!(r[2].as_str().unwrap(), value(o), "offset {o} byte for byte");
+        assert!(!r[3].as_str().unwrap().is_empty(), "offset {o} says why");
+        offsets.push(o);
+    }
+    offsets.sort();
+    assert_eq!(offsets, want, "every misfit once, and nothing that fits");
+}

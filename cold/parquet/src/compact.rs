@@ -379,6 +379,10 @@ impl ParquetSink {
                 bytes,
                 compacted_from: u32::try_from(inputs.len()).unwrap_or(u32::MAX),
                 schema: inputs[0].schema,
+                dead_letter_files: inputs
+                    .iter()
+                    .flat_map(|f| f.dead_letter_files.iter().cloned())
+                    .collect(),
             }))
         }
         .await;
@@ -407,6 +411,7 @@ mod tests {
             bytes,
             compacted_from: 0,
             schema: None,
+            dead_letter_files: Vec::new(),
         }
     }
 

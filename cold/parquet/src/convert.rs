@@ -4,10 +4,12 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayBuilder, ArrayRef, BinaryArray, BinaryBuilder, Int32Array, Int32Builder, Int64Array,
-    Int64Builder, ListArray, StringBuilder, StructArray, TimestampMillisecondArray,
+    Array, ArrayBuilder, ArrayRef, BinaryArray, BinaryBuilder, Int32Array, Int32Builder,
+    Int64Array, Int64Builder, ListArray, StringArray, StringBuilder, StructArray,
+    TimestampMillisecondArray, UInt32Array,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch as ArrowBatch;
 use parquet::arrow::ArrowWriter;
@@ -20,7 +22,8 @@ use crate::error::ConvertError;
 use crate::json::JsonValues;
 use crate::options::{CHUNK_BYTES, CHUNK_ROWS, ConvertOptions, ValueFormat};
 use crate::schema::{
-    file_schema, header_members, headers_item_field, metadata_keys, writer_properties,
+    columns, dead_letter_schema, file_schema, header_members, headers_item_field, metadata_keys,
+    writer_properties,
 };
 use crate::txn::{Fate, FateScan};
 use crate::value_schema::UTC;
@@ -226,6 +229,10 @@ pub(crate) struct Converter<W: Write + Send> {
     /// The last row's offset, to check records come in order.
     last_row_offset: Option<Offset>,
     summary: Summary,
+    /// JSON values: the rows whose value did not fit, as dead-letter rows
+    /// ([`dead_letter_schema`]) not yet taken, and their values' bytes.
+    dead_letters: Vec<ArrowBatch>,
+    dead_letter_bytes: usize,
 }
 
 impl<W: Write + Send> Converter<W> {
@@ -287,7 +294,20 @@ impl<W: Write + Send> Converter<W> {
                 control_records: 0,
                 aborted_records: 0,
             },
+            dead_letters: Vec::new(),
+            dead_letter_bytes: 0,
         })
+    }
+
+    /// The dead-letter rows not taken yet: their values' bytes.
+    pub(crate) fn dead_letter_bytes(&self) -> usize {
+        self.dead_letter_bytes
+    }
+
+    /// Takes the dead-letter rows collected so far (in offset order).
+    pub(crate) fn take_dead_letters(&mut self) -> Vec<ArrowBatch> {
+        self.dead_letter_bytes = 0;
+        std::mem::take(&mut self.dead_letters)
     }
 
     /// Takes one batch of the input, in offset order, with its fate.
@@ -380,17 +400,25 @@ impl<W: Write + Send> Converter<W> {
     }
 
     /// Turns the chunk into Arrow arrays and hands them to the writer.
-    fn flush_chunk(&mut self) -> Result<(), ConvertError> {
+    pub(crate) fn flush_chunk(&mut self) -> Result<(), ConvertError> {
         let n = self.chunk.rows();
         if n == 0 {
             return Ok(());
         }
         let mut c = std::mem::replace(&mut self.chunk, Chunk::new());
         let values = c.values.finish();
+        let mut misfits = None;
         let (value, raw) = match &mut self.json {
             None => (Arc::new(values) as ArrayRef, None),
             Some(json) => {
                 let decoded = json.decode(&values)?;
+                if !decoded.misfits.is_empty() {
+                    misfits = Some((
+                        decoded.misfits.clone(),
+                        decoded.reasons.clone(),
+                        values.clone(),
+                    ));
+                }
                 let raw = if decoded.misfits.is_empty() {
                     BinaryArray::new_null(n)
                 } else {
@@ -402,7 +430,7 @@ impl<W: Write + Send> Converter<W> {
                     if self.summary.first_raw_fallback.is_none() {
                         self.summary.first_raw_fallback = Some(RawFallback {
                             offset: c.offsets[decoded.misfits[0]],
-                            reason: decoded.first_reason.unwrap_or_default(),
+                            reason: decoded.reasons.first().cloned().unwrap_or_default(),
                         });
                     }
                     // Shares the values' buffers: only the misfits are valid, and the
@@ -447,6 +475,67 @@ impl<W: Write + Send> Converter<W> {
         let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
         self.writer.write(&batch)?;
         self.summary.rows += n as u64;
+        if let Some((rows, reasons, values)) = misfits {
+            self.dead_letter(&batch, &rows, reasons, &values)?;
+        }
+        Ok(())
+    }
+
+    /// Sets aside rows `rows` of `batch` (their raw `values`) as dead-letter rows with
+    /// their `reasons`.
+    fn dead_letter(
+        &mut self,
+        batch: &ArrowBatch,
+        rows: &[usize],
+        reasons: Vec<String>,
+        values: &BinaryArray,
+    ) -> Result<(), ConvertError> {
+        let idx = UInt32Array::from_iter_values(rows.iter().map(|&i| i as u32));
+        let pick = |name: &str| -> Result<ArrayRef, ConvertError> {
+            let col = batch.column_by_name(name).ok_or_else(|| {
+                ConvertError::InvalidOptions(format!("no column {name} to set aside"))
+            })?;
+            Ok(take(col.as_ref(), &idx, None)?)
+        };
+        let value = take(values, &idx, None)?;
+        // The headers' list and struct fields carry the file's field ids: give them the
+        // dead-letter schema's.
+        let schema = dead_letter_schema();
+        let headers = pick(columns::HEADERS)?;
+        let headers = headers
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| ConvertError::InvalidOptions("headers are not a list".into()))?;
+        let members = headers
+            .values()
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .ok_or_else(|| ConvertError::InvalidOptions("headers are not structs".into()))?;
+        let item = headers_item_field(&schema);
+        let headers = ListArray::try_new(
+            item.clone(),
+            headers.offsets().clone(),
+            Arc::new(StructArray::try_new(
+                header_members(&item),
+                members.columns().to_vec(),
+                members.nulls().cloned(),
+            )?),
+            headers.nulls().cloned(),
+        )?;
+        self.dead_letter_bytes += rows.iter().map(|&i| values.value(i).len()).sum::<usize>();
+        let columns = vec![
+            pick(columns::PARTITION)?,
+            pick(columns::OFFSET)?,
+            pick(columns::TIMESTAMP)?,
+            pick(columns::KEY)?,
+            value,
+            Arc::new(headers),
+            pick(columns::PRODUCER_ID)?,
+            pick(columns::SEQUENCE)?,
+            Arc::new(StringArray::from(reasons)),
+        ];
+        self.dead_letters
+            .push(ArrowBatch::try_new(schema, columns)?);
         Ok(())
     }
 
@@ -458,6 +547,71 @@ impl<W: Write + Send> Converter<W> {
         self.summary.file_bytes = counting.written;
         Ok((counting.inner, self.summary))
     }
+}
+
+/// A dead-letter file in memory: its bytes and what it holds.
+pub(crate) struct DeadLetterBytes {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) first_offset: Offset,
+    pub(crate) last_offset: Offset,
+    pub(crate) first_timestamp: i64,
+    pub(crate) rows: u64,
+}
+
+/// Writes dead-letter rows ([`Converter::take_dead_letters`]) as one Parquet file;
+/// `None` when there are none.
+pub(crate) fn dead_letter_file(
+    batches: &[ArrowBatch],
+    opts: &ConvertOptions,
+) -> Result<Option<DeadLetterBytes>, ConvertError> {
+    let offset_at = |b: &ArrowBatch, i: usize| {
+        b.column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .map(|a| a.value(i))
+    };
+    let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+        return Ok(None);
+    };
+    let (Some(first_offset), Some(last_offset)) = (
+        offset_at(first, 0),
+        offset_at(last, last.num_rows().saturating_sub(1)),
+    ) else {
+        return Ok(None);
+    };
+    let first_timestamp = first
+        .column(2)
+        .as_any()
+        .downcast_ref::<TimestampMillisecondArray>()
+        .map_or(0, |a| a.value(0));
+    let mut writer = ArrowWriter::try_new(
+        Vec::new(),
+        dead_letter_schema(),
+        Some(writer_properties(opts)?),
+    )?;
+    for (k, v) in [
+        (metadata_keys::TOPIC, opts.topic.clone()),
+        (metadata_keys::PARTITION, opts.partition.to_string()),
+        (metadata_keys::FIRST_OFFSET, first_offset.to_string()),
+        (metadata_keys::LAST_OFFSET, last_offset.to_string()),
+        (metadata_keys::VALUE_FORMAT, "binary".to_string()),
+        (metadata_keys::DEAD_LETTERS, "true".to_string()),
+        (metadata_keys::VERSION, STRATA_VERSION.to_string()),
+    ] {
+        writer.append_key_value_metadata(KeyValue::new(k.to_string(), v));
+    }
+    let mut rows = 0u64;
+    for b in batches {
+        writer.write(b)?;
+        rows += b.num_rows() as u64;
+    }
+    Ok(Some(DeadLetterBytes {
+        bytes: writer.into_inner()?,
+        first_offset,
+        last_offset,
+        first_timestamp,
+        rows,
+    }))
 }
 
 /// The sequence number of the record `delta` offsets after a batch's base sequence,

@@ -36,9 +36,9 @@ use crate::value_schema::ValueSchema;
 pub(crate) struct Decoded {
     /// The `value` struct column, one row per input value.
     pub(crate) column: ArrayRef,
-    /// Rows whose value did not fit, with the reason of the first one.
+    /// Rows whose value did not fit, in order, and why each did not.
     pub(crate) misfits: Vec<usize>,
-    pub(crate) first_reason: Option<String>,
+    pub(crate) reasons: Vec<String>,
 }
 
 /// Decodes JSON values of one schema, chunk after chunk.
@@ -102,13 +102,13 @@ impl JsonValues {
             return Ok(Decoded {
                 column,
                 misfits: Vec::new(),
-                first_reason: None,
+                reasons: Vec::new(),
             });
         }
         // Slow path: find the values that do not fit, one at a time. A decoder that failed
         // may hold half a row, so it is replaced.
         let mut misfits = Vec::new();
-        let mut first_reason = None;
+        let mut reasons = Vec::new();
         let mut probe = self.decoder()?;
         for i in 0..values.len() {
             if values.is_null(i) {
@@ -116,7 +116,7 @@ impl JsonValues {
             }
             if let Probe::Misfit(reason) = probe_one(&mut probe, values.value(i)) {
                 misfits.push(i);
-                first_reason.get_or_insert(reason);
+                reasons.push(reason);
                 probe = self.decoder()?;
             }
         }
@@ -128,7 +128,7 @@ impl JsonValues {
         Ok(Decoded {
             column,
             misfits,
-            first_reason,
+            reasons,
         })
     }
 }

@@ -59,7 +59,9 @@
 //!
 //! With `parquet.value.format=json` and a `parquet.value.schema` ([`ValueSchema`] documents
 //! the format), the `value` column becomes a struct of typed columns and a value that does
-//! not fit is kept whole in `_raw`: the file is always written. With json but no schema
+//! not fit is kept whole in `_raw`: the file is always written. Each such row also goes,
+//! with the reason it did not fit, to a dead-letter file ([`dead_letter_schema`],
+//! [`ParquetLayout::dead_letters`], listed in its file's [`ManifestEntry`]). With json but no schema
 //! the value stays binary: see [`ValueFormat`] for why nothing is inferred.
 
 pub mod compact;
@@ -87,10 +89,12 @@ pub use options::{
 pub use reencode::{
     ReencodeOptions, Reencoded, first_at_or_after, reader_metadata, reencode, reencode_from,
 };
-pub use schema::{columns, file_schema, metadata_keys, with_field_ids, writer_properties};
+pub use schema::{
+    columns, dead_letter_schema, file_schema, metadata_keys, with_field_ids, writer_properties,
+};
 pub use sink::{
-    DeadLetter, ExpiredObjects, Manifest, ManifestEntry, ParquetLayout, ParquetSink,
-    SegmentOutcome, SinkError, TopicFile, WrittenFile, read_manifest,
+    DEAD_LETTERS_DIR, DeadLetter, DeadLetterFile, ExpiredObjects, Manifest, ManifestEntry,
+    ParquetLayout, ParquetSink, SegmentOutcome, SinkError, TopicFile, WrittenFile, read_manifest,
 };
 pub use source::{ByteSource, READ_CHUNK, SliceSource, SourceError};
 pub use txn::{MarkerKind, PendingTxnPolicy, TxnMarker, scan_markers};

@@ -27,6 +27,8 @@ pub mod columns {
     pub const HEADER_VALUE: &str = "value";
     pub const PRODUCER_ID: &str = "producer_id";
     pub const SEQUENCE: &str = "sequence";
+    /// Dead-letter files only: why the value did not fit the value schema.
+    pub const REASON: &str = "reason";
 }
 
 /// Key-value metadata keys every file carries.
@@ -37,6 +39,8 @@ pub mod metadata_keys {
     /// files cover its log without gaps.
     pub const FIRST_OFFSET: &str = "strata.first_offset";
     pub const LAST_OFFSET: &str = "strata.last_offset";
+    /// `true` in a dead-letter file (the rows of a JSON topic whose value did not fit).
+    pub const DEAD_LETTERS: &str = "strata.dead_letters";
     /// `binary` or `json`.
     pub const VALUE_FORMAT: &str = "strata.value_format";
     /// The `parquet.value.schema` text, for JSON values.
@@ -107,6 +111,31 @@ pub fn file_schema(value: &ValueFormat) -> SchemaRef {
         Field::new(columns::PRODUCER_ID, DataType::Int64, true),
         Field::new(columns::SEQUENCE, DataType::Int32, true),
     ]);
+    Arc::new(Schema::new(with_field_ids(fields)))
+}
+
+/// The schema of a dead-letter file: a binary-value file's columns (the value as the
+/// producer sent it) and `reason`, why it did not fit the topic's value schema.
+pub fn dead_letter_schema() -> SchemaRef {
+    let mut fields = vec![
+        Field::new(columns::PARTITION, DataType::Int32, false),
+        Field::new(columns::OFFSET, DataType::Int64, false),
+        Field::new(
+            columns::TIMESTAMP,
+            DataType::Timestamp(TimeUnit::Millisecond, Some(Arc::from(UTC))),
+            false,
+        ),
+        Field::new(columns::KEY, DataType::Binary, true),
+        Field::new(columns::VALUE, DataType::Binary, true),
+        Field::new(
+            columns::HEADERS,
+            DataType::List(unnumbered_headers_item_field()),
+            false,
+        ),
+        Field::new(columns::PRODUCER_ID, DataType::Int64, true),
+        Field::new(columns::SEQUENCE, DataType::Int32, true),
+    ];
+    fields.push(Field::new(columns::REASON, DataType::Utf8, false));
     Arc::new(Schema::new(with_field_ids(fields)))
 }
 

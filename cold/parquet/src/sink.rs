@@ -138,6 +138,19 @@ impl ParquetLayout {
         format!("{}/{MANIFEST_NAME}", self.partition_dir(topic, partition))
     }
 
+    /// The layout of the dead-letter files: the same tree under `{prefix}/dead_letters`
+    /// (`{prefix}/dead_letters/parquet/topic={topic}/partition={p}/date=…/{first}-{last}.parquet`,
+    /// the offsets those of the file's first and last row). A tree of its own: no
+    /// topic's files or table are under it, and a glob over a topic's files never meets
+    /// one.
+    pub fn dead_letters(&self) -> ParquetLayout {
+        ParquetLayout::new(if self.prefix.is_empty() {
+            DEAD_LETTERS_DIR.to_string()
+        } else {
+            format!("{}/{DEAD_LETTERS_DIR}", self.prefix)
+        })
+    }
+
     /// `{partition dir}/date={YYYY-MM-DD}/{first:020}-{last:020}.parquet`, the date being
     /// the UTC day of `first_timestamp` (milliseconds since the epoch).
     pub fn file_key(
@@ -204,6 +217,27 @@ pub struct ManifestEntry {
     /// groups files with the same one. `None` in manifests written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<u64>,
+    /// JSON values: the dead-letter files of the rows whose value did not fit the value
+    /// schema (raw value and reason, [`crate::schema::dead_letter_schema`]), in offset
+    /// order. They live and expire with this file; a compaction's file takes its inputs'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_letter_files: Vec<DeadLetterFile>,
+}
+
+/// Where dead-letter files and tables live under a cluster's root
+/// ([`ParquetLayout::dead_letters`]).
+pub const DEAD_LETTERS_DIR: &str = "dead_letters";
+
+/// A dead-letter file: rows of a JSON topic whose value did not fit its value schema,
+/// in [`ParquetLayout::dead_letters`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterFile {
+    pub key: String,
+    /// The first and last row's offsets.
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    pub rows: u64,
+    pub bytes: u64,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -335,6 +369,8 @@ pub struct WrittenFile {
     pub bytes: u64,
     /// Values that did not fit the JSON value schema, kept whole in `_raw`.
     pub raw_fallbacks: u64,
+    /// Those rows again, in dead-letter files (raw value and reason).
+    pub dead_letter_files: Vec<DeadLetterFile>,
 }
 
 impl WrittenFile {
@@ -349,6 +385,7 @@ impl WrittenFile {
             bytes: self.bytes,
             compacted_from: 0,
             schema: Some(schema),
+            dead_letter_files: self.dead_letter_files.clone(),
         }
     }
 }
@@ -979,6 +1016,9 @@ impl ParquetSink {
         }
         if objects == ExpiredObjects::Delete {
             for f in &expired {
+                for d in &f.dead_letter_files {
+                    self.store.delete(&d.key).await?;
+                }
                 self.store.delete(&f.key).await?;
             }
         }
@@ -1251,6 +1291,10 @@ impl ParquetSink {
             self.layout
                 .file_key(topic, partition, first_ts, first, last)
         };
+        let dead_letters = self.layout.dead_letters();
+        let dead_letter_key = |first_ts: i64, first: Offset, last: Offset| {
+            dead_letters.file_key(topic, partition, first_ts, first, last)
+        };
         let streamed = stream::convert_and_upload(
             src,
             range,
@@ -1260,6 +1304,7 @@ impl ParquetSink {
             self.store.as_ref(),
             self.part_size(),
             &key,
+            &dead_letter_key,
         )
         .await?;
         Ok(streamed.and_then(|f| {
@@ -1274,6 +1319,7 @@ impl ParquetSink {
                 rows: s.rows,
                 bytes: f.bytes,
                 raw_fallbacks: s.raw_fallbacks,
+                dead_letter_files: f.dead_letter_files,
             })
         }))
     }

@@ -27,9 +27,10 @@ use strata_proto::batch::BatchError;
 use strata_proto::ids::Offset;
 use strata_store::{BlobStore, FileMode, MultipartUpload, PartId, PutMode, StoreError};
 
-use crate::convert::{Converter, Summary};
+use crate::convert::{Converter, Summary, dead_letter_file};
 use crate::error::ConvertError;
 use crate::options::ConvertOptions;
+use crate::sink::DeadLetterFile;
 use crate::source::{BatchReader, ByteSource, ReadError};
 use crate::txn::FateScan;
 
@@ -122,6 +123,8 @@ pub(crate) struct Streamed {
     pub key: String,
     pub bytes: u64,
     pub summary: Summary,
+    /// The dead-letter files uploaded with it.
+    pub dead_letter_files: Vec<DeadLetterFile>,
 }
 
 /// Why the second pass failed.
@@ -163,6 +166,7 @@ pub(crate) async fn convert_and_upload(
     store: &dyn BlobStore,
     part_size: usize,
     key: &(dyn Fn(i64) -> String + Sync),
+    dead_letter_key: &(dyn Fn(i64, Offset, Offset) -> String + Sync),
 ) -> Result<Option<Streamed>, StreamError> {
     let Some((first, last)) = scan.offsets else {
         return Err(ConvertError::Empty.into());
@@ -172,6 +176,7 @@ pub(crate) async fn convert_and_upload(
         .finish(&opts.later_markers, opts.pending_transactions)?;
     let mut conv = Converter::new(opts, props, first, last, PartBuffer::default())?;
     let mut upload = Upload::new(store, part_size);
+    let mut dead_letter_files = Vec::new();
     let written = async {
         let mut reader = BatchReader::new(src, range);
         while let Some(framed) = reader.next().await {
@@ -183,7 +188,14 @@ pub(crate) async fn convert_and_upload(
             {
                 upload.send_parts(&mut conv.out_mut().0, ts, key).await?;
             }
+            if conv.dead_letter_bytes() >= DEAD_LETTER_FILE_BYTES {
+                dead_letter_files
+                    .extend(upload_dead_letters(&mut conv, opts, store, dead_letter_key).await?);
+            }
         }
+        conv.flush_chunk()?;
+        dead_letter_files
+            .extend(upload_dead_letters(&mut conv, opts, store, dead_letter_key).await?);
         let (out, summary) = conv.finish()?;
         if summary.rows == 0 {
             return Ok(None);
@@ -198,6 +210,7 @@ pub(crate) async fn convert_and_upload(
             key,
             bytes,
             summary,
+            dead_letter_files: std::mem::take(&mut dead_letter_files),
         }))
     }
     .await;
@@ -205,6 +218,37 @@ pub(crate) async fn convert_and_upload(
         upload.abort().await;
     }
     written
+}
+
+/// Dead-letter rows are written out as a file once their values reach this many bytes
+/// (and at the end of the segment), so a segment of misfits is never held whole.
+const DEAD_LETTER_FILE_BYTES: usize = 32 << 20;
+
+/// Writes the converter's dead-letter rows so far as one file and uploads it (one PUT,
+/// overwriting: a retry writes the same rows under the same key).
+async fn upload_dead_letters<W: Write + Send>(
+    conv: &mut Converter<W>,
+    opts: &ConvertOptions,
+    store: &dyn BlobStore,
+    key: &(dyn Fn(i64, Offset, Offset) -> String + Sync),
+) -> Result<Option<DeadLetterFile>, StreamError> {
+    let rows = conv.take_dead_letters();
+    let Some(file) = dead_letter_file(&rows, opts)? else {
+        return Ok(None);
+    };
+    drop(rows);
+    let path = key(file.first_timestamp, file.first_offset, file.last_offset);
+    let bytes = file.bytes.len() as u64;
+    store
+        .put(&path, Bytes::from(file.bytes), PutMode::Overwrite)
+        .await?;
+    Ok(Some(DeadLetterFile {
+        key: path,
+        first_offset: file.first_offset,
+        last_offset: file.last_offset,
+        rows: file.rows,
+        bytes,
+    }))
 }
 
 /// The converter's output not yet uploaded. A `Vec` whose parts are copied out, not a

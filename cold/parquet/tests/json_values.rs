@@ -323,3 +323,88 @@ fn lenient_about_raw_control_characters() {
     let user = user.column_by_name("user").unwrap().as_string::<i32>();
     assert_eq!(user.value(0), "a\u{1}b");
 }
+
+/// Each value that does not fit also goes to a dead-letter file beside the partition's
+/// files: the row as a binary-value file has it (the value byte for byte) and why it did
+/// not fit; it is listed with its file in the manifest and expires with it.
+#[tokio::test]
+async fn misfits_also_go_to_a_dead_letter_file_with_their_reasons() {
+    use strata_parquet::{ParquetLayout, ParquetSink};
+    use strata_store::{ErrorKind, ObjectBackend};
+    let store = ObjectBackend::memory().into_dyn();
+    let sink = ParquetSink::new(store.clone(), ParquetLayout::new("c"), json_opts(SCHEMA));
+    let good = r#"{"user":"ok"}"#;
+    let values = [
+        Some(good),
+        Some(r#"{"user":5}"#),
+        Some(good),
+        None,
+        Some("not json"),
+        Some(r#"{"amount":1}"#),
+        Some(good),
+    ];
+    sink.write_segment("events", 2, &segment(&values))
+        .await
+        .unwrap();
+    let files = sink.files("events", 2).await.unwrap();
+    assert_eq!(files.len(), 1);
+    let dead = &files[0].dead_letter_files;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let d = &dead[0];
+    assert_eq!((d.first_offset, d.last_offset, d.rows), (1, 5, 3));
+    assert!(
+        d.key
+            .starts_with("c/dead_letters/parquet/topic=events/partition=2/date=2023-11-14/"),
+        "{}",
+        d.key
+    );
+    // Read back by the parquet crate's own reader.
+    let bytes = store.get(&d.key).await.unwrap();
+    assert_eq!(bytes.len() as u64, d.bytes);
+    let (_, meta) = read(&bytes);
+    assert_eq!(kv(&meta)[metadata_keys::DEAD_LETTERS], "true");
+    let b = one_batch(&bytes);
+    let schema = b.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            "headers",
+            "producer_id",
+            "sequence",
+            "reason"
+        ]
+    );
+    let offsets: Vec<i64> = b
+        .column_by_name("offset")
+        .unwrap()
+        .as_primitive::<Int64Type>()
+        .values()
+        .to_vec();
+    assert_eq!(offsets, [1, 4, 5]);
+    let value = b.column_by_name("value").unwrap().as_binary::<i32>();
+    let got: Vec<&[u8]> = (0..3).map(|i| value.value(i)).collect();
+    assert_eq!(
+        got,
+        [
+            br#"{"user":5}"#.as_slice(),
+            b"not json".as_slice(),
+            br#"{"amount":1}"#.as_slice()
+        ]
+    );
+    let reason = b.column_by_name("reason").unwrap().as_string::<i32>();
+    let reasons: Vec<&str> = (0..3).map(|i| reason.value(i)).collect();
+    assert!(reasons.iter().all(|r| !r.is_empty()), "{reasons:?}");
+    assert_ne!(reasons[0], reasons[1], "each row says its own reason");
+    // The dead-letter file expires with its file.
+    sink.expire("events", 2, 100).await.unwrap();
+    assert_eq!(
+        store.get(&d.key).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}

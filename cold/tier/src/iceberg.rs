@@ -261,9 +261,9 @@ pub async fn status(
 }
 
 /// Expires `topic`'s snapshots older than `older_than_ms` beyond the newest
-/// `retain_last` ([`expire`]), reloading the table after losing a race with a commit,
-/// then deletes the topic's orphaned Parquet objects older than [`ORPHAN_GRACE_MS`]
-/// ([`remove_orphans`]). `None`: there is no table.
+/// `retain_last` ([`expire`]), and its dead-letter table's, reloading a table after
+/// losing a race with a commit, then deletes the topic's orphaned Parquet objects older
+/// than [`ORPHAN_GRACE_MS`] ([`remove_orphans`]). `None`: there is no table.
 #[allow(clippy::too_many_arguments)]
 pub async fn expire_table(
     store: &Arc<dyn BlobStore>,
@@ -275,10 +275,11 @@ pub async fn expire_table(
     retain_last: usize,
     now_ms: i64,
 ) -> Result<Option<ExpireReport>, PublishError> {
+    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
     let Some(mut report) = expire_with_retries(
         store,
         store_uri,
-        cluster_id,
+        &catalog,
         topic,
         older_than_ms,
         retain_last,
@@ -287,6 +288,13 @@ pub async fn expire_table(
     else {
         return Ok(None);
     };
+    let dead = dead_letter_catalog(store, store_uri, cluster_id);
+    if let Some(d) =
+        expire_with_retries(store, store_uri, &dead, topic, older_than_ms, retain_last).await?
+    {
+        report.snapshots += d.snapshots;
+        report.data_files += d.data_files;
+    }
     report.orphans = remove_orphans(
         store,
         store_uri,
@@ -302,15 +310,14 @@ pub async fn expire_table(
 async fn expire_with_retries(
     store: &Arc<dyn BlobStore>,
     store_uri: &str,
-    cluster_id: &str,
+    catalog: &FsCatalog,
     topic: &str,
     older_than_ms: i64,
     retain_last: usize,
 ) -> Result<Option<ExpireReport>, PublishError> {
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
     let mut attempt = 0;
     loop {
-        let Some(mut table) = load_if_exists(&catalog, topic).await? else {
+        let Some(mut table) = load_if_exists(catalog, topic).await? else {
             return Ok(None);
         };
         match expire(
@@ -365,13 +372,92 @@ pub async fn publish(
     for p in 0..partitions {
         manifests.push((p, sink.manifest(topic, p).await?));
     }
+    // A topic with typed JSON values also has a dead-letter table: the rows whose value
+    // did not fit, raw value and reason.
+    if matches!(options.value_format, strata_parquet::ValueFormat::Json(_)) {
+        let dead = dead_letter_catalog(store, store_uri, cluster_id);
+        let views: Vec<_> = manifests
+            .iter()
+            .map(|(p, m)| (*p, dead_letter_view(m)))
+            .collect();
+        let schema = strata_parquet::dead_letter_schema();
+        if let Some(p) =
+            publish_to(store.as_ref(), store_uri, &dead, topic, &schema, &views).await?
+        {
+            tracing::debug!(topic, files = p.added_files, "committed dead-letter files");
+        }
+    }
+    let schema = strata_parquet::file_schema(&options.value_format);
+    publish_to(
+        store.as_ref(),
+        store_uri,
+        &catalog,
+        topic,
+        &schema,
+        &manifests,
+    )
+    .await
+}
+
+/// The catalog of the dead-letter tables: `{cluster_id}/dead_letters/iceberg/{topic}/`,
+/// beside the files (`strata_parquet::ParquetLayout::dead_letters`).
+pub fn dead_letter_catalog(
+    store: &Arc<dyn BlobStore>,
+    store_uri: &str,
+    cluster_id: &str,
+) -> FsCatalog {
+    FsCatalog::new(
+        store.clone(),
+        store_uri,
+        &format!("{cluster_id}/{}", strata_parquet::DEAD_LETTERS_DIR),
+    )
+}
+
+/// A partition's manifest as its dead-letter table sees it: the dead-letter files of its
+/// files, up to the same next offset (so that they leave the table as their files leave
+/// the manifest).
+fn dead_letter_view(m: &strata_parquet::Manifest) -> strata_parquet::Manifest {
+    let mut view = m.clone();
+    view.files = m
+        .files
+        .iter()
+        .flat_map(|f| {
+            f.dead_letter_files
+                .iter()
+                .map(|d| strata_parquet::ManifestEntry {
+                    key: d.key.clone(),
+                    first_offset: d.first_offset,
+                    last_offset: d.last_offset,
+                    min_timestamp: f.min_timestamp,
+                    max_timestamp: f.max_timestamp,
+                    rows: d.rows,
+                    bytes: d.bytes,
+                    compacted_from: 0,
+                    schema: None,
+                    dead_letter_files: Vec::new(),
+                })
+        })
+        .collect();
+    view
+}
+
+/// Commits to `name`'s table in `catalog` (created with `schema` if needed) what makes
+/// it hold exactly the files `manifests` list ([`reconcile`]).
+async fn publish_to(
+    store: &dyn BlobStore,
+    store_uri: &str,
+    catalog: &FsCatalog,
+    name: &str,
+    schema: &arrow::datatypes::SchemaRef,
+    manifests: &[(i32, strata_parquet::Manifest)],
+) -> Result<Option<Published>, PublishError> {
+    let (topic, catalog) = (name, catalog);
     let mut attempt = 0;
     loop {
-        let mut table = match load_if_exists(&catalog, topic).await? {
+        let mut table = match load_if_exists(catalog, topic).await? {
             Some(t) => t,
             None => {
-                let schema = strata_parquet::file_schema(&options.value_format);
-                match catalog.create_table(topic, &schema).await {
+                match catalog.create_table(topic, schema).await {
                     Ok(t) => t,
                     // Another broker created it meanwhile.
                     Err(IcebergError::CommitConflict { .. }) => catalog.load_table(topic).await?,
@@ -379,7 +465,7 @@ pub async fn publish(
                 }
             }
         };
-        let Some(change) = reconcile(&catalog, &table, &manifests).await? else {
+        let Some(change) = reconcile(catalog, &table, manifests).await? else {
             return Ok(None);
         };
         let Change {
@@ -390,7 +476,7 @@ pub async fn publish(
         let (added_files, removed_files) = (add.len(), remove.len());
         match table.commit(add, &remove, operation).await {
             Ok(_) => {
-                expire_after_commit(store.as_ref(), store_uri, &mut table).await;
+                expire_after_commit(store, store_uri, &mut table).await;
                 return Ok(Some(Published {
                     version: table.version(),
                     added_files,

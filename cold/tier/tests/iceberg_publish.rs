@@ -354,3 +354,83 @@ async fn orphans_go_and_what_a_snapshot_names_stays() {
         .unwrap();
     assert_eq!(report.data_files, 6);
 }
+
+/// A topic with typed JSON values also gets a dead-letter table beside its own: the rows
+/// whose value did not fit (raw value, reason) in their dead-letter files, committed in
+/// the same round; they leave it as their files leave the manifest.
+#[tokio::test]
+async fn misfits_are_published_in_a_dead_letter_table() {
+    let mut f = Fixture::new();
+    let overrides: BTreeMap<String, String> = [
+        ("remote.storage.enable", "true"),
+        ("parquet.enable", "true"),
+        ("parquet.value.format", "json"),
+        (
+            "parquet.value.schema",
+            r#"{"fields":[{"name":"n","type":"int64"}]}"#,
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    f.config = TopicConfig::resolve(&overrides).unwrap();
+    f.sink = ParquetSink::new(
+        f.store.clone(),
+        ParquetLayout::new(CLUSTER),
+        ConvertOptions::from_topic_config(TOPIC, 0, &f.config).unwrap(),
+    );
+    // Ten segments of four values on partition 0; every fourth does not fit.
+    for s in 0..10i64 {
+        let records: Vec<NewRecord> = (0..4)
+            .map(|i| {
+                let o = s * 4 + i;
+                let v = if i == 3 {
+                    format!("bad-{o}")
+                } else {
+                    format!(r#"{{"n":{o}}}"#)
+                };
+                NewRecord::value(v, TS0 + o)
+            })
+            .collect();
+        let mut seg = batch(&records, Compression::None, None).to_vec();
+        set_base_offset(&mut seg, s * 4);
+        f.sink.write_segment(TOPIC, 0, &seg).await.unwrap();
+    }
+    f.publish().await.unwrap();
+    assert_eq!(
+        records(&f.table().await),
+        40,
+        "every row in the topic's table"
+    );
+    let dead = strata_tier::iceberg::dead_letter_catalog(&f.store, &f.uri, CLUSTER);
+    let table = dead.load_table(TOPIC).await.unwrap();
+    assert_eq!(records(&table), 10, "the misfits in the dead-letter table");
+    let files = table.live_data_files().await.unwrap();
+    assert_eq!(files.len(), 10);
+    assert!(files.iter().all(|d| {
+        d.location
+            .contains(&format!("/{CLUSTER}/dead_letters/parquet/topic={TOPIC}/"))
+    }));
+    // Nothing new: no commit to either table.
+    assert!(f.publish().await.is_none());
+    // Retention drops the first five files: their dead-letter files leave the table.
+    f.sink
+        .expire_with(TOPIC, 0, 20, ExpiredObjects::Keep)
+        .await
+        .unwrap();
+    f.publish().await.unwrap();
+    let table = dead.load_table(TOPIC).await.unwrap();
+    assert_eq!(records(&table), 5);
+    assert_eq!(records(&f.table().await), 20);
+    // Small-file compaction: the rewrite takes its inputs' dead-letter files, which stay
+    // in the dead-letter table as they are.
+    assert_eq!(f.compact(0).await, 5);
+    let files = f.sink.files(TOPIC, 0).await.unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].dead_letter_files.len(), 5);
+    f.publish().await.unwrap();
+    assert_eq!(records(&f.table().await), 20);
+    let table = dead.load_table(TOPIC).await.unwrap();
+    assert_eq!(records(&table), 5);
+    assert_eq!(table.live_data_files().await.unwrap().len(), 5);
+}
