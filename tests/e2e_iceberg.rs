@@ -815,4 +815,29 @@ fn values_that_do_not_fit_land_in_the_dead_letter_table() {
     }
     offsets.sort();
     assert_eq!(offsets, want, "every misfit once, and nothing that fits");
+    // `strata tier iceberg status` names the table and counts its rows.
+    let out = common::cli(
+        &broker.kafka,
+        &[
+            "tier",
+            "--http",
+            &broker.http,
+            "iceberg",
+            "status",
+            "--topic",
+            TOPIC,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("dead letters")
+            && l.contains("/dead_letters/iceberg/lake")
+            && l.contains(&format!(": {} values", want.len()))),
+        "{text}"
+    );
 }

@@ -534,6 +534,14 @@ fn print_table_status(v: &Value) {
         "small files: below three quarters of parquet.target.file.bytes ({})",
         bytes(&v["target_file_bytes"])
     );
+    let dead = &v["dead_letters"];
+    if let Some(location) = dead["location"].as_str() {
+        outln!(
+            "dead letters  {location}: {} values that did not fit parquet.value.schema, in {} files",
+            dead["records"],
+            dead["data_files"]
+        );
+    }
 }
 
 /// Asks for a compaction, then waits until the broker's partitions have done it and shows

@@ -193,6 +193,18 @@ pub struct TableStatus {
     /// `parquet.target.file.bytes`.
     pub target_file_bytes: u64,
     pub partitions: Vec<PartitionFiles>,
+    /// Topics with typed JSON values: the dead-letter table (values that did not fit).
+    pub dead_letters: Option<DeadLetterStatus>,
+}
+
+/// A topic's dead-letter table, for `strata tier iceberg status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeadLetterStatus {
+    /// The directory holding `metadata/`.
+    pub location: String,
+    /// The current snapshot's records and files (0 before the table exists).
+    pub records: u64,
+    pub data_files: u64,
 }
 
 /// One partition's Parquet files, from its manifest.
@@ -221,6 +233,19 @@ pub async fn status(
     let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
     let table = load_if_exists(&catalog, topic).await?;
     let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
+    let dead_letters = match options.value_format {
+        strata_parquet::ValueFormat::Json(_) => {
+            let dead = dead_letter_catalog(store, store_uri, cluster_id);
+            let t = load_if_exists(&dead, topic).await?;
+            let current = t.as_ref().and_then(|t| t.metadata().current_snapshot());
+            Some(DeadLetterStatus {
+                location: dead.table_location(topic),
+                records: current.map_or(0, |s| s.count("total-records")),
+                data_files: current.map_or(0, |s| s.count("total-data-files")),
+            })
+        }
+        strata_parquet::ValueFormat::Binary => None,
+    };
     let sink = sink(store, cluster_id, options);
     let target = config.parquet_target_file_bytes;
     let mut files = Vec::new();
@@ -257,6 +282,7 @@ pub async fn status(
             .unwrap_or_default(),
         target_file_bytes: target,
         partitions: files,
+        dead_letters,
     })
 }
 
