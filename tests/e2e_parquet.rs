@@ -19,9 +19,14 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 
+/// The topics' Parquet files under `root` (not the dead-letter files, which have their
+/// own tree, `{cluster}/dead_letters/`, and columns).
 fn parquet_files(root: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(root).unwrap() {
         let p = e.unwrap().path();
+        if p.file_name().is_some_and(|n| n == "dead_letters") {
+            continue;
+        }
         if p.is_dir() {
             parquet_files(&p, out);
         } else if p.extension().is_some_and(|x| x == "parquet") {
