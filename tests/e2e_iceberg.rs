@@ -97,6 +97,12 @@ fn committed(cold: &Path) -> BTreeMap<i32, i64> {
     let meta = dir.join(format!("metadata/v{}.metadata.json", hint.trim()));
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(meta).unwrap()).unwrap();
+    committed_in(&meta)
+}
+
+/// Per partition, the offset the current snapshot of table metadata `meta` has
+/// committed (its summary's `strata.partition.{p}.committed-offset`).
+fn committed_in(meta: &serde_json::Value) -> BTreeMap<i32, i64> {
     let current = &meta["current-snapshot-id"];
     let Some(snapshot) = meta["snapshots"]
         .as_array()
@@ -172,7 +178,8 @@ fn pyiceberg(script: &str, args: &[String]) -> serde_json::Value {
 }
 
 /// pyiceberg's scan of the table at `location` (a local table directory or a metadata
-/// location), with FileIO `properties`.
+/// location), with FileIO `properties`; or, `location` being a REST catalog's URI, of
+/// the table the first of `properties` names (`namespace.table`).
 fn scan_with_pyiceberg(location: &str, properties: &[String]) -> (usize, Rows) {
     let mut args = vec![location.to_string()];
     args.extend_from_slice(properties);
@@ -639,9 +646,20 @@ fn produce_json(bootstrap: &str, next: &mut i64, count: i64, with_country: bool)
 /// (a member removed) is refused when it is asked for.
 #[test]
 fn a_member_added_to_the_value_schema_evolves_the_table() {
+    member_added_to_the_value_schema_evolves_the_table(false)
+}
+
+/// The same through a REST catalog: the evolution is an `add-schema` update.
+#[test]
+fn a_member_added_to_the_value_schema_evolves_a_rest_catalogs_table() {
+    member_added_to_the_value_schema_evolves_the_table(true)
+}
+
+fn member_added_to_the_value_schema_evolves_the_table(rest: bool) {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
-    let broker = start(&dir.path().join("data"), &cold, &[]);
+    let tables = Tables::new(dir.path(), rest);
+    let broker = start(&dir.path().join("data"), &cold, &tables.flags());
     let v1 = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"}]}"#;
     let v2 = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"},{"name":"country","type":"utf8","nullable":true}]}"#;
     create_topic(
@@ -663,7 +681,7 @@ fn a_member_added_to_the_value_schema_evolves_the_table() {
     wait_for(
         "the first records in the table",
         Duration::from_secs(120),
-        || committed(&cold).get(&0) == Some(&before),
+        || tables.committed().get(&0) == Some(&before),
     );
 
     let alter = |schema: &str| {
@@ -699,19 +717,23 @@ fn a_member_added_to_the_value_schema_evolves_the_table() {
     wait_for(
         "the later records in the table",
         Duration::from_secs(120),
-        || committed(&cold).get(&0) == Some(&last),
+        || tables.committed().get(&0) == Some(&last),
     );
 
-    let mut args = vec![table_dir(&cold).unwrap().display().to_string()];
+    let mut args = tables.args(false);
     args.extend(["user", "n", "country"].map(String::from));
     let v = pyiceberg("iceberg_values.py", &args);
-    assert_eq!(
-        v["schema_ids"],
-        serde_json::json!([0, 1]),
-        "{}",
-        v["schema_ids"]
-    );
-    assert_eq!(v["current_schema_id"], 1);
+    let ids: Vec<i64> = v["schema_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_i64().unwrap())
+        .collect();
+    // A REST catalog numbers the created table's fields itself; one that numbers them
+    // otherwise than the files gets the files' schema as a second one at once.
+    let first = if rest { ids.len() - 2 } else { 0 };
+    assert_eq!(ids[first..], [first as i64, first as i64 + 1], "{ids:?}");
+    assert_eq!(v["current_schema_id"], first + 1);
     assert_eq!(
         v["value_members"],
         serde_json::json!(["user", "n", "country"])
@@ -739,9 +761,21 @@ fn a_member_added_to_the_value_schema_evolves_the_table() {
 /// exactly once, byte for byte, and nothing that fits.
 #[test]
 fn values_that_do_not_fit_land_in_the_dead_letter_table() {
+    misfits_land_in_the_dead_letter_table(false)
+}
+
+/// The same through a REST catalog: the dead-letter table is
+/// `{namespace}.dead_letters.{topic}`.
+#[test]
+fn values_that_do_not_fit_land_in_a_rest_catalogs_dead_letter_table() {
+    misfits_land_in_the_dead_letter_table(true)
+}
+
+fn misfits_land_in_the_dead_letter_table(rest: bool) {
     let dir = tempfile::tempdir().unwrap();
     let cold = dir.path().join("cold");
-    let broker = start(&dir.path().join("data"), &cold, &[]);
+    let tables = Tables::new(dir.path(), rest);
+    let broker = start(&dir.path().join("data"), &cold, &tables.flags());
     let schema = r#"{"fields":[{"name":"user","type":"utf8"},{"name":"n","type":"int64"}]}"#;
     create_topic(
         &broker.kafka,
@@ -783,24 +817,15 @@ fn values_that_do_not_fit_land_in_the_dead_letter_table() {
     wait_for(
         "the table to hold every record",
         Duration::from_secs(120),
-        || committed(&cold).get(&0) == Some(&(N - 1)),
+        || tables.committed().get(&0) == Some(&(N - 1)),
     );
-    let dead_table = std::fs::read_dir(&cold)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("dead_letters/iceberg").join(TOPIC))
-        .find(|d| d.join("metadata").is_dir())
-        .expect("a dead-letter table");
     let want: Vec<i64> = (0..N).filter(|&o| misfit(o)).collect();
     let mut got = Vec::new();
     wait_for(
         "the dead-letter table to hold every misfit",
         Duration::from_secs(60),
         || {
-            let v = pyiceberg(
-                "iceberg_dead_letters.py",
-                &[dead_table.display().to_string()],
-            );
+            let v = pyiceberg("iceberg_dead_letters.py", &tables.args(true));
             got = v["rows"].as_array().unwrap().clone();
             got.len() == want.len()
         },
@@ -836,8 +861,225 @@ fn values_that_do_not_fit_land_in_the_dead_letter_table() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.lines().any(|l| l.starts_with("dead letters")
-            && l.contains("/dead_letters/iceberg/lake")
+            && l.contains(if rest {
+                "strata.dead_letters.lake in the Iceberg REST catalog"
+            } else {
+                "/dead_letters/iceberg/lake"
+            })
             && l.contains(&format!(": {} values", want.len()))),
+        "{text}"
+    );
+}
+
+/// A real Iceberg REST catalog (Rustberg, installed by scripts/deps) on loopback, its
+/// warehouse a directory of the broker's bucket, its catalog database in `dir`.
+struct RestCatalogServer {
+    child: std::process::Child,
+    uri: String,
+}
+
+impl RestCatalogServer {
+    fn start(dir: &Path, warehouse: &Path) -> RestCatalogServer {
+        let port = common::cluster::free_port("127.0.0.1");
+        std::fs::create_dir_all(warehouse).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        let binary = strata_store::testing::installed_binary("rustberg", "STRATA_RUSTBERG")
+            .expect("rustberg (scripts/deps installs it)");
+        let child = Command::new(binary)
+            .args([
+                "--dev",
+                "--insecure-http",
+                "--no-auth",
+                "--host",
+                "127.0.0.1",
+            ])
+            .args(["--port", &port.to_string()])
+            .arg("--warehouse")
+            .arg(format!("file://{}", warehouse.display()))
+            .arg("--catalog-url")
+            .arg(format!("file://{}", dir.display()))
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("rustberg (scripts/deps installs it)");
+        let server = RestCatalogServer {
+            child,
+            uri: format!("http://127.0.0.1:{port}"),
+        };
+        wait_for("the REST catalog to serve", Duration::from_secs(60), || {
+            reqwest::blocking::get(format!("{}/v1/config", server.uri))
+                .is_ok_and(|r| r.status().is_success())
+        });
+        server
+    }
+
+    /// The table `namespace.name` as the catalog answers it (`LoadTableResult`), if any.
+    fn table(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        let config: serde_json::Value = serde_json::from_slice(
+            &reqwest::blocking::get(format!("{}/v1/config", self.uri))
+                .unwrap()
+                .bytes()
+                .unwrap(),
+        )
+        .unwrap();
+        let prefix = config["overrides"]["prefix"]
+            .as_str()
+            .map(|p| format!("/{p}"))
+            .unwrap_or_default();
+        let r = reqwest::blocking::get(format!(
+            "{}/v1{prefix}/namespaces/{namespace}/tables/{name}",
+            self.uri
+        ))
+        .unwrap();
+        if r.status().as_u16() == 404 {
+            return None;
+        }
+        assert!(r.status().is_success(), "{}", r.status());
+        Some(serde_json::from_slice(&r.bytes().unwrap()).unwrap())
+    }
+
+    /// Per partition, the offset the current snapshot of `strata.{TOPIC}` has committed.
+    fn committed(&self) -> BTreeMap<i32, i64> {
+        match self.table("strata", TOPIC) {
+            Some(t) => committed_in(&t["metadata"]),
+            None => BTreeMap::new(),
+        }
+    }
+}
+
+/// Where a test's tables are: the bucket's file-system catalog (the `cold` directory
+/// under the test's directory), or a REST catalog whose warehouse is in the bucket.
+enum Tables {
+    Fs(PathBuf),
+    Rest(RestCatalogServer),
+}
+
+impl Tables {
+    fn new(dir: &Path, rest: bool) -> Tables {
+        let cold = dir.join("cold");
+        if rest {
+            Tables::Rest(RestCatalogServer::start(
+                &dir.join("catalog"),
+                &cold.join("warehouse"),
+            ))
+        } else {
+            Tables::Fs(cold)
+        }
+    }
+
+    /// The broker's flags for them.
+    fn flags(&self) -> Vec<&str> {
+        match self {
+            Tables::Fs(_) => Vec::new(),
+            Tables::Rest(c) => vec!["--iceberg-catalog-uri", &c.uri],
+        }
+    }
+
+    /// Per partition, the offset the topic's table has committed.
+    fn committed(&self) -> BTreeMap<i32, i64> {
+        match self {
+            Tables::Fs(cold) => committed(cold),
+            Tables::Rest(c) => c.committed(),
+        }
+    }
+
+    /// The arguments naming the topic's table, or its dead-letter table, to the
+    /// pyiceberg scripts (tests/python/strata_table.py).
+    fn args(&self, dead_letters: bool) -> Vec<String> {
+        match self {
+            Tables::Fs(cold) => {
+                let sub = if dead_letters {
+                    "dead_letters/iceberg"
+                } else {
+                    "iceberg"
+                };
+                let dir = std::fs::read_dir(cold)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.path().join(sub).join(TOPIC))
+                    .find(|d| d.join("metadata").is_dir())
+                    .expect("a table");
+                vec![dir.display().to_string()]
+            }
+            Tables::Rest(c) => {
+                let ns = if dead_letters {
+                    "strata.dead_letters"
+                } else {
+                    "strata"
+                };
+                vec![c.uri.clone(), format!("{ns}.{TOPIC}")]
+            }
+        }
+    }
+}
+
+impl Drop for RestCatalogServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With `--iceberg-catalog-uri`, the tables are committed to a real Iceberg REST catalog
+/// (Rustberg): it holds the metadata pointer and writes the metadata, Strata writes the
+/// manifests into the table's location in the bucket and points them at its Parquet
+/// files. pyiceberg finds the table through the catalog and reads every record once,
+/// also after the broker is killed -9 while it publishes; the file-system catalog is not
+/// written at all.
+#[test]
+fn a_rest_catalog_holds_the_tables_and_pyiceberg_reads_them_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let catalog = RestCatalogServer::start(&dir.path().join("catalog"), &cold.join("warehouse"));
+    let data = dir.path().join("data");
+    let mut broker = start(&data, &cold, &["--iceberg-catalog-uri", &catalog.uri]);
+    create(&broker.kafka, 2);
+    let base = now_ms() - 3_600_000;
+    let mut next = BTreeMap::new();
+    for round in 0..3u64 {
+        let before = catalog.committed();
+        produce(&broker.kafka, 2, &mut next, 800, base);
+        wait_for("a commit of this round", Duration::from_secs(60), || {
+            catalog.committed() != before
+        });
+        std::thread::sleep(Duration::from_millis(200 * round));
+        broker.kill9();
+        broker.restart();
+    }
+    let want: BTreeMap<i32, i64> = next.iter().map(|(&p, &n)| (p, n - 1)).collect();
+    wait_for(
+        "the table to hold every record",
+        Duration::from_secs(120),
+        || catalog.committed() == want,
+    );
+
+    // The catalog wrote the metadata in its warehouse, inside the bucket; Strata wrote
+    // no file-system table.
+    let t = catalog.table("strata", TOPIC).unwrap();
+    let location = t["metadata-location"].as_str().unwrap();
+    let warehouse = cold.join("warehouse").canonicalize().unwrap();
+    assert!(
+        location.starts_with(&format!("file://{}/", warehouse.display())),
+        "{location}"
+    );
+    assert_eq!(table_dir(&cold), None, "a file-system table was written");
+    assert_eq!(t["metadata"]["properties"]["strata.topic"], TOPIC);
+
+    let (_, rows) = scan_with_pyiceberg(&catalog.uri, &[format!("strata.{TOPIC}")]);
+    assert_eq!(rows.len() as i64, next.values().sum::<i64>());
+    check_rows(&rows, &want, base);
+
+    // `strata topic describe` names the table in the catalog.
+    let out = common::cli(
+        &broker.kafka,
+        &["topic", "describe", TOPIC, "--http", &broker.http],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "strata.{TOPIC} in the Iceberg REST catalog {}",
+            catalog.uri
+        )),
         "{text}"
     );
 }

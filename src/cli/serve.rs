@@ -137,6 +137,23 @@ pub struct ServeArgs {
     /// topic per interval; 0 turns publishing off [default: 60s]
     #[arg(long, env = "STRATA_ICEBERG_COMMIT_INTERVAL")]
     pub iceberg_commit_interval: Option<String>,
+    /// Commit the Iceberg tables to this Iceberg REST catalog (Polaris, Nessie,
+    /// Lakekeeper, Gravitino, Glue's REST endpoint), e.g. http://catalog:8181, instead of
+    /// the file-system catalog in the object store. The catalog's warehouse must be in
+    /// the broker's object store (Strata writes the manifests there) [default: none]
+    #[arg(long, env = "STRATA_ICEBERG_CATALOG_URI")]
+    pub iceberg_catalog_uri: Option<String>,
+    /// The warehouse to ask the REST catalog for, when it serves several (Polaris: the
+    /// catalog name; Lakekeeper: the warehouse name) [default: none]
+    #[arg(long, env = "STRATA_ICEBERG_CATALOG_WAREHOUSE")]
+    pub iceberg_catalog_warehouse: Option<String>,
+    /// The REST catalog namespace the topics' tables go in, dot-separated levels; one
+    /// per cluster (dead-letter tables go in its child `dead_letters`) [default: strata]
+    #[arg(long, env = "STRATA_ICEBERG_CATALOG_NAMESPACE")]
+    pub iceberg_catalog_namespace: Option<String>,
+    /// A bearer token for the REST catalog [default: none]
+    #[arg(long, env = "STRATA_ICEBERG_CATALOG_TOKEN", hide_env_values = true)]
+    pub iceberg_catalog_token: Option<String>,
     /// A broker that has not heartbeated to the controller this long is fenced and its
     /// partitions get new leaders (Kafka's broker.session.timeout.ms); brokers heartbeat
     /// six times per timeout. Give every voter the same value [default: 3s]
@@ -254,6 +271,10 @@ struct FileSettings {
     orphan_grace: Option<String>,
     retention_check_interval: Option<String>,
     iceberg_commit_interval: Option<String>,
+    iceberg_catalog_uri: Option<String>,
+    iceberg_catalog_warehouse: Option<String>,
+    iceberg_catalog_namespace: Option<String>,
+    iceberg_catalog_token: Option<String>,
     log_io: Option<String>,
     log_tail_cache: Option<String>,
     log_tail_cache_total: Option<String>,
@@ -327,6 +348,8 @@ pub struct ServeConfig {
     pub retention_check_interval: std::time::Duration,
     /// Zero: off.
     pub iceberg_commit_interval: std::time::Duration,
+    /// `None`: the file-system catalog in the object store.
+    pub iceberg_rest: Option<Arc<strata_tier::iceberg::RestCatalog>>,
     pub log_io: strata_log::IoMode,
     pub log_tail_cache: u64,
     pub log_tail_cache_total: u64,
@@ -544,6 +567,27 @@ impl ServeConfig {
                 format!("--iceberg-commit-interval '{v}': expected a duration such as 60s or 5m, or 0 for off")
             })?,
             None => std::time::Duration::from_secs(60),
+        };
+        let iceberg_rest = match args.iceberg_catalog_uri.or(file.iceberg_catalog_uri) {
+            Some(uri) => {
+                let namespace = args
+                    .iceberg_catalog_namespace
+                    .or(file.iceberg_catalog_namespace)
+                    .unwrap_or_else(|| "strata".to_string());
+                let config = strata_tier::iceberg::RestConfig {
+                    uri: uri.clone(),
+                    warehouse: args
+                        .iceberg_catalog_warehouse
+                        .or(file.iceberg_catalog_warehouse),
+                    namespace: namespace.split('.').map(str::to_string).collect(),
+                    token: args.iceberg_catalog_token.or(file.iceberg_catalog_token),
+                };
+                let rest = strata_tier::iceberg::RestCatalog::new(config).map_err(|e| {
+                    anyhow::anyhow!("--iceberg-catalog-uri '{uri}' / --iceberg-catalog-namespace '{namespace}': {e}")
+                })?;
+                Some(Arc::new(rest))
+            }
+            None => None,
         };
         let broker_session_timeout =
             match args.broker_session_timeout.or(file.broker_session_timeout) {
@@ -897,6 +941,7 @@ impl ServeConfig {
             orphan_grace,
             retention_check_interval,
             iceberg_commit_interval,
+            iceberg_rest,
             log_io,
             log_tail_cache,
             log_tail_cache_total,
@@ -932,6 +977,7 @@ impl ServeConfig {
             retention_check_interval: self.retention_check_interval,
             iceberg_commit_interval: self.iceberg_commit_interval,
             iceberg_store_uri: iceberg_store_uri(&self.object_store_url),
+            iceberg_rest: self.iceberg_rest.clone(),
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
             heartbeat_interval: self.broker_session_timeout / 6,

@@ -2,20 +2,17 @@
 values whose value did not fit the value schema.
 
 usage: iceberg_dead_letters.py <table directory (…/dead_letters/iceberg/TOPIC)>
+       iceberg_dead_letters.py <REST catalog URI> <namespace.dead_letters.TOPIC>
 
-Finds the current metadata through metadata/version-hint.text and prints one JSON
-object: every row as [partition, offset, value (UTF-8 text), reason].
+Loads the table (strata_table.py) and prints one JSON object: every row as [partition, offset, value (UTF-8 text), reason].
 """
 
 import json
-import os
 import sys
 
-from pyiceberg.table import StaticTable
+from strata_table import load
 
-where = sys.argv[1]
-hint = open(os.path.join(where, "metadata", "version-hint.text")).read().strip()
-table = StaticTable.from_metadata(os.path.join(where, "metadata", f"v{hint}.metadata.json"))
+table, _ = load(sys.argv[1:])
 arrow = table.scan(selected_fields=("partition", "offset", "value", "reason")).to_arrow()
 rows = [
     [r["partition"], r["offset"], r["value"].decode() if r["value"] is not None else None, r["reason"]]

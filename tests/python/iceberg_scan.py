@@ -2,6 +2,7 @@
 
 usage: iceberg_scan.py <table directory (…/iceberg/TOPIC) | metadata location> [PROP=VALUE…]
                        [--since MS]
+       iceberg_scan.py <REST catalog URI (http://…)> <namespace.table> [--since MS]
 
 Given a local table directory, finds the current metadata through
 metadata/version-hint.text (as Iceberg's file-system tables do); given a metadata
@@ -9,7 +10,8 @@ location (s3://…/vN.metadata.json), loads that, with the FileIO properties giv
 (s3.endpoint, s3.access-key-id, …). Prints one JSON object: the number of data files the
 scan plans, and every row as [partition, offset, key, value, timestamp_ms]. With
 --since, the scan is filtered to timestamps at or after MS (milliseconds since the
-epoch), so the plan holds only the files whose statistics allow such rows.
+epoch), so the plan holds only the files whose statistics allow such rows. Given a REST
+catalog's URI, loads the table through the catalog (pyiceberg's RestCatalog).
 """
 
 import datetime
@@ -28,11 +30,16 @@ if "--since" in args:
     row_filter = GreaterThanOrEqual("timestamp", since.isoformat())
     del args[i : i + 2]
 where = args[0]
-properties = dict(arg.split("=", 1) for arg in args[1:])
-if os.path.isdir(where):
-    hint = open(os.path.join(where, "metadata", "version-hint.text")).read().strip()
-    where = os.path.join(where, "metadata", f"v{hint}.metadata.json")
-table = StaticTable.from_metadata(where, properties=properties)
+if where.startswith(("http://", "https://")):
+    from strata_table import load
+
+    table, _ = load(args)
+else:
+    properties = dict(arg.split("=", 1) for arg in args[1:])
+    if os.path.isdir(where):
+        hint = open(os.path.join(where, "metadata", "version-hint.text")).read().strip()
+        where = os.path.join(where, "metadata", f"v{hint}.metadata.json")
+    table = StaticTable.from_metadata(where, properties=properties)
 files = list(table.scan(row_filter=row_filter).plan_files())
 arrow = table.scan(
     row_filter=row_filter, selected_fields=("partition", "offset", "key", "value", "timestamp")

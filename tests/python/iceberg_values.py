@@ -1,22 +1,20 @@
 """Reads a Strata Iceberg table's typed JSON value columns with pyiceberg.
 
 usage: iceberg_values.py <table directory (…/iceberg/TOPIC)> MEMBER…
+       iceberg_values.py <REST catalog URI> <namespace.table> MEMBER…
 
-Loads the current metadata through metadata/version-hint.text and prints one JSON
-object: the ids of the table's schemas, the current schema's value members, and every
-row as [partition, offset, {member: value}] for the members named (a member a file's
-schema lacks reads as null).
+Loads the table (strata_table.py) and prints one JSON object: the ids of the table's
+schemas, the current schema's value members, and every row as
+[partition, offset, {member: value}] for the members named (a member a file's schema
+lacks reads as null).
 """
 
 import json
-import os
 import sys
 
-from pyiceberg.table import StaticTable
+from strata_table import load
 
-where, members = sys.argv[1], sys.argv[2:]
-hint = open(os.path.join(where, "metadata", "version-hint.text")).read().strip()
-table = StaticTable.from_metadata(os.path.join(where, "metadata", f"v{hint}.metadata.json"))
+table, members = load(sys.argv[1:])
 value = table.schema().find_field("value")
 arrow = table.scan(selected_fields=("partition", "offset", "value")).to_arrow()
 rows = []

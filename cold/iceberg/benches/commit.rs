@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use strata_iceberg::bounds::long_bytes;
 use strata_iceberg::catalog::Operation;
-use strata_iceberg::{DataFile, FsCatalog, IcebergSchema};
+use strata_iceberg::{Catalog, DataFile, IcebergSchema};
 use strata_parquet::{ValueFormat, file_schema};
 use strata_store::ObjectBackend;
 
@@ -36,7 +36,7 @@ fn main() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let catalog = FsCatalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "bench");
+        let catalog = Catalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "bench");
         let arrow = file_schema(&ValueFormat::Binary);
         let schema = IcebergSchema::from_arrow(&arrow, 0).expect("schema");
         let mut table = catalog.create_table("t", &arrow).await.expect("create");

@@ -1,4 +1,5 @@
-//! A file-system catalog on an object store, and the append commit.
+//! The catalog of topics' tables (a file-system catalog on an object store, or an
+//! Iceberg REST catalog's pointers over the same files), and the commit.
 //!
 //! A topic's table lives at `{root}/iceberg/{topic}/`:
 //!
@@ -33,6 +34,12 @@
 //!
 //! Manifests of a commit that lost the race stay behind unreferenced; nothing deletes
 //! them yet (an orphan-file sweep would).
+//!
+//! With [`Catalog::with_rest`], the metadata pointer is the REST catalog's ([`crate::rest`]):
+//! the same snapshots, manifests and manifest lists (written under the location the
+//! catalog gives the table, which must be in the store), committed as updates the catalog
+//! applies atomically after checking requirements; the catalog writes the metadata JSON
+//! and keeps its log.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -40,7 +47,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::Schema as ArrowSchema;
 use bytes::Bytes;
-use serde_json::json;
+use serde_json::{Value, json};
 use strata_store::{BlobStore, ErrorKind, PutMode};
 use uuid::Uuid;
 
@@ -54,6 +61,7 @@ use crate::manifest::{
 use crate::metadata::{
     MetadataLogEntry, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata, summary_keys,
 };
+use crate::rest::{self, Loaded, RestCatalog};
 use crate::schema::IcebergSchema;
 use crate::spec::{DAY_FIELD_ID, PartitionSpec};
 use strata_parquet::columns;
@@ -129,9 +137,14 @@ pub struct Expired {
     pub not_deleted: Vec<String>,
 }
 
-/// Tables of topics under one root of a [`BlobStore`].
+/// Tables of topics under one root of a [`BlobStore`]: their metadata pointers in the
+/// store itself (the file-system catalog, the default) or in an Iceberg REST catalog
+/// ([`Catalog::with_rest`]). Either way the manifests go to the store, and data files are
+/// where strata-parquet put them.
 #[derive(Debug, Clone)]
-pub struct FsCatalog {
+pub struct Catalog {
+    /// The REST catalog holding the tables' pointers, and the namespace they go in.
+    rest: Option<(Arc<RestCatalog>, Vec<String>)>,
     store: Arc<dyn BlobStore>,
     /// The URI of the store's root, without a trailing slash (`file:///data/bucket`,
     /// `s3://bucket`; one trailing slash is dropped): locations in the metadata are
@@ -142,13 +155,14 @@ pub struct FsCatalog {
     root: String,
 }
 
-impl FsCatalog {
+impl Catalog {
     /// A catalog over `store`, whose root `store_uri` names (the scheme and place readers
     /// open: `file:///data/bucket`, `s3://bucket/prefix`), with its tables under the key
     /// prefix `root` (`""` for the store's root; leading, trailing and repeated slashes
     /// are ignored).
-    pub fn new(store: Arc<dyn BlobStore>, store_uri: &str, root: &str) -> FsCatalog {
-        FsCatalog {
+    pub fn new(store: Arc<dyn BlobStore>, store_uri: &str, root: &str) -> Catalog {
+        Catalog {
+            rest: None,
             store,
             store_uri: store_uri.strip_suffix('/').unwrap_or(store_uri).to_string(),
             root: root
@@ -159,14 +173,54 @@ impl FsCatalog {
         }
     }
 
+    /// This catalog with its tables' pointers in `rest`, in its configured namespace
+    /// (tables of a [`Self::nested`] catalog one level further down). The tables'
+    /// locations are the REST catalog's to choose and must be inside this store.
+    pub fn with_rest(mut self, rest: Option<Arc<RestCatalog>>) -> Catalog {
+        self.rest = rest.map(|r| {
+            let namespace = r.config().namespace.clone();
+            (r, namespace)
+        });
+        self
+    }
+
+    /// The catalog of tables kept apart under `name`: `{root}/{name}/iceberg/{topic}/` in
+    /// the store, or the namespace's child `name` in a REST catalog.
+    pub fn nested(&self, name: &str) -> Catalog {
+        let mut c = self.clone();
+        c.root = join(&self.root, name);
+        if let Some((_, namespace)) = &mut c.rest {
+            namespace.push(name.to_string());
+        }
+        c
+    }
+
+    pub fn store(&self) -> &Arc<dyn BlobStore> {
+        &self.store
+    }
+
+    /// The URI of the store's root, without a trailing slash.
+    pub fn store_uri(&self) -> &str {
+        &self.store_uri
+    }
+
+    /// The key prefix the catalog's Parquet files and file-system tables are under.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
     /// The absolute location of the object at `key` (relative to the store's root).
     pub fn uri(&self, key: &str) -> String {
         format!("{}/{}", self.store_uri, key)
     }
 
-    /// The absolute location of `topic`'s table: the directory holding `metadata/`.
+    /// Where `topic`'s table is, for people: the directory holding `metadata/` in the
+    /// store, or its name in the REST catalog (which chooses its location).
     pub fn table_location(&self, topic: &str) -> String {
-        self.uri(&self.table_dir(topic))
+        match &self.rest {
+            Some((rest, namespace)) => rest.describe(namespace, topic),
+            None => self.uri(&self.table_dir(topic)),
+        }
     }
 
     fn table_dir(&self, topic: &str) -> String {
@@ -210,6 +264,7 @@ impl FsCatalog {
             serde_json::to_string(&schema.name_mapping)?,
         );
         properties.insert("strata.topic".to_string(), topic.to_string());
+        properties.insert(ROOT_PROPERTY.to_string(), self.root.clone());
         properties.insert(
             PREVIOUS_VERSIONS_MAX_PROPERTY.to_string(),
             DEFAULT_PREVIOUS_VERSIONS_MAX.to_string(),
@@ -239,6 +294,11 @@ impl FsCatalog {
             default_sort_order_id: 0,
             refs: BTreeMap::new(),
         };
+        if let Some((rest, namespace)) = &self.rest {
+            return self
+                .create_in_rest(rest, namespace, topic, metadata, &schema)
+                .await;
+        }
         let table = Table {
             catalog: self.clone(),
             topic: topic.to_string(),
@@ -248,6 +308,7 @@ impl FsCatalog {
             partition_source: p,
             timestamp_source: ts,
             last_commit: CommitStats::default(),
+            rest_location: None,
         };
         match table.put_version(1).await {
             Err(IcebergError::CommitConflict { .. }) => Err(IcebergError::TableExists {
@@ -260,6 +321,16 @@ impl FsCatalog {
 
     /// Loads the current version of `topic`'s table.
     pub async fn load_table(&self, topic: &str) -> Result<Table> {
+        if let Some((rest, namespace)) = &self.rest {
+            let loaded =
+                rest.load(namespace, topic)
+                    .await?
+                    .ok_or_else(|| IcebergError::NoSuchTable {
+                        table: topic.to_string(),
+                        location: rest.describe(namespace, topic),
+                    })?;
+            return self.rest_table(topic, loaded);
+        }
         let dir = self.metadata_dir(topic);
         let hint = match self.store.get(&join(&dir, "version-hint.text")).await {
             Ok(bytes) => std::str::from_utf8(&bytes)
@@ -307,6 +378,22 @@ impl FsCatalog {
         };
         let metadata: TableMetadata =
             serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        self.table_of(topic, version, metadata, self.uri(&path), None)
+    }
+
+    /// A table of this catalog from its metadata (at `location`, for errors).
+    fn table_of(
+        &self,
+        topic: &str,
+        version: u64,
+        metadata: TableMetadata,
+        location: String,
+        rest_location: Option<String>,
+    ) -> Result<Table> {
+        let corrupt = |reason: String| IcebergError::CorruptMetadata {
+            location: location.clone(),
+            reason,
+        };
         let schema_json = metadata
             .current_schema()
             .ok_or_else(|| corrupt("no current schema".to_string()))?
@@ -339,7 +426,115 @@ impl FsCatalog {
             partition_source,
             timestamp_source,
             last_commit: CommitStats::default(),
+            rest_location,
         })
+    }
+
+    /// The table a REST catalog answered; a table another cluster created is refused.
+    fn rest_table(&self, topic: &str, loaded: Loaded) -> Result<Table> {
+        if let Some(owner) = loaded.metadata.properties.get(ROOT_PROPERTY)
+            && *owner != self.root
+        {
+            return Err(IcebergError::ForeignTable {
+                table: topic.to_string(),
+                owner: owner.clone(),
+                us: self.root.clone(),
+            });
+        }
+        let version = rest::version_of(&loaded.metadata_location);
+        self.table_of(
+            topic,
+            version,
+            loaded.metadata,
+            loaded.metadata_location.clone(),
+            Some(loaded.metadata_location),
+        )
+    }
+
+    /// Creates the table in the REST catalog from the metadata [`Self::create_table`]
+    /// made, then makes the catalog's metadata what Strata's files need where the catalog
+    /// chose otherwise: catalogs may number a new table's fields afresh (Strata's files
+    /// carry their ids), and a create takes one partition spec (Strata has two).
+    async fn create_in_rest(
+        &self,
+        rest: &RestCatalog,
+        namespace: &[String],
+        topic: &str,
+        ours: TableMetadata,
+        schema: &IcebergSchema,
+    ) -> Result<Table> {
+        let request = json!({
+            "name": topic,
+            "schema": schema.json,
+            "partition-spec": ours.partition_specs[0],
+            "write-order": ours.sort_orders[0],
+            "stage-create": false,
+            "properties": ours.properties,
+        });
+        let created = rest.create(namespace, topic, &request).await?;
+        let mut updates = Vec::new();
+        let theirs = &created.metadata;
+        let same_schema = theirs
+            .current_schema()
+            .is_some_and(|s| comparable(s) == comparable(&schema.json));
+        if !same_schema {
+            let mut ids = schema.json.clone();
+            let next_id = theirs
+                .schemas
+                .iter()
+                .filter_map(|s| s["schema-id"].as_i64())
+                .max()
+                .map_or(0, |m| m + 1);
+            ids["schema-id"] = json!(next_id);
+            updates.push(json!({"action": "add-schema", "schema": ids,
+                "last-column-id": ours.last_column_id.max(theirs.last_column_id)}));
+            updates.push(json!({"action": "set-current-schema", "schema-id": -1}));
+        }
+        for spec in &ours.partition_specs {
+            let present = theirs.partition_specs.iter().any(|s| {
+                s["spec-id"] == spec["spec-id"]
+                    && comparable(&s["fields"]) == comparable(&spec["fields"])
+            });
+            if !present {
+                updates.push(json!({"action": "add-spec", "spec": spec}));
+            }
+        }
+        let loaded = if updates.is_empty() {
+            created
+        } else {
+            let requirements = vec![
+                json!({"type": "assert-table-uuid", "uuid": created.metadata.table_uuid}),
+                json!({"type": "assert-current-schema-id",
+                    "current-schema-id": created.metadata.current_schema_id}),
+            ];
+            rest.commit(namespace, topic, 1, requirements, updates)
+                .await?
+        };
+        let table = self.rest_table(topic, loaded)?;
+        // What Strata's manifests and files rely on: the files' field ids and the two
+        // specs with their ids.
+        let m = &table.metadata;
+        let fits = m
+            .current_schema()
+            .is_some_and(|s| comparable(s) == comparable(&schema.json))
+            && ours.partition_specs.iter().all(|spec| {
+                m.partition_specs.iter().any(|s| {
+                    s["spec-id"] == spec["spec-id"]
+                        && comparable(&s["fields"]) == comparable(&spec["fields"])
+                })
+            });
+        if !fits {
+            return Err(IcebergError::Catalog {
+                uri: rest.config().uri.clone(),
+                reason: format!(
+                    "created table {topic}, but its schema or partition specs are not the ones \
+                     Strata's files need (field ids, spec ids 0 and 1): drop the table and use \
+                     a catalog that keeps the field ids a client gives"
+                ),
+            });
+        }
+        table.check_location()?;
+        Ok(table)
     }
 
     async fn highest_listed(&self, dir: &str) -> Result<Option<u64>> {
@@ -379,7 +574,7 @@ fn now_ms() -> i64 {
 /// One version of a topic's table.
 #[derive(Debug, Clone)]
 pub struct Table {
-    catalog: FsCatalog,
+    catalog: Catalog,
     topic: String,
     version: u64,
     metadata: TableMetadata,
@@ -387,6 +582,8 @@ pub struct Table {
     partition_source: i32,
     timestamp_source: i32,
     last_commit: CommitStats,
+    /// In a REST catalog: the metadata file the catalog answered with.
+    rest_location: Option<String>,
 }
 
 impl Table {
@@ -408,8 +605,36 @@ impl Table {
     /// The absolute location of the current `v{N}.metadata.json` (what
     /// `StaticTable.from_metadata` takes).
     pub fn metadata_location(&self) -> String {
-        self.catalog
-            .uri(&self.catalog.metadata_path(&self.topic, self.version))
+        match &self.rest_location {
+            Some(l) => l.clone(),
+            None => self
+                .catalog
+                .uri(&self.catalog.metadata_path(&self.topic, self.version)),
+        }
+    }
+
+    /// The key of the directory this table's manifests go in: `metadata/` under its
+    /// location, which must be in the store.
+    fn metadata_key(&self) -> Result<String> {
+        if self.rest_location.is_none() {
+            return Ok(self.catalog.metadata_dir(&self.topic));
+        }
+        let location = self.metadata.location.trim_end_matches('/');
+        let dir = format!("{location}/metadata");
+        let key = self
+            .path_of(&dir)
+            .map_err(|_| IcebergError::LocationOutsideStore {
+                table: self.topic.clone(),
+                location: location.to_string(),
+                store: self.catalog.store_uri.clone(),
+            })?;
+        Ok(key.to_string())
+    }
+
+    /// [`IcebergError::LocationOutsideStore`] unless Strata can write this table's
+    /// manifests.
+    fn check_location(&self) -> Result<()> {
+        self.metadata_key().map(|_| ())
     }
 
     /// Per Kafka partition, the last offset in the table: a publisher resumes after it.
@@ -562,7 +787,7 @@ impl Table {
     ) -> Result<Snapshot> {
         let saved = (self.schema.clone(), self.metadata.clone());
         let committed = match self.evolve_for(&add) {
-            Ok(()) => self.commit_snapshot(add, remove, operation).await,
+            Ok(()) => self.commit_snapshot(add, remove, operation, &saved.1).await,
             Err(e) => Err(e),
         };
         if committed.is_err() {
@@ -613,11 +838,14 @@ impl Table {
         Ok(())
     }
 
+    /// `base`: the metadata as loaded, before [`Self::evolve_for`] (what a REST commit's
+    /// updates are the difference from).
     async fn commit_snapshot(
         &mut self,
         add: Vec<DataFile>,
         remove: &[String],
         operation: Operation,
+        base: &TableMetadata,
     ) -> Result<Snapshot> {
         let invalid = |reason: String| IcebergError::InvalidCommit {
             table: self.topic.clone(),
@@ -711,7 +939,7 @@ impl Table {
         }
 
         let parent = self.metadata.current_snapshot().cloned();
-        let mut w = Writing::new(self);
+        let mut w = Writing::new(self)?;
         let mut stats = CommitStats::default();
 
         // The previous snapshot's manifests; those holding a removed file rewritten.
@@ -903,7 +1131,7 @@ impl Table {
             },
         );
         next.last_commit = stats;
-        self.commit_next(next).await?;
+        self.commit_next(next, base).await?;
         Ok(snapshot)
     }
 
@@ -1062,7 +1290,8 @@ impl Table {
         m.snapshot_log = log;
         m.last_updated_ms = now_ms().max(m.last_updated_ms);
         next.last_commit = CommitStats::default();
-        self.commit_next(next).await?;
+        let base = self.metadata.clone();
+        self.commit_next(next, &base).await?;
 
         let mut out = Expired {
             snapshot_ids: expired.iter().map(|s| s.snapshot_id).collect(),
@@ -1082,8 +1311,25 @@ impl Table {
     /// Commits `next` as the next version: the current metadata file goes into the
     /// metadata log, which keeps [`PREVIOUS_VERSIONS_MAX_PROPERTY`] entries; with
     /// [`DELETE_AFTER_COMMIT_PROPERTY`] the files that fell out are deleted after the
-    /// commit (best effort: a file left behind is only unreferenced).
-    async fn commit_next(&mut self, mut next: Table) -> Result<()> {
+    /// commit (best effort: a file left behind is only unreferenced). In a REST catalog,
+    /// commits what changed from `base` (the metadata as loaded) to `next`'s.
+    async fn commit_next(&mut self, mut next: Table, base: &TableMetadata) -> Result<()> {
+        if let Some((rest, namespace)) = &self.catalog.rest {
+            let (requirements, updates) = rest_changes(base, &next.metadata);
+            let loaded = rest
+                .commit(
+                    namespace,
+                    &self.topic,
+                    self.version + 1,
+                    requirements,
+                    updates,
+                )
+                .await?;
+            let mut table = self.catalog.rest_table(&self.topic, loaded)?;
+            table.last_commit = next.last_commit;
+            *self = table;
+            return Ok(());
+        }
         let m = &mut next.metadata;
         m.metadata_log.push(MetadataLogEntry {
             metadata_file: self.metadata_location(),
@@ -1156,6 +1402,121 @@ impl Table {
     }
 }
 
+/// The table property naming the catalog root (`{cluster_id}`, or
+/// `{cluster_id}/dead_letters`) of the Strata cluster that created the table: a REST
+/// catalog shared by clusters must not let one commit to another's table.
+pub const ROOT_PROPERTY: &str = "strata.root";
+
+/// A schema's or spec's JSON with only what identifies it (ids, names, types,
+/// requiredness, transforms): what a catalog may add (docs, defaults) left out.
+fn comparable(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| {
+                    matches!(
+                        k.as_str(),
+                        "type"
+                            | "fields"
+                            | "id"
+                            | "name"
+                            | "required"
+                            | "element-id"
+                            | "element"
+                            | "element-required"
+                            | "key-id"
+                            | "key"
+                            | "value-id"
+                            | "value"
+                            | "value-required"
+                            | "source-id"
+                            | "field-id"
+                            | "transform"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), comparable(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(comparable).collect()),
+        other => other.clone(),
+    }
+}
+
+/// What a REST commit from `old` to `new` asks (the spec's `TableRequirement`s) and
+/// does (its `TableUpdate`s): the schemas, properties, snapshots and `main` branch that
+/// changed. The requirements make it apply only to the table as loaded.
+fn rest_changes(old: &TableMetadata, new: &TableMetadata) -> (Vec<Value>, Vec<Value>) {
+    let mut requirements = vec![json!({"type": "assert-table-uuid", "uuid": old.table_uuid})];
+    let mut updates = Vec::new();
+    let old_schemas: BTreeSet<i64> = old
+        .schemas
+        .iter()
+        .filter_map(|s| s["schema-id"].as_i64())
+        .collect();
+    let added: Vec<&Value> = new
+        .schemas
+        .iter()
+        .filter(|s| {
+            s["schema-id"]
+                .as_i64()
+                .is_some_and(|id| !old_schemas.contains(&id))
+        })
+        .collect();
+    if !added.is_empty() || new.current_schema_id != old.current_schema_id {
+        requirements.push(json!({"type": "assert-current-schema-id",
+            "current-schema-id": old.current_schema_id}));
+        requirements.push(json!({"type": "assert-last-assigned-field-id",
+            "last-assigned-field-id": old.last_column_id}));
+    }
+    for s in &added {
+        updates.push(json!({"action": "add-schema", "schema": s,
+            "last-column-id": new.last_column_id}));
+    }
+    if new.current_schema_id != old.current_schema_id {
+        updates.push(json!({"action": "set-current-schema", "schema-id": new.current_schema_id}));
+    }
+    let changed: BTreeMap<&String, &String> = new
+        .properties
+        .iter()
+        .filter(|(k, v)| old.properties.get(*k) != Some(*v))
+        .collect();
+    if !changed.is_empty() {
+        updates.push(json!({"action": "set-properties", "updates": changed}));
+    }
+    let gone: Vec<&String> = old
+        .properties
+        .keys()
+        .filter(|k| !new.properties.contains_key(*k))
+        .collect();
+    if !gone.is_empty() {
+        updates.push(json!({"action": "remove-properties", "removals": gone}));
+    }
+    let old_ids: BTreeSet<i64> = old.snapshots.iter().map(|s| s.snapshot_id).collect();
+    let new_ids: BTreeSet<i64> = new.snapshots.iter().map(|s| s.snapshot_id).collect();
+    for s in new
+        .snapshots
+        .iter()
+        .filter(|s| !old_ids.contains(&s.snapshot_id))
+    {
+        updates.push(json!({"action": "add-snapshot", "snapshot": s}));
+    }
+    let main = |m: &TableMetadata| m.refs.get("main").map(|r| r.snapshot_id);
+    if main(new) != main(old)
+        && let Some(id) = main(new)
+    {
+        updates.push(json!({"action": "set-snapshot-ref", "ref-name": "main",
+            "type": "branch", "snapshot-id": id}));
+    }
+    let removed: Vec<i64> = old_ids.difference(&new_ids).copied().collect();
+    if !removed.is_empty() {
+        updates.push(json!({"action": "remove-snapshots", "snapshot-ids": removed}));
+    }
+    // Whatever changed, the branch must be where it was when the table was loaded.
+    requirements.push(json!({"type": "assert-ref-snapshot-id", "ref": "main",
+        "snapshot-id": main(old)}));
+    (requirements, updates)
+}
+
 /// The partition spec of a manifest's `partition_spec_id`.
 fn spec_of_id(id: i32, manifest: &str) -> Result<PartitionSpec> {
     [PartitionSpec::DEFAULT, PartitionSpec::partition_only()]
@@ -1178,7 +1539,7 @@ struct Writing {
 }
 
 impl Writing {
-    fn new(table: &Table) -> Writing {
+    fn new(table: &Table) -> Result<Writing> {
         let snapshot_id = loop {
             let (hi, _) = Uuid::new_v4().as_u64_pair();
             let id = i64::try_from(hi >> 1).unwrap_or(1).max(1);
@@ -1186,13 +1547,13 @@ impl Writing {
                 break id;
             }
         };
-        Writing {
+        Ok(Writing {
             snapshot_id,
             sequence_number: table.metadata.last_sequence_number + 1,
             commit_uuid: Uuid::new_v4(),
-            meta_dir: table.catalog.metadata_dir(&table.topic),
+            meta_dir: table.metadata_key()?,
             written: 0,
-        }
+        })
     }
 
     /// Writes a manifest of `entries` under `spec` as this snapshot's, and describes it
@@ -1270,14 +1631,56 @@ mod tests {
     use crate::manifest::tests::file;
 
     /// A new, empty table `t` of binary-valued files in `c`.
-    async fn table(c: &FsCatalog) -> Table {
+    async fn table(c: &Catalog) -> Table {
         c.create_table("t", &file_schema(&ValueFormat::Binary))
             .await
             .unwrap()
     }
 
-    fn catalog() -> FsCatalog {
-        FsCatalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "root")
+    fn catalog() -> Catalog {
+        Catalog::new(ObjectBackend::memory().into_dyn(), "memory:///", "root")
+    }
+
+    /// What a REST catalog is asked: the snapshot a commit adds and `main` moved to it,
+    /// only if `main` is still where the table was loaded; an expiry's removed snapshots.
+    #[tokio::test]
+    async fn rest_commits_ask_for_the_change_under_the_loaded_branch() {
+        let c = catalog();
+        let mut t = table(&c).await;
+        t.append(vec![file(0, Some(1), 0, 9)]).await.unwrap();
+        let loaded = t.metadata().clone();
+        let first = loaded.current_snapshot_id.unwrap();
+        t.append(vec![file(0, Some(1), 10, 19)]).await.unwrap();
+        let second = t.metadata().current_snapshot_id.unwrap();
+        let (requirements, updates) = rest_changes(&loaded, t.metadata());
+        assert!(
+            requirements.contains(&json!({"type": "assert-ref-snapshot-id",
+            "ref": "main", "snapshot-id": first}))
+        );
+        assert!(requirements.contains(&json!({"type": "assert-table-uuid",
+            "uuid": loaded.table_uuid})));
+        let actions: Vec<&str> = updates
+            .iter()
+            .map(|u| u["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(actions, ["add-snapshot", "set-snapshot-ref"]);
+        assert_eq!(updates[0]["snapshot"]["snapshot-id"], json!(second));
+        assert_eq!(updates[0]["snapshot"]["parent-snapshot-id"], json!(first));
+        assert_eq!(updates[1]["snapshot-id"], json!(second));
+        // Before the first snapshot, `main` must not exist yet.
+        let (requirements, _) = rest_changes(&table(&catalog()).await.metadata, &loaded);
+        assert!(
+            requirements.contains(&json!({"type": "assert-ref-snapshot-id",
+            "ref": "main", "snapshot-id": null}))
+        );
+
+        let before = t.metadata().clone();
+        t.expire_snapshots(i64::MAX, 1).await.unwrap();
+        let (_, updates) = rest_changes(&before, t.metadata());
+        assert_eq!(
+            updates,
+            [json!({"action": "remove-snapshots", "snapshot-ids": [first]})]
+        );
     }
 
     #[tokio::test]
@@ -1340,7 +1743,7 @@ mod tests {
                 (ObjectBackend::local(&d).unwrap().into_dyn(), uri)
             };
             let store = strata_store::layered(backend, strata_store::LayerConfig::default());
-            let c = FsCatalog::new(store, &uri, "root");
+            let c = Catalog::new(store, &uri, "root");
             c.create_table("t", &schema).await.unwrap();
             let a = c.load_table("t").await.unwrap();
             let b = c.load_table("t").await.unwrap();
@@ -1423,7 +1826,7 @@ mod tests {
             ..LayerConfig::default()
         };
         let store = strata_store::layered(Arc::new(faults), config);
-        let c = FsCatalog::new(store, "memory:///", "root");
+        let c = Catalog::new(store, "memory:///", "root");
         let mut t = table(&c).await;
         let lost_answer = |version: u64| {
             Fault::new(ErrorKind::Timeout)
@@ -1468,7 +1871,7 @@ mod tests {
     async fn a_local_file_system_refuses_the_second_commit_too() {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectBackend::local(dir.path()).unwrap().into_dyn();
-        let c = FsCatalog::new(store, &format!("file://{}", dir.path().display()), "");
+        let c = Catalog::new(store, &format!("file://{}", dir.path().display()), "");
         let schema = file_schema(&ValueFormat::Binary);
         let mut a = c.create_table("t", &schema).await.unwrap();
         let mut b = c.load_table("t").await.unwrap();
@@ -1603,7 +2006,7 @@ mod tests {
             .collect()
     }
 
-    async fn exists(c: &FsCatalog, uri: &str) -> bool {
+    async fn exists(c: &Catalog, uri: &str) -> bool {
         let rel = uri.strip_prefix("memory:///").unwrap();
         c.store.head(rel).await.is_ok()
     }

@@ -6,10 +6,10 @@
 pub enum IcebergError {
     #[error(
         "another writer committed version {version} of table {table} first: reload the table \
-         (FsCatalog::load_table) and commit again on top of its snapshot"
+         (Catalog::load_table) and commit again on top of its snapshot"
     )]
     CommitConflict { table: String, version: u64 },
-    #[error("table {table} already exists: load it with FsCatalog::load_table")]
+    #[error("table {table} already exists: load it with Catalog::load_table")]
     TableExists { table: String },
     #[error("no Iceberg table {table} (no metadata under {location}): create it first")]
     NoSuchTable { table: String, location: String },
@@ -57,6 +57,26 @@ pub enum IcebergError {
     /// ([`strata_store::StoreError::kind`]).
     #[error(transparent)]
     Store(#[from] strata_store::StoreError),
+    #[error("Iceberg REST catalog {uri}: {reason}")]
+    Catalog { uri: String, reason: String },
+    #[error(
+        "the catalog keeps table {table} at {location}, outside the bucket Strata writes \
+         ({store}): point the catalog's warehouse inside that bucket"
+    )]
+    LocationOutsideStore {
+        table: String,
+        location: String,
+        store: String,
+    },
+    #[error(
+        "table {table} in the catalog was created by {owner}, not by {us}: give each \
+         cluster its own --iceberg-catalog-namespace"
+    )]
+    ForeignTable {
+        table: String,
+        owner: String,
+        us: String,
+    },
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
 }

@@ -30,10 +30,12 @@
 //!
 //! # Catalog
 //!
-//! [`FsCatalog`] keeps `{root}/iceberg/{topic}/metadata/v{N}.metadata.json` and a
+//! [`Catalog`] keeps `{root}/iceberg/{topic}/metadata/v{N}.metadata.json` and a
 //! `version-hint.text` on any [`strata_store::BlobStore`] (the broker's bucket, with its
 //! retries, timeouts and metrics); a commit is a create-only put of the next version, so
-//! concurrent committers cannot both win ([`catalog`]).
+//! concurrent committers cannot both win ([`catalog`]). With [`Catalog::with_rest`] the
+//! pointers are in an Iceberg REST catalog instead ([`rest`]): the same snapshots and
+//! manifests, committed as the REST spec's updates under requirements.
 
 pub mod bounds;
 pub mod catalog;
@@ -41,17 +43,19 @@ pub mod datafile;
 mod error;
 pub mod manifest;
 pub mod metadata;
+pub mod rest;
 pub mod schema;
 pub mod spec;
 
 pub use catalog::{
-    CommitStats, DEFAULT_PREVIOUS_VERSIONS_MAX, DELETE_AFTER_COMMIT_PROPERTY, Expired, FsCatalog,
+    Catalog, CommitStats, DEFAULT_PREVIOUS_VERSIONS_MAX, DELETE_AFTER_COMMIT_PROPERTY, Expired,
     MAX_MANIFESTS, MERGE_AT_ONCE, NAME_MAPPING_PROPERTY, Operation, PREVIOUS_VERSIONS_MAX_PROPERTY,
-    Table,
+    ROOT_PROPERTY, Table,
 };
 pub use datafile::DataFile;
 pub use error::{IcebergError, Result};
 pub use manifest::ManifestEntry;
 pub use metadata::{Snapshot, TableMetadata, summary_keys};
+pub use rest::{RestCatalog, RestConfig};
 pub use schema::IcebergSchema;
 pub use spec::PartitionSpec;

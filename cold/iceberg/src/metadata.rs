@@ -46,7 +46,13 @@ pub struct TableMetadata {
     pub default_spec_id: i32,
     pub last_partition_id: i32,
     pub properties: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `None` before the first snapshot (written absent; -1, as Java's catalogs write
+    /// it, reads as `None`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "snapshot_id_or_none"
+    )]
     pub current_snapshot_id: Option<i64>,
     #[serde(default)]
     pub snapshots: Vec<Snapshot>,
@@ -58,6 +64,10 @@ pub struct TableMetadata {
     pub default_sort_order_id: i32,
     #[serde(default)]
     pub refs: BTreeMap<String, SnapshotRef>,
+}
+
+fn snapshot_id_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Ok(Option::<i64>::deserialize(d)?.filter(|&id| id != -1))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

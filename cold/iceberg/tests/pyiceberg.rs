@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::json;
-use strata_iceberg::{FsCatalog, PartitionSpec, summary_keys};
+use strata_iceberg::{Catalog, PartitionSpec, summary_keys};
 use strata_parquet::{ConvertOptions, ParquetLayout, ValueFormat, convert_segment, file_schema};
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
@@ -132,7 +132,7 @@ async fn pyiceberg_reads_every_record_once_and_prunes_by_day() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let store = ObjectBackend::local(&root).unwrap().into_dyn();
-    let catalog = FsCatalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
+    let catalog = Catalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
 
     let mut table = catalog
         .create_table(TOPIC, &file_schema(&ValueFormat::Binary))
@@ -305,7 +305,7 @@ async fn pyiceberg_reads_only_live_files_after_delete_replace_and_expiry() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let store = ObjectBackend::local(&root).unwrap().into_dyn();
-    let catalog = FsCatalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
+    let catalog = Catalog::new(store.clone(), &format!("file://{}", root.display()), "lake");
     let mut table = catalog
         .create_table(TOPIC, &file_schema(&ValueFormat::Binary))
         .await

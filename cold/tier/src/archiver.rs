@@ -391,8 +391,8 @@ impl Archiver {
     /// changed for a leader (a new leadership, a newly sealed segment, a new log start,
     /// parquet.backfill) or every [`FOLLOWER_RELOAD_INTERVAL`] for a follower.
     /// `published`: the topic's files are published as an Iceberg table
-    /// ([`crate::iceberg`]) in the store whose root this URI names, so retention and
-    /// compaction leave the objects of the files they drop to the publisher.
+    /// ([`crate::iceberg`]) in this catalog, so retention and compaction leave the
+    /// objects of the files they drop to the publisher.
     /// `compact_now`: a leader runs the round whatever changed and rewrites every group
     /// of small files ([`strata_parquet::CompactPolicy::force`]).
     #[allow(clippy::too_many_arguments)]
@@ -403,7 +403,7 @@ impl Archiver {
         log: &Arc<TieredLog>,
         lead: Leadership,
         config: &TopicConfig,
-        published: Option<&str>,
+        published: Option<&strata_iceberg::Catalog>,
         compact_now: bool,
     ) -> Result<(), ArchiveError> {
         // Leaders read the manifest (an object-store GET) only when something changed.
@@ -458,7 +458,7 @@ async fn parquet_step(
     log: &Arc<TieredLog>,
     lead: Leadership,
     config: &TopicConfig,
-    published: Option<&str>,
+    published: Option<&strata_iceberg::Catalog>,
     compact_now: bool,
 ) -> Result<bool, ParquetError> {
     let (topic, index) = (log.topic(), log.partition());
@@ -638,7 +638,7 @@ async fn parquet_step(
     // Compaction is housekeeping: a failure is logged and tried again with the next
     // segment, and does not hold conversion up.
     if lead.leader
-        && let Err(e) = compact_parquet(tier, key, &sink, log, config, published, compact_now).await
+        && let Err(e) = compact_parquet(&sink, log, config, published, compact_now).await
     {
         tracing::warn!(topic = %topic, partition = index, error = %e, "Parquet small-file compaction failed; it is tried again after the next segment");
     }
@@ -654,29 +654,25 @@ async fn parquet_step(
 /// Parquet thread; `force` rewrites every group, not only full ones and past days. A
 /// published topic's compaction takes only files its Iceberg table holds, so every file
 /// it replaces is one the table's snapshots name, and their expiry deletes it.
-#[allow(clippy::too_many_arguments)]
 async fn compact_parquet(
-    tier: &Tier,
-    key: &PartitionKey,
     sink: &ParquetSink,
     log: &TieredLog,
     config: &TopicConfig,
-    published: Option<&str>,
+    published: Option<&strata_iceberg::Catalog>,
     force: bool,
 ) -> Result<(), ParquetError> {
     let (topic, index) = (log.topic().to_string(), log.partition());
     let now_ms = crate::remote::now_ms();
     let mut policy = strata_parquet::CompactPolicy::new(config.parquet_target_file_bytes, now_ms);
     policy.force = force;
-    let objects = if let Some(store_uri) = published {
+    let objects = if let Some(catalog) = published {
         let manifest = sink.manifest(&topic, index).await?;
         if strata_parquet::compact::plan(&manifest, &policy).is_empty() {
             return Ok(());
         }
-        let held =
-            crate::iceberg::table_keys(tier.store(), store_uri, &key.cluster_id, &topic, index)
-                .await
-                .map_err(|e| ParquetError::Table(e.to_string()))?;
+        let held = crate::iceberg::table_keys(catalog, &topic, index)
+            .await
+            .map_err(|e| ParquetError::Table(e.to_string()))?;
         policy.only = Some(held);
         strata_parquet::ExpiredObjects::Keep
     } else {

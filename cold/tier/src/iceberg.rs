@@ -18,13 +18,12 @@
 //! [`IcebergError::CommitConflict`], reloads, and finds nothing left to add.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
+use strata_iceberg::IcebergError;
 use strata_iceberg::catalog::Operation;
-use strata_iceberg::{FsCatalog, IcebergError};
+pub use strata_iceberg::{Catalog, RestCatalog, RestConfig};
 use strata_parquet::{ConvertOptions, ParquetLayout, ParquetSink, SinkError};
 use strata_proto::TopicConfig;
-use strata_store::BlobStore;
 
 /// What a round committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,18 +65,13 @@ pub enum PublishError {
 
 /// Where [`publish`] keeps `topic`'s table: the absolute location of the directory
 /// holding its `metadata/`.
-pub fn table_location(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
-    topic: &str,
-) -> String {
-    FsCatalog::new(store.clone(), store_uri, cluster_id).table_location(topic)
+pub fn table_location(catalog: &Catalog, topic: &str) -> String {
+    catalog.table_location(topic)
 }
 
 /// `topic`'s table, or `None` when it has not been created yet.
 async fn load_if_exists(
-    catalog: &FsCatalog,
+    catalog: &Catalog,
     topic: &str,
 ) -> Result<Option<strata_iceberg::Table>, IcebergError> {
     match catalog.load_table(topic).await {
@@ -87,12 +81,12 @@ async fn load_if_exists(
     }
 }
 
-/// The Parquet sink whose manifests and files the table of a topic stored under
-/// `cluster_id` is made of.
-fn sink(store: &Arc<dyn BlobStore>, cluster_id: &str, options: ConvertOptions) -> ParquetSink {
+/// The Parquet sink whose manifests and files the tables of `catalog` (whose root is
+/// the cluster id) are made of.
+fn sink(catalog: &Catalog, options: ConvertOptions) -> ParquetSink {
     ParquetSink::new(
-        store.clone(),
-        ParquetLayout::new(cluster_id.to_string()),
+        catalog.store().clone(),
+        ParquetLayout::new(catalog.root().to_string()),
         options,
     )
 }
@@ -101,17 +95,14 @@ fn sink(store: &Arc<dyn BlobStore>, cluster_id: &str, options: ConvertOptions) -
 /// table holds (empty when there is no table yet): what small-file compaction may
 /// replace. Reads the table's metadata and its manifests.
 pub async fn table_keys(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
+    catalog: &Catalog,
     topic: &str,
     partition: i32,
 ) -> Result<BTreeSet<String>, PublishError> {
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let Some(table) = load_if_exists(&catalog, topic).await? else {
+    let Some(table) = load_if_exists(catalog, topic).await? else {
         return Ok(BTreeSet::new());
     };
-    let root = format!("{}/", store_uri.trim_end_matches('/'));
+    let root = format!("{}/", catalog.store_uri());
     Ok(table
         .live_data_files()
         .await?
@@ -223,19 +214,16 @@ pub struct PartitionFiles {
 /// partitions' Parquet files: a read of the table's metadata and of every partition's
 /// manifest.
 pub async fn status(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
+    catalog: &Catalog,
     topic: &str,
     partitions: i32,
     config: &TopicConfig,
 ) -> Result<TableStatus, PublishError> {
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let table = load_if_exists(&catalog, topic).await?;
+    let table = load_if_exists(catalog, topic).await?;
     let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
     let dead_letters = match options.value_format {
         strata_parquet::ValueFormat::Json(_) => {
-            let dead = dead_letter_catalog(store, store_uri, cluster_id);
+            let dead = dead_letter_catalog(catalog);
             let t = load_if_exists(&dead, topic).await?;
             let current = t.as_ref().and_then(|t| t.metadata().current_snapshot());
             Some(DeadLetterStatus {
@@ -246,7 +234,7 @@ pub async fn status(
         }
         strata_parquet::ValueFormat::Binary => None,
     };
-    let sink = sink(store, cluster_id, options);
+    let sink = sink(catalog, options);
     let target = config.parquet_target_file_bytes;
     let mut files = Vec::new();
     for p in 0..partitions {
@@ -290,53 +278,29 @@ pub async fn status(
 /// `retain_last` ([`expire`]), and its dead-letter table's, reloading a table after
 /// losing a race with a commit, then deletes the topic's orphaned Parquet objects older
 /// than [`ORPHAN_GRACE_MS`] ([`remove_orphans`]). `None`: there is no table.
-#[allow(clippy::too_many_arguments)]
 pub async fn expire_table(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
+    catalog: &Catalog,
     topic: &str,
     partitions: i32,
     older_than_ms: i64,
     retain_last: usize,
     now_ms: i64,
 ) -> Result<Option<ExpireReport>, PublishError> {
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let Some(mut report) = expire_with_retries(
-        store,
-        store_uri,
-        &catalog,
-        topic,
-        older_than_ms,
-        retain_last,
-    )
-    .await?
+    let Some(mut report) = expire_with_retries(catalog, topic, older_than_ms, retain_last).await?
     else {
         return Ok(None);
     };
-    let dead = dead_letter_catalog(store, store_uri, cluster_id);
-    if let Some(d) =
-        expire_with_retries(store, store_uri, &dead, topic, older_than_ms, retain_last).await?
-    {
+    let dead = dead_letter_catalog(catalog);
+    if let Some(d) = expire_with_retries(&dead, topic, older_than_ms, retain_last).await? {
         report.snapshots += d.snapshots;
         report.data_files += d.data_files;
     }
-    report.orphans = remove_orphans(
-        store,
-        store_uri,
-        cluster_id,
-        topic,
-        partitions,
-        now_ms - ORPHAN_GRACE_MS,
-    )
-    .await?;
+    report.orphans = remove_orphans(catalog, topic, partitions, now_ms - ORPHAN_GRACE_MS).await?;
     Ok(Some(report))
 }
 
 async fn expire_with_retries(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    catalog: &FsCatalog,
+    catalog: &Catalog,
     topic: &str,
     older_than_ms: i64,
     retain_last: usize,
@@ -346,15 +310,7 @@ async fn expire_with_retries(
         let Some(mut table) = load_if_exists(catalog, topic).await? else {
             return Ok(None);
         };
-        match expire(
-            store.as_ref(),
-            store_uri,
-            &mut table,
-            older_than_ms,
-            retain_last,
-        )
-        .await
-        {
+        match expire(catalog, &mut table, older_than_ms, retain_last).await {
             Err(PublishError::Iceberg(IcebergError::CommitConflict { .. }))
                 if attempt < CONFLICT_RETRIES =>
             {
@@ -379,21 +335,19 @@ pub const SNAPSHOT_MAX_AGE_MS: i64 = 3_600_000;
 pub const MIN_SNAPSHOTS: usize = 10;
 
 /// Commits the new Parquet files of `topic` (partitions `0..partitions`) to its table
-/// under `{cluster_id}/iceberg/{topic}/` in `store`, whose root is `store_uri` (the
-/// absolute locations written into the metadata), creating the table first if needed
+/// in `catalog` (`{cluster_id}/iceberg/{topic}/` in the store, or the REST catalog's
+/// table of that name; data files are named by their absolute locations under the
+/// store's URI), creating the table first if needed
 /// (its schema from the topic's Parquet settings in `config`). `None`: nothing to
 /// commit.
 pub async fn publish(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
+    catalog: &Catalog,
     topic: &str,
     partitions: i32,
     config: &TopicConfig,
 ) -> Result<Option<Published>, PublishError> {
     let options = ConvertOptions::from_topic_config(topic.to_string(), 0, config)?;
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let sink = sink(store, cluster_id, options.clone());
+    let sink = sink(catalog, options.clone());
     let mut manifests = Vec::with_capacity(partitions.max(0) as usize);
     for p in 0..partitions {
         manifests.push((p, sink.manifest(topic, p).await?));
@@ -401,42 +355,25 @@ pub async fn publish(
     // A topic with typed JSON values also has a dead-letter table: the rows whose value
     // did not fit, raw value and reason.
     if matches!(options.value_format, strata_parquet::ValueFormat::Json(_)) {
-        let dead = dead_letter_catalog(store, store_uri, cluster_id);
+        let dead = dead_letter_catalog(catalog);
         let views: Vec<_> = manifests
             .iter()
             .map(|(p, m)| (*p, dead_letter_view(m)))
             .collect();
         let schema = strata_parquet::dead_letter_schema();
-        if let Some(p) =
-            publish_to(store.as_ref(), store_uri, &dead, topic, &schema, &views).await?
-        {
+        if let Some(p) = publish_to(&dead, topic, &schema, &views).await? {
             tracing::debug!(topic, files = p.added_files, "committed dead-letter files");
         }
     }
     let schema = strata_parquet::file_schema(&options.value_format);
-    publish_to(
-        store.as_ref(),
-        store_uri,
-        &catalog,
-        topic,
-        &schema,
-        &manifests,
-    )
-    .await
+    publish_to(catalog, topic, &schema, &manifests).await
 }
 
 /// The catalog of the dead-letter tables: `{cluster_id}/dead_letters/iceberg/{topic}/`,
-/// beside the files (`strata_parquet::ParquetLayout::dead_letters`).
-pub fn dead_letter_catalog(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
-) -> FsCatalog {
-    FsCatalog::new(
-        store.clone(),
-        store_uri,
-        &format!("{cluster_id}/{}", strata_parquet::DEAD_LETTERS_DIR),
-    )
+/// beside the files (`strata_parquet::ParquetLayout::dead_letters`), or the namespace
+/// `{namespace}.dead_letters` of a REST catalog.
+pub fn dead_letter_catalog(catalog: &Catalog) -> Catalog {
+    catalog.nested(strata_parquet::DEAD_LETTERS_DIR)
 }
 
 /// A partition's manifest as its dead-letter table sees it: the dead-letter files of its
@@ -470,9 +407,7 @@ fn dead_letter_view(m: &strata_parquet::Manifest) -> strata_parquet::Manifest {
 /// Commits to `name`'s table in `catalog` (created with `schema` if needed) what makes
 /// it hold exactly the files `manifests` list ([`reconcile`]).
 async fn publish_to(
-    store: &dyn BlobStore,
-    store_uri: &str,
-    catalog: &FsCatalog,
+    catalog: &Catalog,
     name: &str,
     schema: &arrow::datatypes::SchemaRef,
     manifests: &[(i32, strata_parquet::Manifest)],
@@ -502,7 +437,7 @@ async fn publish_to(
         let (added_files, removed_files) = (add.len(), remove.len());
         match table.commit(add, &remove, operation).await {
             Ok(_) => {
-                expire_after_commit(store, store_uri, &mut table).await;
+                expire_after_commit(catalog, &mut table).await;
                 return Ok(Some(Published {
                     version: table.version(),
                     added_files,
@@ -536,7 +471,7 @@ struct Change {
 /// the manifest as read are removed, so a manifest read before a newer commit (another
 /// publisher's, racing this one) cannot take that commit's files away.
 async fn reconcile(
-    catalog: &FsCatalog,
+    catalog: &Catalog,
     table: &strata_iceberg::Table,
     manifests: &[(i32, strata_parquet::Manifest)],
 ) -> Result<Option<Change>, PublishError> {
@@ -629,8 +564,7 @@ pub struct ExpireReport {
 /// delete is logged and left). A commit of its own:
 /// on [`IcebergError::CommitConflict`] reload and call again.
 pub async fn expire(
-    store: &dyn BlobStore,
-    store_uri: &str,
+    catalog: &Catalog,
     table: &mut strata_iceberg::Table,
     older_than_ms: i64,
     retain_last: usize,
@@ -638,7 +572,8 @@ pub async fn expire(
     let expired = table
         .expire_snapshots(older_than_ms, retain_last.max(1))
         .await?;
-    let root = format!("{}/", store_uri.trim_end_matches('/'));
+    let root = format!("{}/", catalog.store_uri());
+    let store = catalog.store();
     let mut report = ExpireReport {
         snapshots: expired.snapshot_ids.len(),
         ..ExpireReport::default()
@@ -670,16 +605,14 @@ pub const ORPHAN_GRACE_MS: i64 = 3_600_000;
 /// of the topic's Parquet directory, the partitions' manifests, and every manifest of the
 /// kept snapshots. Returns how many objects it deleted.
 pub async fn remove_orphans(
-    store: &Arc<dyn BlobStore>,
-    store_uri: &str,
-    cluster_id: &str,
+    catalog: &Catalog,
     topic: &str,
     partitions: i32,
     older_than_ms: i64,
 ) -> Result<usize, PublishError> {
-    let catalog = FsCatalog::new(store.clone(), store_uri, cluster_id);
-    let root = format!("{}/", store_uri.trim_end_matches('/'));
-    let mut keep: BTreeSet<String> = match load_if_exists(&catalog, topic).await? {
+    let store = catalog.store();
+    let root = format!("{}/", catalog.store_uri());
+    let mut keep: BTreeSet<String> = match load_if_exists(catalog, topic).await? {
         Some(table) => table
             .referenced_files()
             .await?
@@ -688,7 +621,7 @@ pub async fn remove_orphans(
             .collect(),
         None => BTreeSet::new(),
     };
-    let sink = sink(store, cluster_id, ConvertOptions::new(topic.to_string(), 0));
+    let sink = sink(catalog, ConvertOptions::new(topic.to_string(), 0));
     // Listed before the manifests are read: an object uploaded after the listing is not
     // a candidate, and one a manifest names by the time it is read is kept.
     let dir = sink.layout().topic_dir(topic);
@@ -730,24 +663,12 @@ pub async fn remove_orphans(
 
 /// After a commit: [`expire`] with [`SNAPSHOT_MAX_AGE_MS`] and [`MIN_SNAPSHOTS`]. A
 /// failure is logged: the next commit tries again.
-async fn expire_after_commit(
-    store: &dyn BlobStore,
-    store_uri: &str,
-    table: &mut strata_iceberg::Table,
-) {
+async fn expire_after_commit(catalog: &Catalog, table: &mut strata_iceberg::Table) {
     if table.metadata().snapshots.len() <= MIN_SNAPSHOTS {
         return;
     }
     let now_ms = crate::remote::now_ms();
-    if let Err(e) = expire(
-        store,
-        store_uri,
-        table,
-        now_ms - SNAPSHOT_MAX_AGE_MS,
-        MIN_SNAPSHOTS,
-    )
-    .await
-    {
+    if let Err(e) = expire(catalog, table, now_ms - SNAPSHOT_MAX_AGE_MS, MIN_SNAPSHOTS).await {
         tracing::warn!(error = %e, "Iceberg snapshot expiry failed; the next commit retries");
     }
 }

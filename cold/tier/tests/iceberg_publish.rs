@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use strata_iceberg::FsCatalog;
+use strata_iceberg::Catalog;
 use strata_parquet::{CompactPolicy, ConvertOptions, ExpiredObjects, ParquetLayout, ParquetSink};
 use strata_proto::Compression;
 use strata_proto::TopicConfig;
@@ -70,16 +70,17 @@ impl Fixture {
     }
 
     async fn publish(&self) -> Option<strata_tier::iceberg::Published> {
-        publish(&self.store, &self.uri, CLUSTER, TOPIC, 2, &self.config)
+        publish(&self.catalog(), TOPIC, 2, &self.config)
             .await
             .unwrap()
     }
 
+    fn catalog(&self) -> Catalog {
+        Catalog::new(self.store.clone(), &self.uri, CLUSTER)
+    }
+
     async fn table(&self) -> strata_iceberg::Table {
-        FsCatalog::new(self.store.clone(), &self.uri, CLUSTER)
-            .load_table(TOPIC)
-            .await
-            .unwrap()
+        self.catalog().load_table(TOPIC).await.unwrap()
     }
 
     /// The URIs of every file the Parquet manifests list.
@@ -94,9 +95,7 @@ impl Fixture {
     }
 
     async fn compact(&self, partition: i32) -> usize {
-        let held = table_keys(&self.store, &self.uri, CLUSTER, TOPIC, partition)
-            .await
-            .unwrap();
+        let held = table_keys(&self.catalog(), TOPIC, partition).await.unwrap();
         let policy = CompactPolicy {
             force: true,
             only: Some(held),
@@ -185,9 +184,7 @@ async fn compaction_is_a_replace_snapshot_and_expiry_deletes_what_it_replaced() 
     };
     assert_eq!(objects(f.store.clone()).await, 60 + 5 + 2);
     let mut table = f.table().await;
-    let report = expire(f.store.as_ref(), &f.uri, &mut table, i64::MAX, 1)
-        .await
-        .unwrap();
+    let report = expire(&f.catalog(), &mut table, i64::MAX, 1).await.unwrap();
     assert_eq!(report.data_files, 60);
     assert_eq!(objects(f.store.clone()).await, 7);
     // Every file the table holds is still readable.
@@ -322,15 +319,13 @@ async fn orphans_go_and_what_a_snapshot_names_stays() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let swept =
-        strata_tier::iceberg::remove_orphans(&f.store, &f.uri, CLUSTER, TOPIC, 2, now - 3_600_000)
-            .await
-            .unwrap();
+    let swept = strata_tier::iceberg::remove_orphans(&f.catalog(), TOPIC, 2, now - 3_600_000)
+        .await
+        .unwrap();
     assert_eq!(swept, 0);
-    let swept =
-        strata_tier::iceberg::remove_orphans(&f.store, &f.uri, CLUSTER, TOPIC, 2, now + 60_000)
-            .await
-            .unwrap();
+    let swept = strata_tier::iceberg::remove_orphans(&f.catalog(), TOPIC, 2, now + 60_000)
+        .await
+        .unwrap();
     assert_eq!(swept, 5, "four dropped files and the stray");
     for k in &dropped {
         assert!(!exists(k.clone()).await, "{k}");
@@ -349,9 +344,7 @@ async fn orphans_go_and_what_a_snapshot_names_stays() {
     }
     // Once the old snapshots expire, expiry itself deletes the six.
     let mut table = f.table().await;
-    let report = expire(f.store.as_ref(), &f.uri, &mut table, i64::MAX, 1)
-        .await
-        .unwrap();
+    let report = expire(&f.catalog(), &mut table, i64::MAX, 1).await.unwrap();
     assert_eq!(report.data_files, 6);
 }
 
@@ -402,7 +395,7 @@ async fn misfits_are_published_in_a_dead_letter_table() {
         40,
         "every row in the topic's table"
     );
-    let dead = strata_tier::iceberg::dead_letter_catalog(&f.store, &f.uri, CLUSTER);
+    let dead = strata_tier::iceberg::dead_letter_catalog(&f.catalog());
     let table = dead.load_table(TOPIC).await.unwrap();
     assert_eq!(records(&table), 10, "the misfits in the dead-letter table");
     let files = table.live_data_files().await.unwrap();

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default for [`BrokerConfig::log_cleaner_io_max_bytes_per_second`]: what keeps a
@@ -58,6 +59,9 @@ pub struct BrokerConfig {
     /// The object store root's absolute URI, as the table metadata names files; `None`:
     /// no tables (an in-memory store).
     pub iceberg_store_uri: Option<String>,
+    /// The Iceberg REST catalog the tables' metadata pointers are committed to; `None`:
+    /// the file-system catalog in the store (`{cluster}/iceberg/{topic}/metadata/`).
+    pub iceberg_rest: Option<Arc<strata_tier::iceberg::RestCatalog>>,
     /// How partition logs write (and read) their segments.
     pub log_io: strata_log::IoMode,
     /// Per partition, the newest bytes kept in memory in Direct mode (tail reads).
@@ -129,6 +133,7 @@ impl Default for BrokerConfig {
             checkpoint_interval: Duration::from_secs(60),
             iceberg_commit_interval: Duration::from_secs(60),
             iceberg_store_uri: None,
+            iceberg_rest: None,
             log_io: strata_log::IoMode::Direct,
             log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
             controller_timeout: Duration::from_secs(60),

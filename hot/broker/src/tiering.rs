@@ -139,28 +139,40 @@ impl Broker {
         Ok((t, tier, cluster))
     }
 
-    fn iceberg_uri(&self) -> Result<String, TableAdminError> {
-        self.config.iceberg_store_uri.clone().ok_or_else(|| {
+    fn iceberg_catalog(
+        &self,
+        tier: &strata_tier::Tier,
+        cluster: &str,
+    ) -> Result<strata_tier::iceberg::Catalog, TableAdminError> {
+        self.table_catalog(tier, cluster).ok_or_else(|| {
             TableAdminError::Unavailable(
                 "this broker's object store is not one an engine can read (memory://): no Iceberg tables".into(),
             )
         })
     }
 
+    /// Where the Iceberg tables of the topics stored under `cluster` are: their files
+    /// in the tier's store, their metadata pointers there or in the REST catalog.
+    /// `None` for a store no engine can read.
+    pub fn table_catalog(
+        &self,
+        tier: &strata_tier::Tier,
+        cluster: &str,
+    ) -> Option<strata_tier::iceberg::Catalog> {
+        let uri = self.config.iceberg_store_uri.as_deref()?;
+        Some(
+            strata_tier::iceberg::Catalog::new(tier.store().clone(), uri, cluster)
+                .with_rest(self.config.iceberg_rest.clone()),
+        )
+    }
+
     /// `topic`'s Iceberg table and Parquet files.
     pub async fn iceberg_status(&self, topic: &str) -> Result<IcebergStatus, TableAdminError> {
         let (t, tier, cluster) = self.parquet_topic(topic)?;
-        let uri = self.iceberg_uri()?;
-        let table = strata_tier::iceberg::status(
-            tier.store(),
-            &uri,
-            &cluster,
-            topic,
-            t.partition_count,
-            &t.config,
-        )
-        .await
-        .map_err(|e| TableAdminError::Failed(e.to_string()))?;
+        let catalog = self.iceberg_catalog(&tier, &cluster)?;
+        let table = strata_tier::iceberg::status(&catalog, topic, t.partition_count, &t.config)
+            .await
+            .map_err(|e| TableAdminError::Failed(e.to_string()))?;
         let pending = self
             .compaction_requests
             .lock()
@@ -232,12 +244,10 @@ impl Broker {
         retain_last: usize,
     ) -> Result<strata_tier::iceberg::ExpireReport, TableAdminError> {
         let (t, tier, cluster) = self.parquet_topic(topic)?;
-        let uri = self.iceberg_uri()?;
+        let catalog = self.iceberg_catalog(&tier, &cluster)?;
         let now_ms = self.clock.now_ms();
         strata_tier::iceberg::expire_table(
-            tier.store(),
-            &uri,
-            &cluster,
+            &catalog,
             topic,
             t.partition_count,
             now_ms.saturating_sub(max_age_ms),
@@ -265,16 +275,15 @@ impl Broker {
         let mut partitions = Vec::new();
         let mut iceberg_tables = std::collections::BTreeMap::new();
         for t in self.topics() {
-            if let (true, Some(uri), Some(p), Some(tier)) = (
+            if let (true, Some(p), Some(tier)) = (
                 t.config.parquet_enable && self.iceberg_publishing(),
-                self.config.iceberg_store_uri.as_deref(),
                 t.partitions.first(),
                 self.tier(),
-            ) {
-                let cluster = self.partition_key(p).cluster_id;
+            ) && let Some(catalog) = self.table_catalog(tier, &self.partition_key(p).cluster_id)
+            {
                 iceberg_tables.insert(
                     t.name.to_string(),
-                    strata_tier::iceberg::table_location(tier.store(), uri, &cluster, &t.name),
+                    strata_tier::iceberg::table_location(&catalog, &t.name),
                 );
             }
             for p in &t.partitions {
@@ -419,12 +428,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             .set(archivers.values().filter(|a| a.in_backoff()).count() as f64);
         // Parquet for warehouse loaders: leaders convert their sealed segments in order;
         // followers read how far that got (local retention waits for it).
-        let published = broker
-            .iceberg_publishing()
-            .then(|| broker.config.iceberg_store_uri.clone())
-            .flatten();
         for (p, _) in hosted.iter().filter(|(_, c)| c.parquet_enable) {
             let key = broker.partition_key(p);
+            let published = broker
+                .iceberg_publishing()
+                .then(|| broker.table_catalog(&tier, &key.cluster_id))
+                .flatten();
             let a = archivers.entry((p.topic_id, p.index)).or_default();
             let compact_now = broker.compaction_requested(p.topic_id, p.index);
             let done = a
@@ -434,7 +443,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
                     p.log(),
                     p.leadership(),
                     &p.config(),
-                    published.as_deref(),
+                    published.as_ref(),
                     compact_now,
                 )
                 .await;
@@ -551,9 +560,6 @@ const ORPHAN_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_sec
 /// failure is logged and retried at the next interval.
 fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &mut Publishing) {
     let interval = broker.config.iceberg_commit_interval;
-    let Some(uri) = broker.config.iceberg_store_uri.clone() else {
-        return;
-    };
     if interval.is_zero() {
         return;
     }
@@ -586,20 +592,14 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
             state.swept.insert(t.id, Instant::now());
         }
         let now_ms = broker.clock.now_ms();
-        let cluster_id = broker.partition_key(p0).cluster_id;
-        let (store, uri, id, t) = (tier.store().clone(), uri.clone(), t.id, t.clone());
+        let Some(catalog) = broker.table_catalog(tier, &broker.partition_key(p0).cluster_id) else {
+            return;
+        };
+        let (id, t) = (t.id, t.clone());
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let name = t.name.to_string();
-            match strata_tier::iceberg::publish(
-                &store,
-                &uri,
-                &cluster_id,
-                &name,
-                t.partition_count,
-                &t.config,
-            )
-            .await
+            match strata_tier::iceberg::publish(&catalog, &name, t.partition_count, &t.config).await
             {
                 Ok(Some(done)) => {
                     metrics::counter!("strata_iceberg_commits_total", "topic" => name.clone())
@@ -619,9 +619,7 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
             }
             if sweep
                 && let Err(e) = strata_tier::iceberg::remove_orphans(
-                    &store,
-                    &uri,
-                    &cluster_id,
+                    &catalog,
                     &name,
                     t.partition_count,
                     now_ms - strata_tier::iceberg::ORPHAN_GRACE_MS,

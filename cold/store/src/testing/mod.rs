@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use s3_server::{ACCESS_KEY, BUCKET, REGION, S3Server, SECRET_KEY};
+pub use s3_server::{ACCESS_KEY, BUCKET, REGION, S3Server, SECRET_KEY, installed_binary};
 
 use crate::error::{ErrorKind, Result};
 use crate::fault::FaultHandle;

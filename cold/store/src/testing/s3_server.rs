@@ -36,17 +36,7 @@ pub struct S3Server {
 impl S3Server {
     /// The s3s-fs binary, if installed.
     pub fn binary() -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os("S3S_FS") {
-            return Some(PathBuf::from(p));
-        }
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(PathBuf::from(home).join(".cargo/bin"));
-        }
-        dirs.into_iter()
-            .map(|d| d.join("s3s-fs"))
-            .find(|p| p.is_file())
+        installed_binary("s3s-fs", "S3S_FS")
     }
 
     /// Starts a server on a free port with bucket [`BUCKET`], and waits until it accepts
@@ -291,4 +281,21 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A program `scripts/deps` installs with `cargo install`: `$env_var` if set, else the
+/// first `name` on `$PATH`, in `$CARGO_HOME/bin` or in `~/.cargo/bin`.
+pub fn installed_binary(name: &str, env_var: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env_var) {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if let Some(home) = std::env::var_os("CARGO_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
