@@ -597,13 +597,14 @@ pub async fn expire(
 /// round of the publisher reads the manifests before it commits.
 pub const ORPHAN_GRACE_MS: i64 = 3_600_000;
 
-/// Deletes the Parquet objects of `topic` that no partition's manifest lists and no
-/// snapshot the table keeps names, and that are older than `older_than_ms` (milliseconds
-/// since the epoch): files Parquet retention dropped before the table ever committed
-/// them (publishing behind by more than the retention), and rewrites or conversions
-/// whose manifest update never happened (a crash, a leader that lost a race). One LIST
-/// of the topic's Parquet directory, the partitions' manifests, and every manifest of the
-/// kept snapshots. Returns how many objects it deleted.
+/// Deletes the Parquet objects of `topic` (its files and its dead-letter files) that no
+/// partition's manifest lists and no snapshot its tables keep names, and that are older
+/// than `older_than_ms` (milliseconds since the epoch): files Parquet retention dropped
+/// before the table ever committed them (publishing behind by more than the retention),
+/// and rewrites or conversions whose manifest update never happened (a crash, a leader
+/// that lost a race). Two LISTs (the topic's Parquet directory and its dead-letter
+/// directory), the partitions' manifests, and every manifest of the kept snapshots of
+/// the topic's table and dead-letter table. Returns how many objects it deleted.
 pub async fn remove_orphans(
     catalog: &Catalog,
     topic: &str,
@@ -612,36 +613,50 @@ pub async fn remove_orphans(
 ) -> Result<usize, PublishError> {
     let store = catalog.store();
     let root = format!("{}/", catalog.store_uri());
-    let mut keep: BTreeSet<String> = match load_if_exists(catalog, topic).await? {
-        Some(table) => table
-            .referenced_files()
-            .await?
-            .into_iter()
-            .filter_map(|l| Some(l.strip_prefix(&root)?.to_string()))
-            .collect(),
-        None => BTreeSet::new(),
-    };
     let sink = sink(catalog, ConvertOptions::new(topic.to_string(), 0));
+    // The topic's files, and the dead-letter files of its typed JSON values beside them.
+    let dirs = [
+        sink.layout().topic_dir(topic),
+        sink.layout().dead_letters().topic_dir(topic),
+    ];
     // Listed before the manifests are read: an object uploaded after the listing is not
     // a candidate, and one a manifest names by the time it is read is kept.
-    let dir = sink.layout().topic_dir(topic);
-    let objects = store
-        .list(&dir)
-        .await
-        .map_err(|e| PublishError::Iceberg(e.into()))?;
+    let mut objects = Vec::new();
+    for dir in &dirs {
+        let listed = store
+            .list(dir)
+            .await
+            .map_err(|e| PublishError::Iceberg(e.into()))?;
+        objects.extend(
+            listed
+                .into_iter()
+                .filter(|o| o.path.starts_with(&format!("{dir}/"))),
+        );
+    }
+    let mut keep = BTreeSet::new();
+    for c in [catalog, &dead_letter_catalog(catalog)] {
+        if let Some(table) = load_if_exists(c, topic).await? {
+            keep.extend(
+                table
+                    .referenced_files()
+                    .await?
+                    .into_iter()
+                    .filter_map(|l| Some(l.strip_prefix(&root)?.to_string())),
+            );
+        }
+    }
     for p in 0..partitions {
         let m = sink.manifest(topic, p).await?;
-        keep.extend(m.files.into_iter().map(|f| f.key));
+        for f in m.files {
+            keep.extend(f.dead_letter_files.into_iter().map(|d| d.key));
+            keep.insert(f.key);
+        }
     }
     let cutoff =
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(older_than_ms.max(0) as u64);
     let mut deleted = 0;
     for o in objects {
-        if !o.path.ends_with(".parquet")
-            || !o.path.starts_with(&format!("{dir}/"))
-            || keep.contains(&o.path)
-            || o.last_modified >= cutoff
-        {
+        if !o.path.ends_with(".parquet") || keep.contains(&o.path) || o.last_modified >= cutoff {
             continue;
         }
         match store.delete(&o.path).await {

@@ -426,4 +426,38 @@ async fn misfits_are_published_in_a_dead_letter_table() {
     let table = dead.load_table(TOPIC).await.unwrap();
     assert_eq!(records(&table), 5);
     assert_eq!(table.live_data_files().await.unwrap().len(), 5);
+
+    // The orphan sweep covers the dead-letter files too: a stray upload there goes, the
+    // files a manifest lists or a kept snapshot names stay.
+    let stray = format!(
+        "{CLUSTER}/dead_letters/parquet/topic={TOPIC}/partition=0/date=2023-11-14/{:020}-{:020}.parquet",
+        99, 99
+    );
+    f.store
+        .put(
+            &stray,
+            bytes::Bytes::from_static(b"PAR1"),
+            strata_store::PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let later = i64::MAX / 2;
+    let swept = strata_tier::iceberg::remove_orphans(&f.catalog(), TOPIC, 2, later)
+        .await
+        .unwrap();
+    assert!(f.store.head(&stray).await.is_err(), "the stray is gone");
+    let root = format!("{}/", f.uri);
+    for d in table.referenced_files().await.unwrap() {
+        let key = d.strip_prefix(&root).unwrap();
+        assert!(f.store.head(key).await.is_ok(), "{key} stays");
+    }
+    for e in f.sink.files(TOPIC, 0).await.unwrap() {
+        for d in &e.dead_letter_files {
+            assert!(f.store.head(&d.key).await.is_ok(), "{} stays", d.key);
+        }
+    }
+    assert_eq!(
+        swept, 1,
+        "only the stray: what compaction replaced a kept snapshot names"
+    );
 }
