@@ -119,6 +119,11 @@ fn value(i: u64, size: usize) -> Vec<u8> {
 
 /// Reads `n` records of partition 0 from offset 0 and checks each is `value(i)`.
 fn check_all(bootstrap: &str, topic: &str, n: u64, size: usize) {
+    check_from(bootstrap, topic, 0, n, size)
+}
+
+/// Reads partition 0's records `from..n` and checks each is `value(i)`.
+fn check_from(bootstrap: &str, topic: &str, from: u64, n: u64, size: usize) {
     let c: BaseConsumer = client_config(
         bootstrap,
         &[
@@ -130,10 +135,10 @@ fn check_all(bootstrap: &str, topic: &str, n: u64, size: usize) {
     .create()
     .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Offset(0))
+    tpl.add_partition_offset(topic, 0, Offset::Offset(from as i64))
         .unwrap();
     c.assign(&tpl).unwrap();
-    let mut next = 0u64;
+    let mut next = from;
     let deadline = Instant::now() + Duration::from_secs(180);
     while next < n {
         assert!(Instant::now() < deadline, "consumed only {next} of {n}");
@@ -833,4 +838,112 @@ fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
         got == committed,
         "the committed records, in order, and nothing aborted"
     );
+}
+
+/// The JSON tests/python/admin_records.py prints (kafka-python's admin client).
+fn kafka_python_admin(bootstrap: &str, topic: &str, args: &[&str]) -> Value {
+    let out = std::process::Command::new("python3")
+        .arg(format!(
+            "{}/tests/python/admin_records.py",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args([bootstrap, topic])
+        .args(args)
+        .output()
+        .expect("python3 (scripts/deps installs kafka-python)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// DeleteRecords (KIP-107) through kafka-python's admin client, on a tiered partition
+/// whose older records are only in the bucket: the log start moves to the offset asked
+/// for, the bucket's segments wholly below it go, a consumer from the earliest offset
+/// starts there and reads everything after it, and the start holds across a kill -9.
+/// DescribeLogDirs reports the partition's bytes on local disk and in the bucket.
+#[test]
+fn delete_records_moves_the_log_start_in_the_bucket_too() {
+    let s3 = s3();
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = start(
+        dir.path(),
+        &s3,
+        "trim",
+        &["--retention-check-interval", "1s"],
+    );
+    let topic = "trimmed";
+    create_topic(
+        &broker.kafka,
+        topic,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", &MIB.to_string()),
+            ("local.retention.ms", "1000"),
+        ],
+    );
+    const N: u64 = 3_000;
+    const SIZE: usize = 2048;
+    produce(&broker.kafka, topic, 0, N, SIZE);
+    // The older records leave local disk once offloaded.
+    wait_for(
+        "local retention after offload",
+        Duration::from_secs(90),
+        || {
+            status(&broker, topic)["local_start_offset"]
+                .as_i64()
+                .unwrap()
+                > 1_500
+        },
+    );
+    let before = status(&broker, topic);
+    assert_eq!(before["remote_start_offset"], 0, "{before}");
+    let segments_before = before["remote_segments"].as_u64().unwrap();
+
+    let v = kafka_python_admin(&broker.kafka, topic, &["describe"]);
+    let dirs = v["dirs"].as_object().unwrap();
+    let local_dir = dir.path().canonicalize().unwrap().display().to_string();
+    let local = dirs
+        .get(&local_dir)
+        .unwrap_or_else(|| panic!("{local_dir} in {v}"));
+    let remote = dirs
+        .get(&s3.url("trim"))
+        .unwrap_or_else(|| panic!("the bucket in {v}"));
+    assert!(local["0"].as_i64().unwrap() > 0, "{v}");
+    assert_eq!(
+        remote["0"].as_u64().unwrap(),
+        before["remote_bytes"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert!(v["usable"][&local_dir].as_i64().unwrap() > 0, "{v}");
+
+    // Deleting past the high watermark is refused.
+    let v = kafka_python_admin(&broker.kafka, topic, &["delete", &(N + 1).to_string()]);
+    assert_eq!(v["error"], "OffsetOutOfRangeError", "{v}");
+    // Deleting below 1,000, which only the bucket holds.
+    let v = kafka_python_admin(&broker.kafka, topic, &["delete", "1000"]);
+    assert_eq!(v["low_watermark"], 1000, "{v}");
+    let after = status(&broker, topic);
+    assert_eq!(after["remote_start_offset"], 1000, "{after}");
+    assert!(
+        after["remote_segments"].as_u64().unwrap() < segments_before,
+        "segments wholly below the start leave the bucket: {before} {after}"
+    );
+    let earliest = |b: &common::Broker| {
+        let c: BaseConsumer = client_config(&b.kafka, &[]).create().unwrap();
+        c.fetch_watermarks(topic, 0, Duration::from_secs(10))
+            .unwrap()
+            .0
+    };
+    assert_eq!(earliest(&broker), 1000);
+    check_from(&broker.kafka, topic, 1000, N, SIZE);
+
+    // The start is durable.
+    broker.kill9();
+    broker.restart();
+    assert_eq!(earliest(&broker), 1000);
+    check_from(&broker.kafka, topic, 1000, N, SIZE);
 }

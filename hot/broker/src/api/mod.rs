@@ -16,6 +16,7 @@ pub(crate) mod fetch_session;
 mod frame;
 mod group;
 mod list_offsets;
+mod logdirs;
 mod metadata;
 mod produce;
 mod quotas;
@@ -192,6 +193,8 @@ requests! {
     DescribeTransactions => DescribeTransactionsRequest,
     ListTransactions => ListTransactionsRequest,
     DescribeProducers => DescribeProducersRequest,
+    DeleteRecords => DeleteRecordsRequest,
+    DescribeLogDirs => DescribeLogDirsRequest,
     SaslHandshake => SaslHandshakeRequest,
     SaslAuthenticate => SaslAuthenticateRequest,
     DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
@@ -320,6 +323,8 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::DescribeTransactions(r) => txn::describe_transactions(b, c, r),
         Request::ListTransactions(r) => txn::list_transactions(&b, c, r),
         Request::DescribeProducers(r) => txn::describe_producers(&b, c, r),
+        Request::DeleteRecords(r) => logdirs::delete_records(b, c, r),
+        Request::DescribeLogDirs(r) => logdirs::describe_log_dirs(&b, c, r),
         Request::DescribeUserScramCredentials(r) => users::describe(&b, c, r),
         Request::AlterUserScramCredentials(r) => users::alter(b, c, r),
         Request::CreateAcls(r) => acls::create(b, c, r),
@@ -369,6 +374,8 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeTransactions => "describe_transactions",
         ApiKey::ListTransactions => "list_transactions",
         ApiKey::DescribeProducers => "describe_producers",
+        ApiKey::DeleteRecords => "delete_records",
+        ApiKey::DescribeLogDirs => "describe_log_dirs",
         ApiKey::SaslHandshake => "sasl_handshake",
         ApiKey::SaslAuthenticate => "sasl_authenticate",
         ApiKey::DescribeUserScramCredentials => "describe_user_scram_credentials",
