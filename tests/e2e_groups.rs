@@ -1210,3 +1210,92 @@ fn members_carry_on_without_a_rebalance_when_the_coordinator_broker_dies() {
     );
     assert_eq!(assigned_ctx(&g), assignment);
 }
+
+/// A closed consumer's static membership (no LeaveGroup: KIP-345) ends with its
+/// session: DeleteGroups right after the session timeout finds the group empty and
+/// deletes it, as Kafka does, rather than NON_EMPTY_GROUP until some later sweep.
+#[test]
+fn a_static_members_group_can_be_deleted_as_soon_as_its_session_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    create_topic(&broker.kafka, TOPIC, PARTITIONS, &[]);
+    produce(&broker.kafka, 0, 60);
+    let c = static_member(&broker.kafka, "static-1", Rebalances::default());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while assigned_ctx(&c).is_empty() {
+        assert!(Instant::now() < deadline, "never assigned");
+        let _ = c.poll(Duration::from_millis(200));
+    }
+    drop(c);
+    let admin = common::kafka::admin(&broker.kafka);
+    let opts = rdkafka::admin::AdminOptions::new();
+    // Within the session the member is still there.
+    let r = futures::executor::block_on(admin.delete_groups(&["static"], &opts)).unwrap();
+    assert!(
+        matches!(
+            &r[0],
+            Err((_, rdkafka::types::RDKafkaErrorCode::NonEmptyGroup))
+        ),
+        "{r:?}"
+    );
+    // Session (10 s) over, with a second of slack for the client's clock.
+    std::thread::sleep(Duration::from_millis(11_000));
+    let r = futures::executor::block_on(admin.delete_groups(&["static"], &opts)).unwrap();
+    assert!(matches!(&r[0], Ok(g) if g == "static"), "{r:?}");
+}
+
+/// Admin behaviour as Kafka's, through kafka-python's admin client (an implementation
+/// independent of librdkafka): a group whose members joined as consumers lists as a
+/// `consumer` group once they have left (not as a "simple" group with an empty protocol
+/// type), and committing offsets for a partition the cluster lacks answers
+/// UNKNOWN_TOPIC_OR_PARTITION for it while the rest of the commit goes through.
+#[test]
+fn groups_list_with_their_type_and_commits_to_missing_partitions_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    create_topic(&broker.kafka, TOPIC, PARTITIONS, &[]);
+    produce(&broker.kafka, 0, 12);
+    let out = std::process::Command::new("python3")
+        .arg(format!(
+            "{}/tests/python/admin_groups.py",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args([&broker.kafka, TOPIC])
+        .output()
+        .expect("python3 (scripts/deps installs kafka-python)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["groups"]["listed"], "consumer", "{v}");
+    assert_eq!(v["commit"][format!("{TOPIC}/0")], "NoError", "{v}");
+    assert_eq!(
+        v["commit"][format!("{TOPIC}/99")],
+        "UnknownTopicOrPartitionError",
+        "{v}"
+    );
+    assert_eq!(
+        v["commit"]["missing/0"], "UnknownTopicOrPartitionError",
+        "{v}"
+    );
+    // The partition that exists was committed; the missing topic was not created.
+    let committed: Vec<i64> = {
+        let c: BaseConsumer = client_config(&broker.kafka, &[("group.id", "listed")])
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(TOPIC, 0);
+        c.committed_offsets(tpl, Duration::from_secs(20))
+            .unwrap()
+            .elements()
+            .iter()
+            .map(|e| e.offset().to_raw().unwrap_or(-1))
+            .collect()
+    };
+    assert_eq!(committed, [1]);
+    let c: BaseConsumer = client_config(&broker.kafka, &[]).create().unwrap();
+    let md = c.fetch_metadata(None, Duration::from_secs(10)).unwrap();
+    assert!(md.topics().iter().all(|t| t.name() != "missing"));
+}

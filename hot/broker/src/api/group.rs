@@ -454,11 +454,26 @@ pub(super) fn offset_commit(
         } else {
             Vec::new()
         };
+        // As Kafka: a partition the cluster does not have answers
+        // UNKNOWN_TOPIC_OR_PARTITION, and only the others are committed.
+        let cluster = broker.cluster();
+        let exists = |topic: &str, index: i32| {
+            cluster
+                .topics
+                .get(topic)
+                .is_some_and(|t| index >= 0 && (index as usize) < t.partitions.len())
+        };
         let result: Result<(), ApiError> = async {
             if !group_ok {
                 return Err(group_denied(&group));
             }
-            if !topic_ok.is_empty() && !topic_ok.contains(&true) {
+            let committable = req.topics.iter().zip(&topic_ok).any(|(t, ok)| {
+                *ok && t
+                    .partitions
+                    .iter()
+                    .any(|p| exists(t.name.0.as_str(), p.partition_index))
+            });
+            if !committable {
                 // Nothing left to commit: Kafka answers without the coordinator.
                 return Ok(());
             }
@@ -478,7 +493,11 @@ pub(super) fn offset_commit(
             let mut records = Vec::new();
             let mut commits = Vec::new();
             for (t, _) in req.topics.iter().zip(&topic_ok).filter(|(_, ok)| **ok) {
-                for pr in &t.partitions {
+                for pr in t
+                    .partitions
+                    .iter()
+                    .filter(|p| exists(t.name.0.as_str(), p.partition_index))
+                {
                     let c = CommittedOffset {
                         offset: pr.committed_offset,
                         leader_epoch: pr.committed_leader_epoch,
@@ -536,7 +555,13 @@ pub(super) fn offset_commit(
                     .map(|pr| {
                         let mut rp = OffsetCommitResponsePartition::default();
                         rp.partition_index = pr.partition_index;
-                        rp.error_code = code.code();
+                        rp.error_code = if code == ErrorCode::None
+                            && !exists(t.name.0.as_str(), pr.partition_index)
+                        {
+                            ErrorCode::UnknownTopicOrPartition.code()
+                        } else {
+                            code.code()
+                        };
                         rp
                     })
                     .collect();

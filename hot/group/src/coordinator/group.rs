@@ -379,8 +379,9 @@ impl Ctx<'_> {
         }
         g.generation_id += 1;
         if g.members.is_empty() {
+            // As Kafka's initNextGeneration: the protocol type stays (ListGroups and
+            // admin tools still see a consumer group); the protocol goes.
             g.protocol_name = None;
-            g.protocol_type = None;
             g.leader_id = None;
             g.subscribed_topics = Some(BTreeSet::new());
             g.transition(GroupState::Empty, self.now);
