@@ -280,3 +280,136 @@ fn offsets_by_time_and_watermarks() {
         "nothing that late"
     );
 }
+
+/// The codecs of the batches stored in `dir`'s partition `topic`-0, in log order.
+fn stored_codecs(dir: &std::path::Path, topic: &str) -> Vec<strata_proto::batch::Compression> {
+    let mut logs: Vec<_> = std::fs::read_dir(dir.join(format!("{topic}-0")))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    let mut out = Vec::new();
+    for path in logs {
+        let bytes = std::fs::read(&path).unwrap();
+        // The active segment may be preallocated past its last batch: stop there.
+        for b in strata_proto::batch::batches(&bytes) {
+            let Ok(b) = b else { break };
+            if b.header().record_count == 0 {
+                break;
+            }
+            out.push(b.compression().unwrap());
+        }
+    }
+    out
+}
+
+/// The JSON tests/python/compression.py prints (kafka-python).
+fn kafka_python(bootstrap: &str, topic: &str, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new("python3")
+        .arg(format!(
+            "{}/tests/python/compression.py",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args([bootstrap, topic])
+        .args(args)
+        .output()
+        .expect("python3 (scripts/deps installs kafka-python)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// compression.type: with a codec set the broker recompresses batches that arrive in
+/// another (stored batches are in the topic's codec, records unchanged) and both
+/// librdkafka and kafka-python read them back; set with kafka-python's AlterConfigs it
+/// applies to the next batches. message.timestamp.before.max.ms refuses a record older
+/// than the bound with INVALID_TIMESTAMP.
+#[test]
+fn the_topics_compression_type_recompresses_and_timestamps_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::Broker::start(dir.path(), &[]);
+    let topic = "recompressed";
+    create_topic(&broker.kafka, topic, 1, &[("compression.type", "zstd")]);
+    let values: Vec<String> = (0..600)
+        .map(|i| format!("v{i}-{}", "y".repeat(i % 200)))
+        .collect();
+    let produce = |values: &[String], timestamp: Option<i64>| {
+        let (p, d) = producer(
+            &broker.kafka,
+            &[("compression.codec", "gzip"), ("linger.ms", "20")],
+        );
+        for v in values {
+            let mut r = rdkafka::producer::BaseRecord::<(), str>::to(topic)
+                .partition(0)
+                .payload(v.as_str());
+            if let Some(t) = timestamp {
+                r = r.timestamp(t);
+            }
+            p.send(r).map_err(|(e, _)| e).unwrap();
+        }
+        flush(&p);
+        d.errors.lock().unwrap().clone()
+    };
+    assert_eq!(produce(&values[..400], None), Vec::<String>::new());
+    let codecs = stored_codecs(dir.path(), topic);
+    assert!(!codecs.is_empty());
+    assert!(
+        codecs
+            .iter()
+            .all(|c| *c == strata_proto::batch::Compression::Zstd),
+        "{codecs:?}"
+    );
+    let v = kafka_python(&broker.kafka, topic, &["consume", "400"]);
+    assert_eq!(v["values"], serde_json::json!(values[..400]));
+
+    // kafka-python's AlterConfigs: lz4 from now on, and a bound on old timestamps.
+    let v = kafka_python(
+        &broker.kafka,
+        topic,
+        &[
+            "alter",
+            "compression.type=lz4",
+            "message.timestamp.before.max.ms=60000",
+        ],
+    );
+    assert_eq!(v["result"]["topic"][topic], "OK", "{v}");
+    assert_eq!(produce(&values[400..], None), Vec::<String>::new());
+    let codecs = stored_codecs(dir.path(), topic);
+    assert_eq!(
+        codecs.last(),
+        Some(&strata_proto::batch::Compression::Lz4),
+        "{codecs:?}"
+    );
+    let got = consume_all(
+        &broker.kafka,
+        topic,
+        1,
+        values.len(),
+        Duration::from_secs(60),
+    );
+    let got: Vec<String> = got
+        .into_iter()
+        .map(|g| String::from_utf8(g.value).unwrap())
+        .collect();
+    assert_eq!(got, values);
+    let v = kafka_python(&broker.kafka, topic, &["consume", "600"]);
+    assert_eq!(v["values"], serde_json::json!(values));
+
+    // An hour-old record is refused; the log is unchanged.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let errors = produce(&["old".to_string()], Some(now - 3_600_000));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("InvalidTimestamp"), "{errors:?}");
+    assert_eq!(
+        produce(&["fresh".to_string()], Some(now)),
+        Vec::<String>::new()
+    );
+}

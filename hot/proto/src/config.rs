@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::batch::Compression;
 use crate::error::ErrorCode;
 
 /// What to do with old data.
@@ -106,6 +107,10 @@ pub mod keys {
     pub const FLUSH_MS: &str = "flush.ms";
     pub const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
     pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
+    pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
+    pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
+    pub const MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS: &str = "message.timestamp.difference.max.ms";
+    pub const COMPRESSION_TYPE: &str = "compression.type";
     pub const PARQUET_BACKFILL: &str = "parquet.backfill";
     pub const PARQUET_ENABLE: &str = "parquet.enable";
     pub const PARQUET_VALUE_FORMAT: &str = "parquet.value.format";
@@ -116,6 +121,7 @@ pub mod keys {
 /// Every key with its default, in the order DescribeConfigs lists them.
 pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::CLEANUP_POLICY, "delete"),
+    (keys::COMPRESSION_TYPE, "producer"),
     (keys::DELETE_RETENTION_MS, "86400000"),
     (keys::FLUSH_MESSAGES, "9223372036854775807"),
     (keys::FLUSH_MS, "9223372036854775807"),
@@ -126,6 +132,12 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::MAX_MESSAGE_BYTES, "1048588"),
     (keys::MIN_CLEANABLE_DIRTY_RATIO, "0.5"),
     (keys::MIN_COMPACTION_LAG_MS, "0"),
+    (keys::MESSAGE_TIMESTAMP_AFTER_MAX_MS, "9223372036854775807"),
+    (keys::MESSAGE_TIMESTAMP_BEFORE_MAX_MS, "9223372036854775807"),
+    (
+        keys::MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS,
+        "9223372036854775807",
+    ),
     (keys::MESSAGE_TIMESTAMP_TYPE, "CreateTime"),
     (keys::MIN_INSYNC_REPLICAS, "1"),
     (keys::PARQUET_BACKFILL, "false"),
@@ -229,6 +241,22 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             String,
             "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
         ),
+        keys::MESSAGE_TIMESTAMP_BEFORE_MAX_MS => (
+            Long,
+            "CreateTime topics: refuse a record whose timestamp is more than this far before the broker's clock (INVALID_TIMESTAMP).",
+        ),
+        keys::MESSAGE_TIMESTAMP_AFTER_MAX_MS => (
+            Long,
+            "CreateTime topics: refuse a record whose timestamp is more than this far after the broker's clock (INVALID_TIMESTAMP).",
+        ),
+        keys::MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS => (
+            Long,
+            "Deprecated: both bounds at once, where message.timestamp.before.max.ms or .after.max.ms is not set.",
+        ),
+        keys::COMPRESSION_TYPE => (
+            String,
+            "producer keeps each batch's codec; uncompressed, gzip, snappy, lz4 or zstd has the broker recompress batches that arrive in another codec.",
+        ),
         keys::PARQUET_BACKFILL => (
             Boolean,
             "Parquet files start at the log start, converting segments already offloaded before parquet.enable was set; false starts where conversion was turned on (Strata).",
@@ -295,6 +323,16 @@ pub struct TopicConfig {
     /// Bytes between sparse offset/time index entries.
     pub index_interval_bytes: u64,
     pub message_timestamp_type: MessageTimestampType,
+    /// CreateTime topics: how far before the broker's clock a record's timestamp may be;
+    /// `i64::MAX`, the default, means message.timestamp.difference.max.ms applies (as
+    /// Kafka's LogConfig reads it).
+    pub message_timestamp_before_max_ms: i64,
+    /// The same after the broker's clock.
+    pub message_timestamp_after_max_ms: i64,
+    /// The deprecated bound for both directions.
+    pub message_timestamp_difference_max_ms: i64,
+    /// The codec batches are stored in; `None`: the producer's (compression.type=producer).
+    pub compression_type: Option<Compression>,
     /// Strata: also write offloaded segments as Parquet.
     pub parquet_enable: bool,
     /// Strata: Parquet files start at the log start (remote segments included).
@@ -370,6 +408,22 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
 }
 
 impl TopicConfig {
+    /// How far before and after the broker's clock a CreateTime record's timestamp may
+    /// be (Kafka's message.timestamp.before.max.ms and .after.max.ms, each falling back
+    /// to the deprecated message.timestamp.difference.max.ms); `None` for LogAppendTime
+    /// topics, whose records take the broker's time.
+    pub fn timestamp_bounds(&self) -> Option<(i64, i64)> {
+        if self.message_timestamp_type == MessageTimestampType::LogAppendTime {
+            return None;
+        }
+        let d = self.message_timestamp_difference_max_ms;
+        let or_difference = |v: i64| if v == i64::MAX { d } else { v };
+        Some((
+            or_difference(self.message_timestamp_before_max_ms),
+            or_difference(self.message_timestamp_after_max_ms),
+        ))
+    }
+
     /// Checks one key/value pair in isolation.
     pub fn validate_entry(key: &str, value: &str) -> Result<(), ConfigError> {
         let mut probe = TopicConfig::resolve(&BTreeMap::new()).expect("defaults are valid");
@@ -453,6 +507,28 @@ impl TopicConfig {
                     _ => return Err(invalid(key, value, "must be CreateTime or LogAppendTime")),
                 }
             }
+            keys::MESSAGE_TIMESTAMP_BEFORE_MAX_MS => {
+                self.message_timestamp_before_max_ms = parse_long(key, value, 0)?
+            }
+            keys::MESSAGE_TIMESTAMP_AFTER_MAX_MS => {
+                self.message_timestamp_after_max_ms = parse_long(key, value, 0)?
+            }
+            keys::MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS => {
+                self.message_timestamp_difference_max_ms = parse_long(key, value, 0)?
+            }
+            keys::COMPRESSION_TYPE => {
+                self.compression_type = match value.trim().to_ascii_lowercase().as_str() {
+                    "producer" => None,
+                    "uncompressed" | "none" => Some(Compression::None),
+                    other => Some(other.parse().map_err(|_| {
+                        invalid(
+                            key,
+                            value,
+                            "must be producer, uncompressed, gzip, snappy, lz4 or zstd",
+                        )
+                    })?),
+                }
+            }
             keys::PARQUET_ENABLE => self.parquet_enable = parse_bool(key, value)?,
             keys::PARQUET_BACKFILL => self.parquet_backfill = parse_bool(key, value)?,
             keys::PARQUET_TARGET_FILE_BYTES => {
@@ -507,6 +583,10 @@ impl TopicConfig {
             flush_ms: i64::MAX,
             index_interval_bytes: 4096,
             message_timestamp_type: MessageTimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
+            message_timestamp_difference_max_ms: i64::MAX,
+            compression_type: None,
             parquet_enable: false,
             parquet_backfill: false,
             parquet_value_format: ParquetValueFormat::Binary,
@@ -639,6 +719,42 @@ mod tests {
         for (k, v) in DEFAULTS {
             assert_eq!(TopicConfig::resolve(&map(&[(k, v)])).unwrap(), c, "{k}");
         }
+    }
+
+    #[test]
+    fn compression_type_and_timestamp_bounds() {
+        let c = |pairs: &[(&str, &str)]| TopicConfig::resolve(&map(pairs));
+        assert_eq!(c(&[]).unwrap().compression_type, None);
+        assert_eq!(
+            c(&[("compression.type", "zstd")]).unwrap().compression_type,
+            Some(Compression::Zstd)
+        );
+        assert_eq!(
+            c(&[("compression.type", "uncompressed")])
+                .unwrap()
+                .compression_type,
+            Some(Compression::None)
+        );
+        let e = c(&[("compression.type", "brotli")]).unwrap_err();
+        assert!(e.to_string().contains("producer, uncompressed"), "{e}");
+
+        assert_eq!(
+            c(&[]).unwrap().timestamp_bounds(),
+            Some((i64::MAX, i64::MAX))
+        );
+        // The deprecated difference applies where a bound is not set.
+        let t = c(&[
+            ("message.timestamp.difference.max.ms", "5000"),
+            ("message.timestamp.after.max.ms", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(t.timestamp_bounds(), Some((5000, 1000)));
+        let t = c(&[
+            ("message.timestamp.before.max.ms", "1000"),
+            ("message.timestamp.type", "LogAppendTime"),
+        ])
+        .unwrap();
+        assert_eq!(t.timestamp_bounds(), None);
     }
 
     #[test]

@@ -11,11 +11,15 @@
 //! timestamp, record timestamps re-encoded as deltas from it, so every reader still
 //! sees the same timestamps); once the horizon has passed, a later pass removes them.
 
-use crate::batch::{BatchError, BatchHeader, Compression, HEADER_LEN, MAGIC_V2, Record};
+use crate::batch::{
+    BatchError, BatchHeader, Compression, HEADER_LEN, MAGIC_V2, Record, RecordBatch,
+};
 
 /// Attribute bit 6: the base timestamp holds the delete horizon (KIP-534).
 pub const DELETE_HORIZON_BIT: i16 = 0x40;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+/// Attribute bits 0-2: the codec.
+const CODEC_BITS: i16 = 0x07;
 
 impl BatchHeader {
     /// The delete horizon the cleaner stamped into this batch (KIP-534), if any.
@@ -35,6 +39,25 @@ pub fn rewrite_batch(
     delete_horizon: Option<i64>,
 ) -> Result<Vec<u8>, BatchError> {
     let codec = Compression::from_attributes(original.attributes)?;
+    rebuild(original, kept, delete_horizon, codec)
+}
+
+/// The batch `b` with every record, compressed with `codec` instead of its own (a topic's
+/// compression.type): the same base offset and offset deltas, producer id, epoch and
+/// sequence, transactional flag, timestamps, keys, values and headers. Kafka's
+/// LogValidator does the same when the topic's codec is not the producer's.
+pub fn recompress_batch(b: &RecordBatch<'_>, codec: Compression) -> Result<Vec<u8>, BatchError> {
+    let records = b.records()?;
+    let all = records.iter().collect::<Result<Vec<_>, _>>()?;
+    rebuild(b.header(), &all, None, codec)
+}
+
+fn rebuild(
+    original: &BatchHeader,
+    kept: &[Record<'_>],
+    delete_horizon: Option<i64>,
+    codec: Compression,
+) -> Result<Vec<u8>, BatchError> {
     let horizon = delete_horizon.or(original.delete_horizon());
     let log_append_time = original.attributes & TIMESTAMP_TYPE_BIT != 0;
     let first_ts = kept
@@ -73,7 +96,7 @@ pub fn rewrite_batch(
         records.extend_from_slice(&scratch);
     }
     let body = crate::compression::compress(codec, &records)?;
-    let mut attributes = original.attributes;
+    let mut attributes = (original.attributes & !CODEC_BITS) | codec.id();
     if horizon.is_some() {
         attributes |= DELETE_HORIZON_BIT;
     }
@@ -91,7 +114,7 @@ pub fn rewrite_batch(
 /// cleaner keeps of a batch it emptied when the producer state still needs it. Its
 /// offsets, producer fields and timestamps are the original's; it is uncompressed.
 pub fn empty_batch(original: &BatchHeader) -> Vec<u8> {
-    let attributes = original.attributes & !0x07 & !DELETE_HORIZON_BIT;
+    let attributes = original.attributes & !CODEC_BITS & !DELETE_HORIZON_BIT;
     assemble(
         original,
         attributes,
@@ -203,6 +226,57 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// compression.type: a batch recompressed into every other codec keeps its records,
+    /// offsets, producer fields and headers, and is a valid batch of the new codec.
+    #[test]
+    fn recompressing_keeps_every_record_and_the_producer_fields() {
+        let producer = ProducerFields {
+            producer_id: 9,
+            producer_epoch: 2,
+            base_sequence: 40,
+        };
+        for from in Compression::ALL {
+            let mut bytes = batch(&sample(), from, Some(producer)).to_vec();
+            crate::batch::set_base_offset(&mut bytes, 100);
+            let (original, _) = RecordBatch::parse(&bytes).unwrap();
+            for to in Compression::ALL {
+                let out = recompress_batch(&original, to).unwrap();
+                let (b, rest) = RecordBatch::parse(&out).unwrap();
+                assert!(rest.is_empty());
+                b.validate_crc().unwrap();
+                assert_eq!(b.compression().unwrap(), to, "{from} -> {to}");
+                let (h, o) = (b.header(), original.header());
+                assert_eq!(
+                    (h.base_offset, h.last_offset_delta, h.record_count),
+                    (o.base_offset, o.last_offset_delta, o.record_count)
+                );
+                assert_eq!(
+                    (
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.max_timestamp
+                    ),
+                    (
+                        o.producer_id,
+                        o.producer_epoch,
+                        o.base_sequence,
+                        o.max_timestamp
+                    )
+                );
+                assert_eq!(owned(&b), owned(&original), "{from} -> {to}");
+                let headers = |b: &RecordBatch<'_>| -> Vec<usize> {
+                    b.records()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.unwrap().headers.len())
+                        .collect()
+                };
+                assert_eq!(headers(&b), headers(&original));
+            }
+        }
     }
 
     #[test]

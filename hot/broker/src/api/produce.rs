@@ -391,7 +391,14 @@ fn produce_partition(
     let records = records
         .filter(|r| !r.is_empty())
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
-    let compacted = p.config().cleanup_policy.compacts();
+    let config = p.config();
+    let compacted = config.cleanup_policy.compacts();
+    let bounds = config
+        .timestamp_bounds()
+        .filter(|&(before, after)| before != i64::MAX || after != i64::MAX);
+    let now_ms = broker.clock.now_ms();
+    // compression.type: the batch in the topic's codec when it arrived in another.
+    let mut recompressed: Option<Vec<u8>> = None;
     // Produce v3+ carries exactly one batch per partition (Kafka enforces the same).
     let mut count = 0;
     for b in batch::batches(records) {
@@ -433,6 +440,35 @@ fn produce_partition(
                 }
             }
         }
+        // message.timestamp.before/after.max.ms (Kafka's LogValidator.validateTimestamp).
+        if let Some((before, after)) = bounds {
+            let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
+            for r in records.iter() {
+                let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
+                if now_ms.saturating_sub(r.timestamp) > before
+                    || r.timestamp.saturating_sub(now_ms) > after
+                {
+                    return Err((
+                        ErrorCode::InvalidTimestamp,
+                        format!(
+                            "timestamp {} of the record at offset delta {} is out of range: at most {before} ms before and {after} ms after the broker's time {now_ms} (message.timestamp.before.max.ms / after.max.ms)",
+                            r.timestamp,
+                            r.offset - b.base_offset()
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(codec) = config.compression_type
+            && b.compression()
+                .map_err(|e| (e.error_code(), e.to_string()))?
+                != codec
+        {
+            recompressed = Some(
+                strata_proto::rewrite::recompress_batch(&b, codec)
+                    .map_err(|e| (e.error_code(), e.to_string()))?,
+            );
+        }
     }
     if count != 1 {
         return Err((
@@ -456,6 +492,10 @@ fn produce_partition(
             ),
         ));
     }
+    let records = match recompressed.as_mut() {
+        Some(r) => &mut r[..],
+        None => records,
+    };
     let appended = records.len() as u64;
     let (info, epoch) = p.append(records).map_err(|e| {
         if e.is_retriable() {
