@@ -301,3 +301,90 @@ fn topic_hot_shows_the_busiest_partition_and_its_hot_key() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--keys"));
 }
+
+/// Explicit replica assignments (kafka-topics --replica-assignment), in CreateTopics and
+/// CreatePartitions, on three brokers: the replicas are where the client put them, the
+/// first one leads; an unregistered broker, a broker twice, unequal replication factors
+/// or a count that does not match are INVALID_REPLICA_ASSIGNMENT (INVALID_REQUEST when
+/// a partition count or replication factor comes with them), as Kafka answers.
+#[test]
+fn explicit_replica_assignments_place_the_replicas() {
+    let c = common::cluster::Cluster::start(3, 3, &[]);
+    let b = c.bootstrap();
+    let admin = admin(&b);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let placed = NewTopic::new(
+        "placed",
+        3,
+        TopicReplication::Variable(&[&[2, 3], &[3, 1], &[1, 2]]),
+    );
+    let unregistered = NewTopic::new("unregistered", 1, TopicReplication::Variable(&[&[1, 9]]));
+    let twice = NewTopic::new("twice", 1, TopicReplication::Variable(&[&[1, 1]]));
+    let uneven = NewTopic::new("uneven", 2, TopicReplication::Variable(&[&[1, 2], &[3]]));
+    let r =
+        block_on(admin.create_topics([&placed, &unregistered, &twice, &uneven], &opts)).unwrap();
+    assert_eq!(r[0], Ok("placed".to_string()));
+    for x in &r[1..] {
+        assert!(
+            matches!(x, Err((_, RDKafkaErrorCode::InvalidReplicaAssignment))),
+            "{r:?}"
+        );
+    }
+    let replicas = |topic: &str| -> Vec<(i32, Vec<i32>)> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(parts) = common::cluster::metadata(&b, topic)
+                && parts
+                    .iter()
+                    .all(|(leader, _, isr)| *leader >= 0 && !isr.is_empty())
+            {
+                return parts.into_iter().map(|(l, r, _)| (l, r)).collect();
+            }
+            assert!(std::time::Instant::now() < deadline, "{topic} never led");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert_eq!(
+        replicas("placed"),
+        [(2, vec![2, 3]), (3, vec![3, 1]), (1, vec![1, 2])]
+    );
+
+    // CreatePartitions with the new partitions' replicas.
+    let grow = NewPartitions::new("placed", 5).assign(&[&[2, 1], &[3, 2]]);
+    let r = block_on(admin.create_partitions([&grow], &opts)).unwrap();
+    assert_eq!(r[0], Ok("placed".to_string()));
+    assert_eq!(replicas("placed")[3..], [(2, vec![2, 1]), (3, vec![3, 2])]);
+    let short = NewPartitions::new("placed", 6).assign(&[&[2]]);
+    let count = NewPartitions::new("placed", 7).assign(&[&[1, 2]]);
+    let r = block_on(admin.create_partitions([&short], &opts)).unwrap();
+    assert!(
+        matches!(&r[0], Err((_, RDKafkaErrorCode::InvalidReplicaAssignment))),
+        "{r:?}"
+    );
+    let r = block_on(admin.create_partitions([&count], &opts)).unwrap();
+    assert!(
+        matches!(&r[0], Err((_, RDKafkaErrorCode::InvalidReplicaAssignment))),
+        "{r:?}"
+    );
+    assert_eq!(replicas("placed").len(), 5);
+
+    // kafka-python's admin client (its own encoding of the request) too.
+    let script = r#"
+import sys
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+admin.create_topics([NewTopic("placed-py", -1, -1, replica_assignments={0: [3, 2], 1: [1, 3]})])
+admin.close()
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &b])
+        .output()
+        .expect("python3 (scripts/deps installs kafka-python)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(replicas("placed-py"), [(3, vec![3, 2]), (1, vec![1, 3])]);
+}

@@ -170,6 +170,30 @@ impl ControllerClient {
             configs,
             storage_cluster_id: None,
             initial_leader_epoch: 0,
+            assignment: None,
+        };
+        self.topic_call(ClientRequest::CreateTopic(req)).await
+    }
+
+    /// Creates a topic with the replicas the caller chose: one list per partition, the
+    /// first replica its preferred leader (validated by the controller: brokers
+    /// registered, none twice in a list, every list as long).
+    pub async fn create_topic_assigned(
+        &self,
+        name: &str,
+        assignment: Vec<Vec<BrokerId>>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError> {
+        let req = NewTopicRequest {
+            id: TopicId::random(),
+            name: name.to_string(),
+            partitions: i32::try_from(assignment.len()).unwrap_or(i32::MAX),
+            replication_factor: i16::try_from(assignment.first().map_or(0, Vec::len))
+                .unwrap_or(i16::MAX),
+            configs,
+            storage_cluster_id: None,
+            initial_leader_epoch: 0,
+            assignment: Some(assignment),
         };
         self.topic_call(ClientRequest::CreateTopic(req)).await
     }
@@ -198,6 +222,23 @@ impl ControllerClient {
         self.topic_call(ClientRequest::CreatePartitions {
             name: name.to_string(),
             count,
+            assignment: None,
+        })
+        .await
+    }
+
+    /// Grows a topic to `count` partitions with the replicas the caller chose for the
+    /// new ones (as many replicas each as the topic's partitions have).
+    pub async fn create_partitions_assigned(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: Vec<Vec<BrokerId>>,
+    ) -> Result<TopicRecord, ControllerError> {
+        self.topic_call(ClientRequest::CreatePartitions {
+            name: name.to_string(),
+            count,
+            assignment: Some(assignment),
         })
         .await
     }
@@ -472,6 +513,20 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         name: &str,
         count: i32,
     ) -> Result<TopicRecord, ControllerError>;
+    /// [`ControllerClient::create_topic_assigned`].
+    async fn create_topic_assigned(
+        &self,
+        name: &str,
+        assignment: Vec<Vec<BrokerId>>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError>;
+    /// [`ControllerClient::create_partitions_assigned`].
+    async fn create_partitions_assigned(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: Vec<Vec<BrokerId>>,
+    ) -> Result<TopicRecord, ControllerError>;
     async fn set_configs(
         &self,
         name: &str,
@@ -547,6 +602,22 @@ impl ControllerApi for ControllerClient {
         count: i32,
     ) -> Result<TopicRecord, ControllerError> {
         ControllerClient::create_partitions(self, name, count).await
+    }
+    async fn create_topic_assigned(
+        &self,
+        name: &str,
+        assignment: Vec<Vec<BrokerId>>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::create_topic_assigned(self, name, assignment, configs).await
+    }
+    async fn create_partitions_assigned(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: Vec<Vec<BrokerId>>,
+    ) -> Result<TopicRecord, ControllerError> {
+        ControllerClient::create_partitions_assigned(self, name, count, assignment).await
     }
     async fn set_configs(
         &self,

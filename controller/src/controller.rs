@@ -468,11 +468,18 @@ impl Node {
             }
             return Err(Rejection::TopicAlreadyExists { name: req.name }.into());
         }
-        let rf = match req.replication_factor {
-            -1 => self.default_replication_factor(&meta),
-            rf => i32::from(rf),
+        let assignment = match req.assignment {
+            // Validated with the command (brokers registered, none twice, one replication
+            // factor).
+            Some(a) => a,
+            None => {
+                let rf = match req.replication_factor {
+                    -1 => self.default_replication_factor(&meta),
+                    rf => i32::from(rf),
+                };
+                assign_replicas(&meta, req.partitions, rf, 0)?
+            }
         };
-        let assignment = assign_replicas(&meta, req.partitions, rf, 0)?;
         let topic = NewTopic {
             id: req.id,
             name: req.name,
@@ -489,7 +496,12 @@ impl Node {
         self.propose(cmd).await.and_then(topic_reply)
     }
 
-    async fn create_partitions(&self, name: String, count: i32) -> Result<ClientReply, WireError> {
+    async fn create_partitions(
+        &self,
+        name: String,
+        count: i32,
+        manual: Option<Vec<Vec<crate::BrokerId>>>,
+    ) -> Result<ClientReply, WireError> {
         let _g = self.assign_lock.lock().await;
         let meta = self.sm.metadata();
         let t = meta
@@ -508,7 +520,26 @@ impl Node {
             .first()
             .map(|p| i32::try_from(p.replicas.len()).unwrap_or(1))
             .unwrap_or(1);
-        let assignment = assign_replicas(&meta, count - current, rf, current)?;
+        let assignment = match manual {
+            Some(a) => {
+                if let Some((i, r)) = a
+                    .iter()
+                    .enumerate()
+                    .find(|(_, r)| i32::try_from(r.len()).ok() != Some(rf))
+                {
+                    return Err(Rejection::InvalidReplicaAssignment {
+                        reason: format!(
+                            "new partition {} has {} replicas; the topic's partitions have {rf}",
+                            current as usize + i,
+                            r.len()
+                        ),
+                    }
+                    .into());
+                }
+                a
+            }
+            None => assign_replicas(&meta, count - current, rf, current)?,
+        };
         self.propose(Command::CreatePartitions {
             name,
             count,
@@ -644,9 +675,11 @@ impl Node {
                 .propose(Command::DeleteTopic { name })
                 .await
                 .and_then(topic_reply),
-            ClientRequest::CreatePartitions { name, count } => {
-                self.create_partitions(name, count).await
-            }
+            ClientRequest::CreatePartitions {
+                name,
+                count,
+                assignment,
+            } => self.create_partitions(name, count, assignment).await,
             ClientRequest::SetConfigs { name, configs } => {
                 validate_configs(&configs)?;
                 self.propose(Command::SetTopicConfigs { name, configs })

@@ -58,6 +58,11 @@ pub struct NewTopicRequest {
     /// manifests hold (an upload under a lower epoch would be refused there as fenced).
     #[serde(default)]
     pub initial_leader_epoch: i32,
+    /// Replicas chosen by the client (CreateTopics' assignments), one list per
+    /// partition, the first replica the preferred leader; `None`: the controller
+    /// assigns `partitions` × `replication_factor` itself.
+    #[serde(default)]
+    pub assignment: Option<Vec<Vec<BrokerId>>>,
 }
 
 /// A request a client sends to the controller leader.
@@ -76,6 +81,9 @@ pub(crate) enum ClientRequest {
     CreatePartitions {
         name: String,
         count: i32,
+        /// The new partitions' replicas, chosen by the client; `None`: the controller's.
+        #[serde(default)]
+        assignment: Option<Vec<Vec<BrokerId>>>,
     },
     SetConfigs {
         name: String,

@@ -410,6 +410,7 @@ async fn creating_topics_while_the_leader_is_killed_creates_each_at_most_once() 
         configs: BTreeMap::new(),
         storage_cluster_id: Some("old-cluster".into()),
         initial_leader_epoch: 0,
+        assignment: None,
     };
     let a = client.restore_topic(req.clone()).await.unwrap();
     let b = client.restore_topic(req.clone()).await.unwrap();

@@ -134,16 +134,33 @@ pub(super) fn create_topics(
                 if t.configs.iter().any(|c| c.name.as_str() == RECOVER_CONFIG && c.value.as_deref() == Some("true")) {
                     return recover_topic(&broker, &name, req.validate_only).await;
                 }
-                if !t.assignments.is_empty() {
-                    // The controller spreads replicas and balances leaders itself.
-                    return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, "manual replica assignments are not supported: give num_partitions and replication_factor"));
-                }
-                let partitions = if t.num_partitions == -1 { broker.config.default_partitions } else { t.num_partitions };
+                // Replicas the client chose (kafka-topics --replica-assignment), validated
+                // here and again by the controller.
+                let manual = if t.assignments.is_empty() {
+                    None
+                } else {
+                    if t.num_partitions != -1 || t.replication_factor != -1 {
+                        return Err(ApiError::new(ErrorCode::InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."));
+                    }
+                    let mut sorted: Vec<_> = t.assignments.iter().collect();
+                    sorted.sort_by_key(|a| a.partition_index);
+                    if sorted.iter().enumerate().any(|(i, a)| a.partition_index != i as i32) {
+                        return Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, "the assignment's partitions must be 0, 1, 2, ... each once"));
+                    }
+                    let lists: Vec<Vec<i32>> = sorted.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();
+                    validate_manual_assignment(&broker, &lists, None, 0)?;
+                    Some(lists)
+                };
+                let (num_partitions, replication_factor) = match &manual {
+                    Some(lists) => (lists.len() as i32, lists[0].len() as i16),
+                    None => (t.num_partitions, t.replication_factor),
+                };
+                let partitions = if num_partitions == -1 { broker.config.default_partitions } else { num_partitions };
                 if partitions < 1 {
                     return Err(ApiError::new(ErrorCode::InvalidPartitions, format!("number of partitions must be at least 1, not {partitions}")));
                 }
                 let live = broker.cluster().brokers.values().filter(|b| !b.fenced).count() as i16;
-                let rf = t.replication_factor;
+                let rf = replication_factor;
                 if rf == 0 || rf < -1 {
                     return Err(ApiError::new(ErrorCode::InvalidReplicationFactor, format!("replication factor must be at least 1, not {rf}")));
                 }
@@ -168,7 +185,10 @@ pub(super) fn create_topics(
                     }
                     return Ok((TopicId::ZERO, partitions, configs, rf.max(1)));
                 }
-                let created = broker.controller().create_topic(&name, partitions, rf, configs.clone()).await?;
+                let created = match manual {
+                    Some(lists) => broker.controller().create_topic_assigned(&name, lists, configs.clone()).await?,
+                    None => broker.controller().create_topic(&name, partitions, rf, configs.clone()).await?,
+                };
                 broker.refresh_and_apply().await?;
                 let rf = created.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 tracing::info!(topic = %name, partitions, replication_factor = rf, "created topic");
@@ -207,6 +227,45 @@ pub(super) fn create_topics(
         }
         encode_response(&ctx, &resp)
     })
+}
+
+/// A client's replica lists for new partitions (numbered from `first`), as Kafka checks
+/// them: each non-empty, no broker twice, every broker registered, all as long as
+/// `rf` when given (the topic's), else as the first.
+fn validate_manual_assignment(
+    broker: &Broker,
+    lists: &[Vec<i32>],
+    rf: Option<usize>,
+    first: i32,
+) -> Result<(), ApiError> {
+    let bad = |reason: String| Err(ApiError::new(ErrorCode::InvalidReplicaAssignment, reason));
+    let md = broker.cluster();
+    let want = rf.unwrap_or_else(|| lists.first().map_or(0, Vec::len));
+    for (i, replicas) in lists.iter().enumerate() {
+        let p = first + i as i32;
+        if replicas.is_empty() {
+            return bad(format!("partition {p} has no replicas"));
+        }
+        if replicas.len() != want {
+            return bad(format!(
+                "partition {p} has {} replicas; all partitions must have {want}",
+                replicas.len()
+            ));
+        }
+        for (j, b) in replicas.iter().enumerate() {
+            if replicas[..j].contains(b) {
+                return bad(format!(
+                    "The manual partition assignment includes the broker {b} more than once (partition {p})."
+                ));
+            }
+            if !md.brokers.contains_key(b) {
+                return bad(format!(
+                    "The manual partition assignment includes broker {b}, but no such broker is registered (partition {p})."
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// CreateTopics with this config set to "true" recovers the topic from the object store
@@ -271,6 +330,7 @@ async fn recover_topic(
             configs: desc.configs.clone(),
             storage_cluster_id: Some(desc.cluster_id.clone()),
             initial_leader_epoch: max_epoch + 1,
+            assignment: None,
         })
         .await?;
     broker.refresh_and_apply().await?;
@@ -422,12 +482,6 @@ pub(super) fn create_partitions(
                         format!("topic '{name}' has {have} partitions; the count can only grow"),
                     ));
                 }
-                if t.assignments.is_some() {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidReplicaAssignment,
-                        "manual replica assignments are not supported",
-                    ));
-                }
                 let new = i64::from(t.count) - i64::from(have);
                 let md = broker.cluster();
                 let rf = md
@@ -435,6 +489,25 @@ pub(super) fn create_partitions(
                     .get(&name)
                     .and_then(|t| t.partitions.first())
                     .map_or(1, |p| p.replicas.len() as i64);
+                // Replicas the client chose for the new partitions, as many as it adds,
+                // each with the topic's replication factor.
+                let manual = match &t.assignments {
+                    None => None,
+                    Some(a) => {
+                        if a.len() as i64 != new {
+                            return Err(ApiError::new(
+                                ErrorCode::InvalidReplicaAssignment,
+                                format!("Increasing the number of partitions by {new} but {} assignments provided.", a.len()),
+                            ));
+                        }
+                        let lists: Vec<Vec<i32>> = a
+                            .iter()
+                            .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                            .collect();
+                        validate_manual_assignment(&broker, &lists, Some(rf as usize), have)?;
+                        Some(lists)
+                    }
+                };
                 let live = md.brokers.values().filter(|b| !b.fenced).count() as i64;
                 check_new_partitions(
                     &broker.config.limits,
@@ -448,10 +521,15 @@ pub(super) fn create_partitions(
                 if req.validate_only {
                     return Ok(());
                 }
-                broker
-                    .controller()
-                    .create_partitions(&name, t.count)
-                    .await?;
+                match manual {
+                    Some(lists) => {
+                        broker
+                            .controller()
+                            .create_partitions_assigned(&name, t.count, lists)
+                            .await?
+                    }
+                    None => broker.controller().create_partitions(&name, t.count).await?,
+                };
                 broker.refresh_and_apply().await?;
                 Ok(())
             }
