@@ -388,3 +388,93 @@ admin.close()
     );
     assert_eq!(replicas("placed-py"), [(3, vec![3, 2]), (1, vec![1, 3])]);
 }
+
+/// ElectLeaders through kafka-python's admin client: after its preferred leader comes
+/// back into the ISR a partition's leadership is moved back to it on request; asked
+/// again, or for an unclean election of a partition that has a leader, the answer is
+/// ELECTION_NOT_NEEDED; a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+#[test]
+fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
+    let mut c = common::cluster::Cluster::start(3, 3, &[]);
+    let b = c.bootstrap();
+    let admin = admin(&b);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let t = NewTopic::new("led", 1, TopicReplication::Variable(&[&[3, 1, 2]]));
+    let r = block_on(admin.create_topics([&t], &opts)).unwrap();
+    assert_eq!(r[0], Ok("led".to_string()));
+    let view = |b: &str| common::cluster::metadata(b, "led").and_then(|p| p.into_iter().next());
+    let wait = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !f() {
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("broker 3 to lead", &|| {
+        view(&b).is_some_and(|(l, _, _)| l == 3)
+    });
+    // Broker 3 dies: another replica leads. It comes back and rejoins the ISR.
+    c.broker(3).kill9();
+    let b12 = c.brokers[0].kafka.clone();
+    wait("a new leader", &|| {
+        view(&b12).is_some_and(|(l, _, _)| l == 1 || l == 2)
+    });
+    c.broker(3).restart();
+    wait("broker 3 back in the ISR", &|| {
+        view(&b12).is_some_and(|(_, _, isr)| isr.contains(&3))
+    });
+    let elect = |kind: &str, partitions: &[&str]| -> serde_json::Value {
+        let out = std::process::Command::new("python3")
+            .arg(format!(
+                "{}/tests/python/admin_elect.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args([b12.as_str(), kind, "led"])
+            .args(partitions)
+            .output()
+            .expect("python3 (scripts/deps installs kafka-python)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The controller also moves leaders back on its own, after 10 s of imbalance: asked
+    // now, well within that, the election is this request's.
+    let v = elect("preferred", &["0"]);
+    assert_eq!(v["led/0"], 0, "{v}");
+    wait("broker 3 to lead again", &|| {
+        view(&b12).is_some_and(|(l, _, _)| l == 3)
+    });
+    let v = elect("preferred", &["0", "7"]);
+    assert_eq!(v["led/0"], 84, "{v}"); // ELECTION_NOT_NEEDED
+    assert_eq!(v["led/7"], 3, "{v}"); // UNKNOWN_TOPIC_OR_PARTITION
+    let v = elect("unclean", &["0"]);
+    assert_eq!(v["led/0"], 84, "{v}");
+    // `strata partition elect` says the same.
+    let out = common::cli(&b12, &["partition", "elect", "--topic", "led"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("led-0: ElectionNotNeeded"), "{text}");
+    let out = common::cli(
+        &b12,
+        &[
+            "partition",
+            "elect",
+            "--type",
+            "unclean",
+            "--topic",
+            "led",
+            "--partition",
+            "9",
+        ],
+    );
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("led-9: UnknownTopicOrPartition"), "{text}");
+}

@@ -73,7 +73,7 @@ pub use security::{
 };
 pub use state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, DeltaError,
-    ElectionOutcome, ElectionType, Endpoint, MetadataDelta, MetadataUpdate, NO_LEADER,
-    PartitionRecord, TopicRecord, validate_topic_name,
+    ElectionError, ElectionOutcome, ElectionType, Endpoint, MetadataDelta, MetadataUpdate,
+    NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
 };
 pub use types::{BrokerId, NodeId, TypeConfig};

@@ -15,6 +15,7 @@ mod client;
 mod consume;
 mod group;
 mod log;
+mod partition;
 mod produce;
 mod quota;
 pub mod security;
@@ -61,6 +62,9 @@ pub enum Command {
     Acl(acl::AclArgs),
     /// Set or describe client quotas (KIP-546's APIs; any Kafka broker).
     Quota(quota::QuotaArgs),
+    /// Elect partition leaders, preferred or unclean (Kafka's ElectLeaders; any Kafka
+    /// broker).
+    Partition(partition::PartitionArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -76,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(args) => user::run(args),
         Command::Acl(args) => acl::run(args),
         Command::Quota(args) => quota::run(args),
+        Command::Partition(args) => partition::run(args),
     }
 }
 

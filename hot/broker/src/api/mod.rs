@@ -10,6 +10,7 @@ mod acls;
 mod admin;
 pub(crate) mod authz;
 mod cluster;
+mod elections;
 mod epochs;
 mod fetch;
 pub(crate) mod fetch_session;
@@ -195,6 +196,7 @@ requests! {
     DescribeProducers => DescribeProducersRequest,
     DeleteRecords => DeleteRecordsRequest,
     DescribeLogDirs => DescribeLogDirsRequest,
+    ElectLeaders => ElectLeadersRequest,
     SaslHandshake => SaslHandshakeRequest,
     SaslAuthenticate => SaslAuthenticateRequest,
     DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
@@ -325,6 +327,7 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::DescribeProducers(r) => txn::describe_producers(&b, c, r),
         Request::DeleteRecords(r) => logdirs::delete_records(b, c, r),
         Request::DescribeLogDirs(r) => logdirs::describe_log_dirs(&b, c, r),
+        Request::ElectLeaders(r) => elections::elect_leaders(b, c, r),
         Request::DescribeUserScramCredentials(r) => users::describe(&b, c, r),
         Request::AlterUserScramCredentials(r) => users::alter(b, c, r),
         Request::CreateAcls(r) => acls::create(b, c, r),
@@ -376,6 +379,7 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeProducers => "describe_producers",
         ApiKey::DeleteRecords => "delete_records",
         ApiKey::DescribeLogDirs => "describe_log_dirs",
+        ApiKey::ElectLeaders => "elect_leaders",
         ApiKey::SaslHandshake => "sasl_handshake",
         ApiKey::SaslAuthenticate => "sasl_authenticate",
         ApiKey::DescribeUserScramCredentials => "describe_user_scram_credentials",
