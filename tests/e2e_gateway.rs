@@ -1428,3 +1428,147 @@ fn a_commit_without_offsets_commits_everything_read() {
         );
     }
 }
+
+/// A poison record rejected over HTTP (`POST .../nack` with a reason), by a v2 consumer
+/// instance and by an SSE stream: it lands in `{topic}.dlq` byte for byte with its
+/// headers and headers naming its topic, partition, offset and the reason; the group
+/// commits past it, so the consumer moves on; a nack of an offset past the partition's
+/// end is 416, one without a reason 422, and nothing is committed for them.
+#[test]
+fn a_nacked_record_lands_in_the_dead_letter_topic_and_the_group_moves_on() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "orders", 1, &[]);
+    let (p, d) = producer(&gw.b.kafka, &[("acks", "all")]);
+    for i in 0..6 {
+        let v = format!("order-{i}");
+        let k = format!("k{i}");
+        p.send(
+            BaseRecord::<str, str>::to("orders")
+                .key(&k)
+                .payload(&v)
+                .headers(
+                    rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+                        key: "trace",
+                        value: Some(&format!("t{i}")),
+                    }),
+                ),
+        )
+        .unwrap();
+    }
+    p.flush(Duration::from_secs(10)).unwrap();
+    assert_eq!(d.acked.lock().unwrap().len(), 6);
+
+    let base = "/consumers/g-dlq/instances/i1";
+    let (s, j) = answer(gw.post(
+        "/consumers/g-dlq",
+        V2,
+        r#"{"name":"i1","format":"binary","auto.offset.reset":"earliest"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    let r = gw.post(
+        &format!("{base}/subscription"),
+        V2,
+        r#"{"topics":["orders"]}"#,
+    );
+    assert_eq!(r.status(), 204);
+    let mut read = Vec::new();
+    let t0 = Instant::now();
+    while read.len() < 6 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "read {}",
+            read.len()
+        );
+        read.extend(gw.poll_binary(base));
+    }
+    // Record 2 is poison.
+    let nack = format!("{base}/nack");
+    let (s, j) = answer(gw.post(
+        &nack,
+        V2,
+        r#"{"topic":"orders","partition":0,"offset":2,"reason":"cannot parse the order"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["topic"], "orders.dlq");
+    assert_eq!(j["committed"], 3);
+    // Refused: no such record, no reason.
+    expect_error(
+        gw.post(
+            &nack,
+            V2,
+            r#"{"topic":"orders","partition":0,"offset":99,"reason":"x"}"#,
+        ),
+        416,
+        41601,
+    );
+    expect_error(
+        gw.post(
+            &nack,
+            V2,
+            r#"{"topic":"orders","partition":0,"offset":4,"reason":" "}"#,
+        ),
+        422,
+        42202,
+    );
+
+    // An SSE stream of another group rejects record 4.
+    let sse = Sse::open(
+        &gw,
+        "/consumers/g-dlq-sse/stream?topic=orders&auto.offset.reset=earliest",
+    );
+    let (event, _, session) = sse.next();
+    assert_eq!(event, "session", "{session}");
+    for _ in 0..6 {
+        assert_eq!(sse.next().0, "record");
+    }
+    let (s, j) = answer(gw.post(
+        session["nack_uri"].as_str().unwrap(),
+        "application/json",
+        r#"{"topic":"orders","partition":0,"offset":4,"reason":"amount is negative"}"#,
+    ));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["committed"], 5);
+    sse.close();
+
+    // The dead letters: the records themselves, with where they came from and why.
+    let dead = kafka_read_all(&gw.b.kafka, "orders.dlq", 1, 2);
+    for (r, (offset, reason)) in dead
+        .iter()
+        .zip([(2, "cannot parse the order"), (4, "amount is negative")])
+    {
+        assert_eq!(
+            r.value.as_deref(),
+            Some(format!("order-{offset}").as_bytes())
+        );
+        assert_eq!(r.key.as_deref(), Some(format!("k{offset}").as_bytes()));
+        let headers = &r.headers;
+        let h = |k: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == k)
+                .and_then(|(_, v)| v.clone())
+                .map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(h("trace"), Some(format!("t{offset}")));
+        assert_eq!(h("strata.dlq.topic").as_deref(), Some("orders"));
+        assert_eq!(h("strata.dlq.partition").as_deref(), Some("0"));
+        assert_eq!(h("strata.dlq.offset"), Some(offset.to_string()));
+        assert_eq!(h("strata.dlq.reason").as_deref(), Some(reason));
+    }
+    // The groups moved on past their poison records.
+    let committed = |group: &str| {
+        let c: BaseConsumer = client_config(&gw.b.kafka, &[("group.id", group)])
+            .create()
+            .unwrap();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition("orders", 0);
+        c.committed_offsets(tpl, Duration::from_secs(20))
+            .unwrap()
+            .elements()[0]
+            .offset()
+            .to_raw()
+            .unwrap()
+    };
+    assert_eq!(committed("g-dlq"), 3);
+    assert_eq!(committed("g-dlq-sse"), 5);
+}

@@ -63,6 +63,12 @@ impl Instance {
         }
     }
 
+    /// Holds the instance for one request (Confluent serves one at a time).
+    pub(crate) async fn busy(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.touch();
+        self.busy.lock().await
+    }
+
     fn idle_since(&self) -> Instant {
         self.last_used
             .lock()
@@ -200,6 +206,16 @@ pub fn spawn_reaper(consumers: &Arc<Consumers>) {
 fn instance(s: &Shared, c: &Caller, group: &str, name: &str) -> ApiResult<Arc<Instance>> {
     acl::group(s, c, Operation::Read, group)?;
     s.consumers.get(group, name, &c.principal)
+}
+
+/// The caller's instance `name` of `group` (Read on the group), for other modules.
+pub(crate) fn instance_for(
+    s: &Shared,
+    c: &Caller,
+    group: &str,
+    name: &str,
+) -> ApiResult<Arc<Instance>> {
+    instance(s, c, group, name)
 }
 
 /// Seeks each partition of `records` back to its first record, so the next poll reads

@@ -312,6 +312,29 @@ impl Service for KafkaService {
         Ok(out)
     }
 
+    async fn create_topic(&self, topic: &str) -> Result<(), ServiceError> {
+        // -1, -1: the broker's defaults (CreateTopics v4+, KIP-464).
+        let t =
+            rdkafka::admin::NewTopic::new(topic, -1, rdkafka::admin::TopicReplication::Fixed(-1));
+        let opts = AdminOptions::new().operation_timeout(Some(self.config.request_timeout));
+        let results = self.admin.create_topics([&t], &opts).await.map_err(err)?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => {
+                    return Err(ServiceError::new(
+                        code as i32,
+                        format!("cannot create topic '{name}': {code}"),
+                    ));
+                }
+            }
+        }
+        if let Ok(mut m) = self.partitions.lock() {
+            m.remove(topic);
+        }
+        Ok(())
+    }
+
     async fn read(
         &self,
         topic: &str,

@@ -11,6 +11,7 @@
 pub mod acl;
 pub mod auth;
 pub mod consumers;
+pub mod dlq;
 pub mod error;
 pub mod idempotency;
 pub mod kafka;
@@ -146,6 +147,8 @@ pub struct GatewayConfig {
     pub max_poll_timeout: Duration,
     /// A records request's byte budget when it names none.
     pub default_max_bytes: usize,
+    /// A nacked record goes to `{topic}{dlq_suffix}` (`.dlq`).
+    pub dlq_suffix: String,
 }
 
 impl Default for GatewayConfig {
@@ -163,6 +166,7 @@ impl Default for GatewayConfig {
             default_poll_timeout: Duration::from_secs(1),
             max_poll_timeout: Duration::from_secs(30),
             default_max_bytes: 8 << 20,
+            dlq_suffix: ".dlq".to_string(),
         }
     }
 }
@@ -267,6 +271,16 @@ fn routes() -> Routes {
             "/consumers/{group}/instances/{instance}/positions/end",
             &["post"],
             post(consumers::seek_end),
+        )
+        .add(
+            "/consumers/{group}/instances/{instance}/nack",
+            &["post"],
+            post(dlq::nack_instance),
+        )
+        .add(
+            "/consumers/{group}/stream/{session}/nack",
+            &["post"],
+            post(dlq::nack_stream),
         )
         .add("/consumers/{group}/stream", &["get"], get(sse::stream))
         .add(

@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::{consumers, sse, v2, v3};
+use crate::{consumers, dlq, sse, v2, v3};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -35,6 +35,8 @@ use crate::{consumers, sse, v2, v3};
         consumers::seek_end,
         sse::stream,
         sse::ack,
+        dlq::nack_instance,
+        dlq::nack_stream,
         v3::list_clusters,
         v3::produce,
     ),

@@ -294,6 +294,9 @@ pub trait Service: Send + Sync + 'static {
         max_bytes: usize,
         max_wait: Duration,
     ) -> Result<ReadResult, ServiceError>;
+    /// Creates `topic` with the cluster's default partitions and replication factor;
+    /// one that exists already is fine (the dead-letter topics, made on first use).
+    async fn create_topic(&self, topic: &str) -> Result<(), ServiceError>;
     /// A new member of consumer group `group`.
     async fn consumer(
         &self,

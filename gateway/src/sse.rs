@@ -58,6 +58,8 @@ pub struct SessionJson {
     pub session_id: String,
     /// POST acknowledgements here
     pub ack_uri: String,
+    /// POST a record the client rejects here (it goes to the topic's dead-letter topic)
+    pub nack_uri: String,
 }
 
 /// Server-sent events: `event: session` first, then `event: record` with id
@@ -165,10 +167,15 @@ pub async fn stream(
         "/consumers/{}/stream/{session}/ack",
         crate::util::pct(&group)
     );
+    let nack_uri = format!(
+        "/consumers/{}/stream/{session}/nack",
+        crate::util::pct(&group)
+    );
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
     let first = Event::default().event("session").json_data(SessionJson {
         session_id: session.clone(),
         ack_uri,
+        nack_uri,
     });
     if let Ok(e) = first {
         let _ = tx.try_send(e);
@@ -284,24 +291,7 @@ pub async fn ack(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    acl::group(&s, &caller, Operation::Read, &group)?;
-    let consumer = s
-        .consumers
-        .streams
-        .lock()
-        .ok()
-        .and_then(|m| {
-            m.get(&session)
-                .filter(|m| m.group == group && m.principal == caller.principal)
-                .map(|m| m.consumer.clone())
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                error::STREAM_SESSION_NOT_FOUND,
-                "Stream session not found (closed or never opened).",
-            )
-        })?;
+    let consumer = session_consumer(&s, &caller, &group, &session)?;
     util::require_content_type(&headers, &[JSON, V2])?;
     let bytes = util::read_body(&headers, body, s.config.max_body_bytes).await?;
     let req: Offsets = util::parse_json(&bytes)?;
@@ -330,6 +320,32 @@ pub async fn ack(
     }
     consumer.commit(Some(offsets)).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The member of the caller's stream `session` of `group` (Read on the group).
+pub(crate) fn session_consumer(
+    s: &Shared,
+    caller: &Caller,
+    group: &str,
+    session: &str,
+) -> ApiResult<Arc<dyn crate::service::GroupConsumer>> {
+    acl::group(s, caller, Operation::Read, group)?;
+    s.consumers
+        .streams
+        .lock()
+        .ok()
+        .and_then(|m| {
+            m.get(session)
+                .filter(|m| m.group == group && m.principal == caller.principal)
+                .map(|m| m.consumer.clone())
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                error::STREAM_SESSION_NOT_FOUND,
+                "Stream session not found (closed or never opened).",
+            )
+        })
 }
 
 #[cfg(test)]

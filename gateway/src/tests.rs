@@ -138,6 +138,9 @@ impl Service for Fake {
             log_start_offset: 0,
         })
     }
+    async fn create_topic(&self, _topic: &str) -> Result<(), ServiceError> {
+        Err(ServiceError::new(-1, "the fake cluster creates no topics"))
+    }
     async fn consumer(
         &self,
         _group: &str,

@@ -176,6 +176,10 @@ pub struct ServeArgs {
     /// REST consumer instances and SSE streams open at once [default: 100]
     #[arg(long, env = "STRATA_HTTP_MAX_CONSUMERS")]
     pub http_max_consumers: Option<usize>,
+    /// A record an HTTP consumer rejects (POST .../nack) goes to the topic named its
+    /// topic's name plus this [default: .dlq]
+    #[arg(long, env = "STRATA_HTTP_DLQ_SUFFIX")]
+    pub http_dlq_suffix: Option<String>,
     /// Records the REST gateway holds in flight; requests beyond it get 429
     /// [default: 100000]
     #[arg(long, env = "STRATA_HTTP_PRODUCE_QUEUE")]
@@ -286,6 +290,7 @@ struct FileSettings {
     http_max_body: Option<String>,
     http_consumer_timeout: Option<String>,
     http_max_consumers: Option<usize>,
+    http_dlq_suffix: Option<String>,
     http_produce_queue: Option<usize>,
     http_produce_queue_bytes: Option<String>,
     http_produce_timeout: Option<String>,
@@ -363,6 +368,7 @@ pub struct ServeConfig {
     pub http_max_body: u64,
     pub http_consumer_timeout: std::time::Duration,
     pub http_max_consumers: usize,
+    pub http_dlq_suffix: String,
     pub http_produce_queue: u32,
     pub http_produce_queue_bytes: u32,
     pub http_produce_timeout: std::time::Duration,
@@ -739,6 +745,19 @@ impl ServeConfig {
             .http_max_consumers
             .or(file.http_max_consumers)
             .unwrap_or(100);
+        let http_dlq_suffix = args
+            .http_dlq_suffix
+            .or(file.http_dlq_suffix)
+            .unwrap_or_else(|| ".dlq".to_string());
+        if http_dlq_suffix.is_empty()
+            || !http_dlq_suffix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            bail!(
+                "--http-dlq-suffix '{http_dlq_suffix}': one or more of the characters a topic name may hold (letters, digits, '.', '_', '-')"
+            );
+        }
         let http_produce_queue = args
             .http_produce_queue
             .or(file.http_produce_queue)
@@ -908,6 +927,7 @@ impl ServeConfig {
             http_max_body,
             http_consumer_timeout,
             http_max_consumers,
+            http_dlq_suffix,
             http_produce_queue,
             http_produce_queue_bytes,
             http_produce_timeout,
@@ -1300,6 +1320,7 @@ fn gateway_router(
         max_body_bytes: usize::try_from(config.http_max_body).unwrap_or(usize::MAX),
         consumer_idle_timeout: config.http_consumer_timeout,
         max_consumers: config.http_max_consumers,
+        dlq_suffix: config.http_dlq_suffix.clone(),
         ..strata_gateway::GatewayConfig::default()
     };
     Ok(strata_gateway::gateway(Arc::new(service), gateway))
