@@ -554,10 +554,12 @@ pub(super) fn describe_configs(
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
+        // As Kafka's ConfigHelper: no keys (null or an empty list, which kafka-python
+        // sends) means every key.
         let wanted = |k: &str| {
             res.configuration_keys
                 .as_ref()
-                .is_none_or(|ks| ks.iter().any(|x| x.as_str() == k))
+                .is_none_or(|ks| ks.is_empty() || ks.iter().any(|x| x.as_str() == k))
         };
         if let Some(code) = deny_configs(
             broker,
