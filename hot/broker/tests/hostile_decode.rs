@@ -80,6 +80,8 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
         DeleteAcls => DeleteAclsRequest,
         DescribeClientQuotas => DescribeClientQuotasRequest,
         AlterClientQuotas => AlterClientQuotasRequest,
+        DeleteRecords => DeleteRecordsRequest, DescribeLogDirs => DescribeLogDirsRequest,
+        ElectLeaders => ElectLeadersRequest,
     }
     .into_iter()
     .collect();
@@ -164,6 +166,32 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
             } else {
                 r.v3_and_below_topics = vec![t];
             }
+            frame_of(api, version, &r)
+        }
+        ApiKey::DeleteRecords => {
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.offset = 5;
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = topic();
+            t.partitions = vec![p];
+            let mut r = DeleteRecordsRequest::default();
+            r.topics = vec![t];
+            frame_of(api, version, &r)
+        }
+        ApiKey::DescribeLogDirs => {
+            let mut t = describe_log_dirs_request::DescribableLogDirTopic::default();
+            t.topic = topic();
+            t.partitions = vec![0, 1];
+            let mut r = DescribeLogDirsRequest::default();
+            r.topics = Some(vec![t]);
+            frame_of(api, version, &r)
+        }
+        ApiKey::ElectLeaders => {
+            let mut t = elect_leaders_request::TopicPartitions::default();
+            t.topic = topic();
+            t.partitions = vec![0, 1];
+            let mut r = ElectLeadersRequest::default();
+            r.topic_partitions = Some(vec![t]);
             frame_of(api, version, &r)
         }
         ApiKey::JoinGroup => {
