@@ -946,4 +946,21 @@ fn delete_records_moves_the_log_start_in_the_bucket_too() {
     broker.restart();
     assert_eq!(earliest(&broker), 1000);
     check_from(&broker.kafka, topic, 1000, N, SIZE);
+
+    // Everything (-1: up to the high watermark), including records not offloaded yet;
+    // offload carries on after it with what comes next.
+    let v = kafka_python_admin(&broker.kafka, topic, &["delete", "-1"]);
+    assert_eq!(v["low_watermark"], N, "{v}");
+    assert_eq!(earliest(&broker), N as i64);
+    produce(&broker.kafka, topic, N, 1_000, SIZE);
+    wait_for(
+        "offload after the delete",
+        Duration::from_secs(90),
+        || {
+            status(&broker, topic)["remote_end_offset"]
+                .as_i64()
+                .is_some_and(|e| e > N as i64)
+        },
+    );
+    check_from(&broker.kafka, topic, N, N + 1_000, SIZE);
 }
