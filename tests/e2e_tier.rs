@@ -953,14 +953,10 @@ fn delete_records_moves_the_log_start_in_the_bucket_too() {
     assert_eq!(v["low_watermark"], N, "{v}");
     assert_eq!(earliest(&broker), N as i64);
     produce(&broker.kafka, topic, N, 1_000, SIZE);
-    wait_for(
-        "offload after the delete",
-        Duration::from_secs(90),
-        || {
-            status(&broker, topic)["remote_end_offset"]
-                .as_i64()
-                .is_some_and(|e| e > N as i64)
-        },
-    );
+    wait_for("offload after the delete", Duration::from_secs(90), || {
+        status(&broker, topic)["remote_end_offset"]
+            .as_i64()
+            .is_some_and(|e| e > N as i64)
+    });
     check_from(&broker.kafka, topic, N, N + 1_000, SIZE);
 }
