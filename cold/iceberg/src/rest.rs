@@ -119,21 +119,18 @@ impl RestCatalog {
     async fn base(&self) -> Result<&str> {
         self.base
             .get_or_try_init(|| async {
-                let mut url = format!("{}/v1/config", self.config.uri);
+                let mut url = parse_url(&join_url(&self.config.uri, &["v1", "config"])?)?;
                 if let Some(w) = &self.config.warehouse {
-                    url.push_str(&format!("?warehouse={}", encode(w)));
+                    url.query_pairs_mut().append_pair("warehouse", w);
                 }
+                let url = String::from(url);
                 let answer = self.send(reqwest::Method::GET, &url, None).await?;
                 let config = answer.ok_json(&url)?;
                 let prefix = config["overrides"]["prefix"]
                     .as_str()
                     .or_else(|| config["defaults"]["prefix"].as_str())
                     .unwrap_or("");
-                Ok(if prefix.is_empty() {
-                    format!("{}/v1", self.config.uri)
-                } else {
-                    format!("{}/v1/{}", self.config.uri, encode_path(prefix))
-                })
+                base_url(&self.config.uri, prefix)
             })
             .await
             .map(String::as_str)
@@ -166,21 +163,27 @@ impl RestCatalog {
         Ok(Answer { status, body })
     }
 
-    fn namespace_path(namespace: &[String]) -> String {
-        encode(&namespace.join("\u{1f}"))
+    /// A namespace as one path segment: its levels joined by 0x1F (the spec's
+    /// separator).
+    fn namespace_segment(namespace: &[String]) -> String {
+        namespace.join("\u{1f}")
     }
 
-    fn table_url(base: &str, namespace: &[String], table: &str) -> String {
-        format!(
-            "{base}/namespaces/{}/tables/{}",
-            Self::namespace_path(namespace),
-            encode(table)
+    fn table_url(base: &str, namespace: &[String], table: &str) -> Result<String> {
+        join_url(
+            base,
+            &[
+                "namespaces",
+                &Self::namespace_segment(namespace),
+                "tables",
+                table,
+            ],
         )
     }
 
     /// The table, or `None` when the catalog has no such table (or namespace).
     pub(crate) async fn load(&self, namespace: &[String], table: &str) -> Result<Option<Loaded>> {
-        let url = Self::table_url(self.base().await?, namespace, table);
+        let url = Self::table_url(self.base().await?, namespace, table)?;
         let answer = self.send(reqwest::Method::GET, &url, None).await?;
         if answer.status == 404 {
             return Ok(None);
@@ -194,7 +197,7 @@ impl RestCatalog {
         if known.contains(namespace) {
             return Ok(());
         }
-        let url = format!("{}/namespaces", self.base().await?);
+        let url = join_url(self.base().await?, &["namespaces"])?;
         for depth in 1..=namespace.len() {
             let level = &namespace[..depth];
             if known.contains(level) {
@@ -220,11 +223,10 @@ impl RestCatalog {
         request: &Value,
     ) -> Result<Loaded> {
         self.ensure_namespace(namespace).await?;
-        let url = format!(
-            "{}/namespaces/{}/tables",
+        let url = join_url(
             self.base().await?,
-            Self::namespace_path(namespace)
-        );
+            &["namespaces", &Self::namespace_segment(namespace), "tables"],
+        )?;
         let answer = self
             .send(reqwest::Method::POST, &url, Some(request))
             .await?;
@@ -246,7 +248,7 @@ impl RestCatalog {
         requirements: Vec<Value>,
         updates: Vec<Value>,
     ) -> Result<Loaded> {
-        let url = Self::table_url(self.base().await?, namespace, table);
+        let url = Self::table_url(self.base().await?, namespace, table)?;
         let body = json!({
             "identifier": {"namespace": namespace, "name": table},
             "requirements": requirements,
@@ -325,28 +327,33 @@ impl Answer {
     }
 }
 
-/// Percent-encodes all but RFC 3986's unreserved characters (a path segment or a query
-/// value).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn parse_url(url: &str) -> Result<reqwest::Url> {
+    reqwest::Url::parse(url).map_err(|e| IcebergError::Catalog {
+        uri: url.to_string(),
+        reason: format!("not a URL: {e}"),
+    })
 }
 
-/// [`encode`] for each `/`-separated segment of a prefix (kept as segments).
-fn encode_path(prefix: &str) -> String {
-    prefix
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(encode)
-        .collect::<Vec<_>>()
-        .join("/")
+/// `base` with `segments` appended, each percent-encoded as one path segment (the url
+/// crate's encoding, as reqwest sends it).
+fn join_url(base: &str, segments: &[&str]) -> Result<String> {
+    let mut url = parse_url(base)?;
+    url.path_segments_mut()
+        .map_err(|()| IcebergError::Catalog {
+            uri: base.to_string(),
+            reason: "not a URL paths can be added to".to_string(),
+        })?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url.into())
+}
+
+/// `{uri}/v1/{prefix}`: the catalog's base for a prefix from `/v1/config` (its
+/// `/`-separated segments kept as segments).
+fn base_url(uri: &str, prefix: &str) -> Result<String> {
+    let mut segments = vec!["v1"];
+    segments.extend(prefix.split('/').filter(|s| !s.is_empty()));
+    join_url(uri, &segments)
 }
 
 /// The metadata version a metadata file's name carries: `v{N}.metadata.json` or
@@ -367,13 +374,20 @@ mod tests {
 
     #[test]
     fn names_are_encoded_for_paths() {
-        assert_eq!(encode("orders"), "orders");
-        assert_eq!(encode("a b/c"), "a%20b%2Fc");
+        let ns = |levels: &[&str]| levels.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            RestCatalog::namespace_path(&["strata".to_string(), "dead_letters".to_string()]),
-            "strata%1Fdead_letters"
+            RestCatalog::table_url("http://c/v1", &ns(&["strata"]), "orders").unwrap(),
+            "http://c/v1/namespaces/strata/tables/orders"
         );
-        assert_eq!(encode_path("/warehouses/w 1/"), "warehouses/w%201");
+        assert_eq!(
+            RestCatalog::table_url("http://c/v1", &ns(&["strata", "dead_letters"]), "a b/c")
+                .unwrap(),
+            "http://c/v1/namespaces/strata%1Fdead_letters/tables/a%20b%2Fc"
+        );
+        assert_eq!(
+            base_url("http://c/api/", "/warehouses/w 1/").unwrap(),
+            "http://c/api/v1/warehouses/w%201"
+        );
     }
 
     #[test]
