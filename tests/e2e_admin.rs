@@ -424,21 +424,9 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
         view(&b12).is_some_and(|(_, _, isr)| isr.contains(&3))
     });
     let elect = |kind: &str, partitions: &[&str]| -> serde_json::Value {
-        let out = std::process::Command::new("python3")
-            .arg(format!(
-                "{}/tests/python/admin_elect.py",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .args([b12.as_str(), kind, "led"])
-            .args(partitions)
-            .output()
-            .expect("python3 (scripts/deps installs kafka-python)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        let mut args = vec![b12.as_str(), kind, "led"];
+        args.extend_from_slice(partitions);
+        common::python_json("admin_elect.py", &args)
     };
     // The controller also moves leaders back on its own, after 10 s of imbalance: asked
     // now, well within that, the election is this request's.

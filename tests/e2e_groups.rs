@@ -1255,20 +1255,7 @@ fn groups_list_with_their_type_and_commits_to_missing_partitions_are_refused() {
     let broker = Broker::start(dir.path(), &[]);
     create_topic(&broker.kafka, TOPIC, PARTITIONS, &[]);
     produce(&broker.kafka, 0, 12);
-    let out = std::process::Command::new("python3")
-        .arg(format!(
-            "{}/tests/python/admin_groups.py",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args([&broker.kafka, TOPIC])
-        .output()
-        .expect("python3 (scripts/deps installs kafka-python)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::python_json("admin_groups.py", &[&broker.kafka, TOPIC]);
     assert_eq!(v["groups"]["listed"], "consumer", "{v}");
     assert_eq!(v["commit"][format!("{TOPIC}/0")], "NoError", "{v}");
     assert_eq!(
@@ -1281,20 +1268,7 @@ fn groups_list_with_their_type_and_commits_to_missing_partitions_are_refused() {
         "{v}"
     );
     // The partition that exists was committed; the missing topic was not created.
-    let committed: Vec<i64> = {
-        let c: BaseConsumer = client_config(&broker.kafka, &[("group.id", "listed")])
-            .create()
-            .unwrap();
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(TOPIC, 0);
-        c.committed_offsets(tpl, Duration::from_secs(20))
-            .unwrap()
-            .elements()
-            .iter()
-            .map(|e| e.offset().to_raw().unwrap_or(-1))
-            .collect()
-    };
-    assert_eq!(committed, [1]);
+    assert_eq!(committed_of(&broker.kafka, "listed")[0], 1);
     let c: BaseConsumer = client_config(&broker.kafka, &[]).create().unwrap();
     let md = c.fetch_metadata(None, Duration::from_secs(10)).unwrap();
     assert!(md.topics().iter().all(|t| t.name() != "missing"));

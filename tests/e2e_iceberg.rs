@@ -161,20 +161,8 @@ fn parquet_objects(cold: &Path) -> usize {
 /// The JSON a script of tests/python prints, run with `args` (its pyiceberg is
 /// installed by scripts/deps).
 fn pyiceberg(script: &str, args: &[String]) -> serde_json::Value {
-    let out = Command::new("python3")
-        .arg(format!(
-            "{}/tests/python/{script}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args(args)
-        .output()
-        .expect("python3 (scripts/deps installs pyiceberg)");
-    assert!(
-        out.status.success(),
-        "pyiceberg ({script}): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::python_json(script, &args)
 }
 
 /// pyiceberg's scan of the table at `location` (a local table directory or a metadata

@@ -307,21 +307,9 @@ fn stored_codecs(dir: &std::path::Path, topic: &str) -> Vec<strata_proto::batch:
 
 /// The JSON tests/python/compression.py prints (kafka-python).
 fn kafka_python(bootstrap: &str, topic: &str, args: &[&str]) -> serde_json::Value {
-    let out = std::process::Command::new("python3")
-        .arg(format!(
-            "{}/tests/python/compression.py",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args([bootstrap, topic])
-        .args(args)
-        .output()
-        .expect("python3 (scripts/deps installs kafka-python)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut all = vec![bootstrap, topic];
+    all.extend_from_slice(args);
+    common::python_json("compression.py", &all)
 }
 
 /// compression.type: with a codec set the broker recompresses batches that arrive in

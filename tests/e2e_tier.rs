@@ -842,21 +842,9 @@ fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
 
 /// The JSON tests/python/admin_records.py prints (kafka-python's admin client).
 fn kafka_python_admin(bootstrap: &str, topic: &str, args: &[&str]) -> Value {
-    let out = std::process::Command::new("python3")
-        .arg(format!(
-            "{}/tests/python/admin_records.py",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args([bootstrap, topic])
-        .args(args)
-        .output()
-        .expect("python3 (scripts/deps installs kafka-python)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut all = vec![bootstrap, topic];
+    all.extend_from_slice(args);
+    common::python_json("admin_records.py", &all)
 }
 
 /// DeleteRecords (KIP-107) through kafka-python's admin client, on a tiered partition

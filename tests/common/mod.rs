@@ -227,3 +227,23 @@ pub fn cli(kafka: &str, args: &[&str]) -> std::process::Output {
         .output()
         .expect("run strata")
 }
+
+/// The JSON the script `tests/python/{script}` prints, run with `args` (its Python
+/// clients, kafka-python and pyiceberg, are installed by scripts/deps); fails the test
+/// with the script's stderr when it fails.
+pub fn python_json(script: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("python3")
+        .arg(format!(
+            "{}/tests/python/{script}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args(args)
+        .output()
+        .expect("python3 (scripts/deps installs kafka-python and pyiceberg)");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

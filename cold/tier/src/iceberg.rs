@@ -63,12 +63,6 @@ pub enum PublishError {
     },
 }
 
-/// Where [`publish`] keeps `topic`'s table: the absolute location of the directory
-/// holding its `metadata/`.
-pub fn table_location(catalog: &Catalog, topic: &str) -> String {
-    catalog.table_location(topic)
-}
-
 /// `topic`'s table, or `None` when it has not been created yet.
 async fn load_if_exists(
     catalog: &Catalog,

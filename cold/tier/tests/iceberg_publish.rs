@@ -75,6 +75,19 @@ impl Fixture {
             .unwrap()
     }
 
+    /// An object at `key` that no manifest names (an upload whose manifest update never
+    /// happened).
+    async fn put_stray(&self, key: &str) {
+        self.store
+            .put(
+                key,
+                bytes::Bytes::from_static(b"PAR1"),
+                strata_store::PutMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+
     fn catalog(&self) -> Catalog {
         Catalog::new(self.store.clone(), &self.uri, CLUSTER)
     }
@@ -301,14 +314,7 @@ async fn orphans_go_and_what_a_snapshot_names_stays() {
         "{CLUSTER}/parquet/topic={TOPIC}/partition=0/date=2023-11-14/{:020}-{:020}.parquet",
         7, 9
     );
-    f.store
-        .put(
-            &stray,
-            bytes::Bytes::from_static(b"PAR1"),
-            strata_store::PutMode::Overwrite,
-        )
-        .await
-        .unwrap();
+    f.put_stray(&stray).await;
     let exists = |key: String| {
         let store = f.store.clone();
         async move { store.head(&key).await.is_ok() }
@@ -433,14 +439,7 @@ async fn misfits_are_published_in_a_dead_letter_table() {
         "{CLUSTER}/dead_letters/parquet/topic={TOPIC}/partition=0/date=2023-11-14/{:020}-{:020}.parquet",
         99, 99
     );
-    f.store
-        .put(
-            &stray,
-            bytes::Bytes::from_static(b"PAR1"),
-            strata_store::PutMode::Overwrite,
-        )
-        .await
-        .unwrap();
+    f.put_stray(&stray).await;
     let later = i64::MAX / 2;
     let swept = strata_tier::iceberg::remove_orphans(&f.catalog(), TOPIC, 2, later)
         .await

@@ -281,10 +281,7 @@ impl Broker {
                 self.tier(),
             ) && let Some(catalog) = self.table_catalog(tier, &self.partition_key(p).cluster_id)
             {
-                iceberg_tables.insert(
-                    t.name.to_string(),
-                    strata_tier::iceberg::table_location(&catalog, &t.name),
-                );
+                iceberg_tables.insert(t.name.to_string(), catalog.table_location(&t.name));
             }
             for p in &t.partitions {
                 let remote = p.remote();

@@ -424,13 +424,15 @@ fn produce_partition(
         // a bomb.
         b.check_decompressed_size(broker.config.limits.max_decompressed_batch_bytes)
             .map_err(|e| (e.error_code(), e.to_string()))?;
-        // A compacted log keeps the latest record per key: a record without a key has
-        // no place in it (Kafka's LogValidator refuses it the same way).
-        if compacted {
+        // One pass over the records for what needs them: a compacted log keeps the latest
+        // record per key, so a record without a key has no place in it (Kafka's
+        // LogValidator refuses it the same way); message.timestamp.before/after.max.ms
+        // (its validateTimestamp).
+        if compacted || bounds.is_some() {
             let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
             for r in records.iter() {
                 let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
-                if r.key.is_none() {
+                if compacted && r.key.is_none() {
                     return Err((
                         ErrorCode::InvalidRecord,
                         format!(
@@ -438,15 +440,9 @@ fn produce_partition(
                         ),
                     ));
                 }
-            }
-        }
-        // message.timestamp.before/after.max.ms (Kafka's LogValidator.validateTimestamp).
-        if let Some((before, after)) = bounds {
-            let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
-            for r in records.iter() {
-                let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
-                if now_ms.saturating_sub(r.timestamp) > before
-                    || r.timestamp.saturating_sub(now_ms) > after
+                if let Some((before, after)) = bounds
+                    && (now_ms.saturating_sub(r.timestamp) > before
+                        || r.timestamp.saturating_sub(now_ms) > after)
                 {
                     return Err((
                         ErrorCode::InvalidTimestamp,
