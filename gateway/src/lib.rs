@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
@@ -411,13 +411,31 @@ async fn record_metrics(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
     let method = req.method().as_str().to_string();
+    let has_body = request_has_body(&req);
     let start = Instant::now();
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    // A refusal may come before the body is read (a 403 before a chunked stream, a 413
+    // on its length): the server then cannot reuse the connection, so it says so. A
+    // client that pooled it anyway would send its next request into a closed socket.
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     let status = response.status().as_u16().to_string();
     metrics::counter!("strata_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
     metrics::histogram!("strata_http_request_duration_seconds", "method" => method, "route" => route)
         .record(start.elapsed().as_secs_f64());
     response
+}
+
+/// Whether the request carries a body (a length above zero, or chunked).
+fn request_has_body(req: &Request) -> bool {
+    let h = req.headers();
+    h.contains_key(header::TRANSFER_ENCODING)
+        || h.get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0")
 }
 
 #[cfg(test)]

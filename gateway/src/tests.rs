@@ -409,6 +409,43 @@ async fn a_bad_record_fails_the_whole_request_and_appends_nothing() {
     assert_eq!(fake.produce_calls.load(Ordering::SeqCst), 0);
 }
 
+/// A refusal of a request with a body closes the connection (the body may be unread,
+/// so the connection cannot carry another request); a refused GET keeps it.
+#[tokio::test]
+async fn refusing_a_request_with_a_body_closes_its_connection() {
+    let fake = Fake::with_topic("t", 1);
+    let app = app(&fake, GatewayConfig::default());
+    let a = call(
+        &app,
+        post(
+            "/topics/nope",
+            Some(JSON_V2),
+            r#"{"records":[{"value":1}]}"#,
+        ),
+    )
+    .await;
+    a.error(StatusCode::NOT_FOUND, 40401);
+    assert_eq!(a.headers[header::CONNECTION], "close");
+    let chunked = Request::post("/topics/nope")
+        .header(header::CONTENT_TYPE, JSON_V2)
+        .header(header::TRANSFER_ENCODING, "chunked")
+        .body(Body::from(r#"{"records":[{"value":1}]}"#))
+        .unwrap();
+    let a = call(&app, chunked).await;
+    a.error(StatusCode::NOT_FOUND, 40401);
+    assert_eq!(a.headers[header::CONNECTION], "close");
+    let a = call(&app, get("/topics/nope")).await;
+    a.error(StatusCode::NOT_FOUND, 40401);
+    assert!(a.headers.get(header::CONNECTION).is_none());
+    let a = call(
+        &app,
+        post("/topics/t", Some(JSON_V2), r#"{"records":[{"value":1}]}"#),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.headers.get(header::CONNECTION).is_none());
+}
+
 #[tokio::test]
 async fn unknown_topic_partition_cluster_are_404() {
     let fake = Fake::with_topic("t", 1);
