@@ -82,6 +82,128 @@ pub fn assign_replicas(
     Ok(out)
 }
 
+/// One partition's replicas in a reassignment plan (the shape of Kafka's
+/// `kafka-reassign-partitions.sh` JSON: `{"topic", "partition", "replicas"}`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Vec<BrokerId>,
+}
+
+/// A reassignment that spreads `partitions`' replicas evenly over `brokers`, moving as
+/// few as it can: a replica on a broker not in `brokers` moves (a decommission), then
+/// replicas move from the broker holding the most to the one holding the fewest until
+/// they differ by at most one, and preferred leaders (first replicas) are evened out
+/// the same way by swapping leadership within each partition's replicas. A moved
+/// replica keeps its place in the list, so a partition's preferred leader moves only
+/// when its own broker does. Returns only the partitions that change, in the order
+/// given; deterministic (ties go to the lowest broker id).
+pub fn balance(
+    partitions: &[PlannedPartition],
+    brokers: &[BrokerId],
+) -> Result<Vec<PlannedPartition>, Rejection> {
+    let mut brokers: Vec<BrokerId> = brokers.to_vec();
+    brokers.sort_unstable();
+    brokers.dedup();
+    let mut plan: Vec<PlannedPartition> = partitions.to_vec();
+    for p in &plan {
+        if p.replicas.len() > brokers.len() {
+            return Err(Rejection::InvalidReplicationFactor {
+                factor: i32::try_from(p.replicas.len()).unwrap_or(i32::MAX),
+                available: brokers.len(),
+            });
+        }
+    }
+    let mut load: BTreeMap<BrokerId, usize> = brokers.iter().map(|b| (*b, 0)).collect();
+    for p in &plan {
+        for r in &p.replicas {
+            if let Some(c) = load.get_mut(r) {
+                *c += 1;
+            }
+        }
+    }
+    // The least-loaded broker of `brokers` not already in `replicas`.
+    let least = |load: &BTreeMap<BrokerId, usize>, replicas: &[BrokerId]| {
+        load.iter()
+            .filter(|(b, _)| !replicas.contains(b))
+            .min_by_key(|(b, c)| (**c, **b))
+            .map(|(b, _)| *b)
+    };
+    // 1. Replicas on brokers that are not to hold any.
+    for p in &mut plan {
+        for i in 0..p.replicas.len() {
+            if !load.contains_key(&p.replicas[i]) {
+                let to = least(&load, &p.replicas).expect("replicas fit the brokers: checked");
+                p.replicas[i] = to;
+                *load.get_mut(&to).expect("a broker of the list") += 1;
+            }
+        }
+    }
+    // 2. From the most to the least loaded, one replica at a time.
+    loop {
+        let (&max_b, &max_c) = load
+            .iter()
+            .max_by_key(|(b, c)| (**c, std::cmp::Reverse(**b)))
+            .expect("at least one broker");
+        let (&min_b, &min_c) = load
+            .iter()
+            .min_by_key(|(b, c)| (**c, **b))
+            .expect("at least one broker");
+        if max_c <= min_c + 1 {
+            break;
+        }
+        // A partition on max_b but not on min_b; a follower first, so leadership stays.
+        let pick = plan
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.replicas.contains(&max_b) && !p.replicas.contains(&min_b))
+            .min_by_key(|(i, p)| (p.replicas[0] == max_b, *i))
+            .map(|(i, _)| i);
+        let Some(i) = pick else { break };
+        let r = &mut plan[i].replicas;
+        let at = r.iter().position(|b| *b == max_b).expect("filtered on it");
+        r[at] = min_b;
+        *load.get_mut(&max_b).expect("listed") -= 1;
+        *load.get_mut(&min_b).expect("listed") += 1;
+    }
+    // 3. Preferred leaders: swap a partition's first replica with another of its own.
+    let mut leads: BTreeMap<BrokerId, usize> = brokers.iter().map(|b| (*b, 0)).collect();
+    for p in &plan {
+        if let Some(c) = p.replicas.first().and_then(|b| leads.get_mut(b)) {
+            *c += 1;
+        }
+    }
+    loop {
+        let (&max_b, &max_c) = leads
+            .iter()
+            .max_by_key(|(b, c)| (**c, std::cmp::Reverse(**b)))
+            .expect("at least one broker");
+        // The partition led by max_b whose other replica leads the fewest.
+        let best = plan
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.replicas.first() == Some(&max_b))
+            .flat_map(|(i, p)| p.replicas.iter().skip(1).map(move |b| (i, *b)))
+            .min_by_key(|(i, b)| (leads[b], *b, *i));
+        let Some((i, to)) = best else { break };
+        if leads[&to] + 1 >= max_c {
+            break;
+        }
+        let r = &mut plan[i].replicas;
+        let at = r.iter().position(|b| *b == to).expect("found in it");
+        r.swap(0, at);
+        *leads.get_mut(&max_b).expect("listed") -= 1;
+        *leads.get_mut(&to).expect("listed") += 1;
+    }
+    Ok(plan
+        .into_iter()
+        .zip(partitions)
+        .filter(|(new, old)| new.replicas != old.replicas)
+        .map(|(new, _)| new)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +273,89 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn planned(lists: &[&[BrokerId]]) -> Vec<PlannedPartition> {
+        lists
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PlannedPartition {
+                topic: "t".into(),
+                partition: i as i32,
+                replicas: r.to_vec(),
+            })
+            .collect()
+    }
+
+    /// Replicas and preferred leaders per broker after applying `plan` to `before`.
+    fn counts(
+        before: &[PlannedPartition],
+        plan: &[PlannedPartition],
+    ) -> (BTreeMap<BrokerId, usize>, BTreeMap<BrokerId, usize>) {
+        let mut replicas = BTreeMap::new();
+        let mut leaders = BTreeMap::new();
+        for p in before {
+            let r = plan
+                .iter()
+                .find(|q| q.partition == p.partition)
+                .map_or(&p.replicas, |q| &q.replicas);
+            let mut s = r.clone();
+            s.sort();
+            s.dedup();
+            assert_eq!(s.len(), r.len(), "distinct replicas in {r:?}");
+            *leaders.entry(r[0]).or_default() += 1;
+            for b in r {
+                *replicas.entry(*b).or_default() += 1;
+            }
+        }
+        (replicas, leaders)
+    }
+
+    #[test]
+    fn balancing_in_a_new_broker_moves_a_quarter_of_the_replicas() {
+        // 8 partitions, RF 3, on brokers 1-3: 24 replicas, 8 per broker.
+        let before = planned(&[
+            &[1, 2, 3],
+            &[2, 3, 1],
+            &[3, 1, 2],
+            &[1, 3, 2],
+            &[2, 1, 3],
+            &[3, 2, 1],
+            &[1, 2, 3],
+            &[2, 3, 1],
+        ]);
+        let plan = balance(&before, &[1, 2, 3, 4]).unwrap();
+        let (replicas, leaders) = counts(&before, &plan);
+        assert_eq!(replicas.values().copied().collect::<Vec<_>>(), [6, 6, 6, 6]);
+        assert_eq!(leaders.values().copied().collect::<Vec<_>>(), [2, 2, 2, 2]);
+        // Exactly the 6 replicas broker 4 gets moved.
+        let moved: usize = plan
+            .iter()
+            .map(|p| {
+                let old = &before[p.partition as usize].replicas;
+                p.replicas.iter().filter(|b| !old.contains(b)).count()
+            })
+            .sum();
+        assert_eq!(moved, 6);
+        // Balanced already: nothing to do.
+        assert!(balance(&before, &[1, 2, 3]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn decommissioning_moves_every_replica_off_the_broker() {
+        let before = planned(&[&[1, 2], &[2, 3], &[3, 4], &[4, 1], &[1, 3], &[2, 4]]);
+        let plan = balance(&before, &[1, 2, 3]).unwrap();
+        let (replicas, leaders) = counts(&before, &plan);
+        assert!(
+            !replicas.contains_key(&4) && !leaders.contains_key(&4),
+            "{plan:?}"
+        );
+        assert_eq!(replicas.values().copied().collect::<Vec<_>>(), [4, 4, 4]);
+        // Too few brokers for the replication factor.
+        assert!(matches!(
+            balance(&planned(&[&[1, 2, 3]]), &[1, 2]),
+            Err(Rejection::InvalidReplicationFactor { .. })
+        ));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::rpc::{
 use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType,
-    MetadataUpdate, PartitionRecord, TopicRecord,
+    MetadataUpdate, PartitionRecord, Reassignment, ReassignmentOutcome, TopicRecord,
 };
 use crate::types::BrokerId;
 
@@ -286,6 +286,24 @@ impl ControllerClient {
         }
     }
 
+    /// KIP-455's AlterPartitionReassignments: each partition moves to its target, or
+    /// its reassignment is cancelled. One outcome per entry, in order.
+    pub async fn alter_reassignments(
+        &self,
+        reassignments: Vec<Reassignment>,
+    ) -> Result<Vec<ReassignmentOutcome>, ControllerError> {
+        match self
+            .call(
+                ClientRequest::AlterReassignments(reassignments),
+                Duration::ZERO,
+            )
+            .await?
+        {
+            ClientReply::Reassignments(o) => Ok(o),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     /// Reserves `count` producer ids; returns the first. Ids are never handed out twice.
     pub async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
         match self
@@ -542,6 +560,11 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<ElectionOutcome>, ControllerError>;
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError>;
+    /// [`ControllerClient::alter_reassignments`].
+    async fn alter_reassignments(
+        &self,
+        reassignments: Vec<Reassignment>,
+    ) -> Result<Vec<ReassignmentOutcome>, ControllerError>;
     /// Credentials, ACLs and quotas.
     async fn alter_security(
         &self,
@@ -641,6 +664,12 @@ impl ControllerApi for ControllerClient {
     }
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
         ControllerClient::allocate_producer_ids(self, count).await
+    }
+    async fn alter_reassignments(
+        &self,
+        reassignments: Vec<Reassignment>,
+    ) -> Result<Vec<ReassignmentOutcome>, ControllerError> {
+        ControllerClient::alter_reassignments(self, reassignments).await
     }
     async fn alter_security(
         &self,

@@ -728,6 +728,15 @@ impl Node {
                     other => Err(unexpected(other)),
                 }
             }
+            ClientRequest::AlterReassignments(reassignments) => {
+                match self
+                    .propose(Command::AlterReassignments { reassignments })
+                    .await?
+                {
+                    CommandOutput::Reassignments(o) => Ok(ClientReply::Reassignments(o)),
+                    other => Err(unexpected(other)),
+                }
+            }
             ClientRequest::Metadata { .. } => unreachable!("answered above"),
         }
     }

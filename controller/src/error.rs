@@ -37,6 +37,8 @@ pub enum Rejection {
     InvalidReplicationFactor { factor: i32, available: usize },
     #[error("invalid replica assignment: {reason}")]
     InvalidReplicaAssignment { reason: String },
+    #[error("{topic}-{partition} has no reassignment to cancel")]
+    NoReassignmentInProgress { topic: String, partition: i32 },
     #[error("invalid topic config: {reason}")]
     InvalidConfig { reason: String },
     #[error("broker {broker} is not registered")]
@@ -94,6 +96,7 @@ impl Rejection {
             Rejection::InvalidPartitions { .. } => ErrorCode::InvalidPartitions,
             Rejection::InvalidReplicationFactor { .. } => ErrorCode::InvalidReplicationFactor,
             Rejection::InvalidReplicaAssignment { .. } => ErrorCode::InvalidReplicaAssignment,
+            Rejection::NoReassignmentInProgress { .. } => ErrorCode::NoReassignmentInProgress,
             Rejection::InvalidConfig { .. } => ErrorCode::InvalidConfig,
             // Kafka answers BROKER_ID_NOT_REGISTERED (102) to an unknown broker's heartbeat;
             // strata-proto has no such code, and the remedy is the same as for a stale

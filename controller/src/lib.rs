@@ -74,6 +74,7 @@ pub use security::{
 pub use state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, DeltaError,
     ElectionError, ElectionOutcome, ElectionType, Endpoint, MetadataDelta, MetadataUpdate,
-    NO_LEADER, PartitionRecord, TopicRecord, validate_topic_name,
+    NO_LEADER, PartitionRecord, Reassignment, ReassignmentOutcome, TopicRecord,
+    validate_topic_name,
 };
 pub use types::{BrokerId, NodeId, TypeConfig};

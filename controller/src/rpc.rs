@@ -15,7 +15,7 @@ use crate::error::{ControllerError, Rejection};
 use crate::security::{SecurityChange, SecurityOutcome};
 use crate::state::{
     AlterPartitionRequest, BrokerRecord, ClusterMetadata, ElectionOutcome, ElectionType, Endpoint,
-    MetadataDelta, PartitionRecord, TopicRecord,
+    MetadataDelta, PartitionRecord, Reassignment, ReassignmentOutcome, TopicRecord,
 };
 use crate::types::{BrokerId, NodeId, TypeConfig};
 
@@ -99,6 +99,7 @@ pub(crate) enum ClientRequest {
         count: i64,
     },
     AlterSecurity(SecurityChange),
+    AlterReassignments(Vec<Reassignment>),
     /// Long poll: answer once the version exceeds `since_version`, or `None` after
     /// `wait_ms`.
     Metadata {
@@ -122,6 +123,7 @@ pub(crate) enum ClientReply {
     },
     Elections(Vec<ElectionOutcome>),
     Security(SecurityOutcome),
+    Reassignments(Vec<ReassignmentOutcome>),
     Metadata(Option<Box<ClusterMetadata>>),
     /// The commands since the asker's version, when the controller still has them all.
     MetadataDelta(Box<MetadataDelta>),

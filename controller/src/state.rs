@@ -103,8 +103,15 @@ pub struct PartitionRecord {
     /// The leader, or [`NO_LEADER`].
     pub leader: BrokerId,
     pub leader_epoch: i32,
-    /// Bumped on every change of leader or ISR (KIP-497).
+    /// Bumped on every change of leader, ISR or replicas (KIP-497).
     pub partition_epoch: i32,
+    /// Replicas a reassignment is adding (KIP-455): already in `replicas`, catching up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<BrokerId>,
+    /// Replicas a reassignment removes once every target replica is in sync: still in
+    /// `replicas` until then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<BrokerId>,
 }
 
 impl PartitionRecord {
@@ -119,6 +126,29 @@ impl PartitionRecord {
 
     pub fn is_under_replicated(&self) -> bool {
         self.isr.len() < self.replicas.len()
+    }
+
+    /// Whether a reassignment is under way.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition is moving to (all of them when none is moving).
+    pub fn target_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
+
+    /// The replicas it had before the reassignment began.
+    pub fn original_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
     }
 }
 
@@ -364,6 +394,29 @@ pub enum Command {
     },
     /// Credentials (KIP-554), and as they are built ACLs and quotas.
     AlterSecurity(SecurityChange),
+    /// KIP-455's AlterPartitionReassignments: each partition moves to the target replicas
+    /// (`Some`), or its reassignment is cancelled (`None`).
+    AlterReassignments {
+        reassignments: Vec<Reassignment>,
+    },
+}
+
+/// One partition's entry in [`Command::AlterReassignments`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// The replicas to move to, the first the preferred leader; `None` cancels.
+    pub target: Option<Vec<BrokerId>>,
+}
+
+/// What became of one partition's entry in [`Command::AlterReassignments`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignmentOutcome {
+    pub topic: String,
+    pub partition: i32,
+    /// The partition after the change.
+    pub result: Result<PartitionRecord, Rejection>,
 }
 
 /// What an applied command returns.
@@ -380,6 +433,7 @@ pub enum CommandOutput {
     },
     Elections(Vec<ElectionOutcome>),
     Security(SecurityOutcome),
+    Reassignments(Vec<ReassignmentOutcome>),
 }
 
 /// The state machine's answer to one log entry.
@@ -566,6 +620,9 @@ impl ClusterMetadata {
             Command::AlterSecurity(change) => {
                 Ok(CommandOutput::Security(self.security.apply(change)))
             }
+            Command::AlterReassignments { reassignments } => {
+                Ok(self.alter_reassignments(reassignments))
+            }
         };
         if out.is_ok() {
             self.version += 1;
@@ -674,6 +731,9 @@ impl ClusterMetadata {
             for p in t.partitions.iter_mut() {
                 if p.replicas.contains(&broker) {
                     reconcile_partition(p, &is_live, unclean, remove_from_isr, restarted);
+                    // A target replica that can lead again may be all a reassignment
+                    // waited for.
+                    complete_reassignment(p, &is_live);
                 }
             }
         }
@@ -736,6 +796,8 @@ impl ClusterMetadata {
                     leader,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 })
             })
             .collect()
@@ -927,8 +989,62 @@ impl ClusterMetadata {
         if !same_members(&req.new_isr, &p.isr) {
             p.isr = req.new_isr.clone();
             p.partition_epoch += 1;
+            // The ISR grew: a reassignment whose target replicas are all in sync now ends.
+            let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
+            complete_reassignment(p, &is_live);
         }
         Ok(CommandOutput::Partition(p.clone()))
+    }
+
+    /// KIP-455, as KRaft's ReplicationControlManager carries it out: a new target makes
+    /// `replicas` the target followed by the current replicas it drops (`removing`), with
+    /// the ones it adds in `adding`; the leader adds those to the ISR as they catch up,
+    /// and the reassignment completes (replicas = target, leadership moved if the leader
+    /// leaves) once every target replica is in sync. A new target for a partition already
+    /// moving starts from its replicas as they are. Cancelling goes back to the replicas
+    /// it had (the adding ones leave), as long as one of those is still in sync.
+    fn alter_reassignments(&mut self, reassignments: &[Reassignment]) -> CommandOutput {
+        let live: BTreeMap<BrokerId, bool> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect();
+        let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
+        let registered = |id: BrokerId| live.contains_key(&id);
+        let mut outcomes = Vec::with_capacity(reassignments.len());
+        for r in reassignments {
+            let result = (|| {
+                let t = self
+                    .topics
+                    .get_mut(&r.topic)
+                    .ok_or_else(|| Rejection::UnknownTopic {
+                        name: r.topic.clone(),
+                    })?;
+                let unknown = || Rejection::UnknownPartition {
+                    topic: r.topic.clone(),
+                    partition: r.partition,
+                };
+                let index = usize::try_from(r.partition).map_err(|_| unknown())?;
+                if index >= t.partitions.len() {
+                    return Err(unknown());
+                }
+                let p = &mut Arc::make_mut(t).partitions[index];
+                match &r.target {
+                    Some(target) => {
+                        validate_target(target, &registered)?;
+                        start_reassignment(p, target, &is_live);
+                    }
+                    None => cancel_reassignment(p, &r.topic, &is_live)?,
+                }
+                Ok(p.clone())
+            })();
+            outcomes.push(ReassignmentOutcome {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                result,
+            });
+        }
+        CommandOutput::Reassignments(outcomes)
     }
 
     fn elect_leaders(&mut self, election: ElectionType, which: &[(String, i32)]) -> CommandOutput {
@@ -983,6 +1099,139 @@ impl ClusterMetadata {
         }
         CommandOutput::Elections(outcomes)
     }
+}
+
+/// A reassignment's target: replicas named once each, every one registered.
+fn validate_target(
+    target: &[BrokerId],
+    registered: &impl Fn(BrokerId) -> bool,
+) -> Result<(), Rejection> {
+    let bad = |reason: String| Err(Rejection::InvalidReplicaAssignment { reason });
+    if target.is_empty() {
+        return bad("the target replica list is empty".into());
+    }
+    for (i, r) in target.iter().enumerate() {
+        if target[..i].contains(r) {
+            return bad(format!("the target names broker {r} twice"));
+        }
+        if !registered(*r) {
+            return bad(format!(
+                "the target names broker {r}, which is not registered"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Sets `p` moving to `target` (from its replicas as they are), and completes at once
+/// when every target replica is already in sync.
+fn start_reassignment(
+    p: &mut PartitionRecord,
+    target: &[BrokerId],
+    is_live: &impl Fn(BrokerId) -> bool,
+) {
+    let current = p.replicas.clone();
+    let adding: Vec<BrokerId> = target
+        .iter()
+        .copied()
+        .filter(|r| !current.contains(r))
+        .collect();
+    let removing: Vec<BrokerId> = current
+        .iter()
+        .copied()
+        .filter(|r| !target.contains(r))
+        .collect();
+    let mut replicas = target.to_vec();
+    replicas.extend(removing.iter().copied());
+    // Adding replicas that a previous target brought in and this one drops were never
+    // counted on: they leave with the rest of `removing`.
+    let changed =
+        replicas != p.replicas || adding != p.adding_replicas || removing != p.removing_replicas;
+    p.replicas = replicas;
+    p.adding_replicas = adding;
+    p.removing_replicas = removing;
+    if changed {
+        p.partition_epoch += 1;
+    }
+    complete_reassignment(p, is_live);
+}
+
+/// Ends `p`'s reassignment if every target replica is in the ISR and one of them can
+/// lead: replicas become the target, the ISR loses the removed ones, and leadership
+/// moves to the first live target replica in sync if the leader is being removed.
+/// Returns whether it completed.
+fn complete_reassignment(p: &mut PartitionRecord, is_live: &impl Fn(BrokerId) -> bool) -> bool {
+    if !p.is_reassigning() {
+        return false;
+    }
+    let target = p.target_replicas();
+    if !target.iter().all(|r| p.isr.contains(r)) {
+        return false;
+    }
+    let leader_stays = target.contains(&p.leader);
+    let new_leader = if leader_stays {
+        p.leader
+    } else {
+        match target.iter().copied().find(|r| is_live(*r)) {
+            Some(l) => l,
+            None => return false,
+        }
+    };
+    p.isr.retain(|r| target.contains(r));
+    p.replicas = target;
+    p.adding_replicas.clear();
+    p.removing_replicas.clear();
+    if !leader_stays {
+        p.leader = new_leader;
+        p.leader_epoch += 1;
+    }
+    p.partition_epoch += 1;
+    true
+}
+
+/// Puts `p` back on the replicas it had before its reassignment.
+fn cancel_reassignment(
+    p: &mut PartitionRecord,
+    topic: &str,
+    is_live: &impl Fn(BrokerId) -> bool,
+) -> Result<(), Rejection> {
+    if !p.is_reassigning() {
+        return Err(Rejection::NoReassignmentInProgress {
+            topic: topic.to_string(),
+            partition: p.partition,
+        });
+    }
+    let original = p.original_replicas();
+    let isr: Vec<BrokerId> = p
+        .isr
+        .iter()
+        .copied()
+        .filter(|r| original.contains(r))
+        .collect();
+    if isr.is_empty() {
+        return Err(Rejection::InvalidReplicaAssignment {
+            reason: format!(
+                "none of {topic}-{}'s original replicas {original:?} is in sync any more:                  cancelling would lose records; move it to a target instead",
+                p.partition
+            ),
+        });
+    }
+    let leader_stays = original.contains(&p.leader);
+    p.replicas = original;
+    p.isr = isr;
+    p.adding_replicas.clear();
+    p.removing_replicas.clear();
+    p.partition_epoch += 1;
+    if !leader_stays {
+        p.leader = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| p.isr.contains(r) && is_live(*r))
+            .unwrap_or(NO_LEADER);
+        p.leader_epoch += 1;
+    }
+    Ok(())
 }
 
 fn same_members(a: &[BrokerId], b: &[BrokerId]) -> bool {
@@ -1218,6 +1467,134 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.partition("clean", 0).unwrap().leader, 2);
+    }
+
+    fn reassign(
+        m: &mut ClusterMetadata,
+        partition: i32,
+        target: Option<Vec<BrokerId>>,
+    ) -> Result<PartitionRecord, Rejection> {
+        let cmd = Command::AlterReassignments {
+            reassignments: vec![Reassignment {
+                topic: "t".into(),
+                partition,
+                target,
+            }],
+        };
+        match m.apply(&cmd, 50).unwrap() {
+            CommandOutput::Reassignments(mut o) => o.remove(0).result,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    /// The leader of t-0 asks for `isr` (with the epochs it last saw).
+    fn grow_isr(m: &mut ClusterMetadata, epochs: &[i64], isr: Vec<BrokerId>) -> PartitionRecord {
+        let p = m.partition("t", 0).unwrap().clone();
+        let cmd = Command::AlterPartition(AlterPartitionRequest {
+            broker: p.leader,
+            broker_epoch: epochs[(p.leader - 1) as usize],
+            topic_id: m.topic("t").unwrap().id,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: isr,
+        });
+        match m.apply(&cmd, 60).unwrap() {
+            CommandOutput::Partition(p) => p,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn a_reassignment_adds_then_completes_when_the_target_is_in_sync() {
+        let (mut m, e) = three_brokers();
+        let e4 = register(&mut m, 4, 4);
+        let epochs = [e[0], e[1], e[2], e4];
+        topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        // Move 1's replica to 4: 4 joins, 1 is removing, 1 still leads.
+        let p = reassign(&mut m, 0, Some(vec![4, 2, 3])).unwrap();
+        assert_eq!(p.replicas, [4, 2, 3, 1]);
+        assert_eq!(
+            (p.adding_replicas.clone(), p.removing_replicas.clone()),
+            (vec![4], vec![1])
+        );
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.partition_epoch),
+            (1, vec![1, 2, 3], 1)
+        );
+        assert!(p.is_reassigning());
+        // 4 catches up: the leader adds it, and the reassignment completes. 1 leaves and
+        // gives up leadership to the first target replica in sync.
+        let p = grow_isr(&mut m, &epochs, vec![1, 2, 3, 4]);
+        assert_eq!(p.replicas, [4, 2, 3]);
+        assert!(!p.is_reassigning());
+        assert_eq!((p.leader, p.leader_epoch), (4, 1));
+        let mut isr = p.isr.clone();
+        isr.sort();
+        assert_eq!(isr, [2, 3, 4]);
+        // Cancelling now: nothing to cancel.
+        assert!(matches!(
+            reassign(&mut m, 0, None),
+            Err(Rejection::NoReassignmentInProgress { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reassignment_within_the_isr_completes_at_once_and_one_can_be_cancelled() {
+        let (mut m, e) = three_brokers();
+        let e4 = register(&mut m, 4, 4);
+        topic(&mut m, "t", vec![vec![1, 2, 3]], &[]);
+        // Dropping a replica (all the target in sync): done at once, leader kept.
+        let p = reassign(&mut m, 0, Some(vec![2, 1])).unwrap();
+        assert_eq!(
+            (p.replicas.clone(), p.leader, p.leader_epoch),
+            (vec![2, 1], 1, 0)
+        );
+        assert!(!p.is_reassigning());
+        // Moving to 4 and 3 (not a replica now) then cancelling: back to [2, 1], the ISR
+        // without the adding replicas, the leader kept.
+        let p = reassign(&mut m, 0, Some(vec![4, 3])).unwrap();
+        assert_eq!(p.replicas, [4, 3, 2, 1]);
+        assert_eq!(p.adding_replicas, [4, 3]);
+        let p = reassign(&mut m, 0, None).unwrap();
+        assert_eq!((p.replicas.clone(), p.leader), (vec![2, 1], 1));
+        assert!(!p.is_reassigning());
+        // A target naming an unknown broker, or one twice, is refused and changes nothing.
+        let before = m.partition("t", 0).unwrap().clone();
+        for bad in [vec![1, 9], vec![2, 2], vec![]] {
+            assert!(matches!(
+                reassign(&mut m, 0, Some(bad)),
+                Err(Rejection::InvalidReplicaAssignment { .. })
+            ));
+        }
+        assert!(matches!(
+            reassign(&mut m, 7, Some(vec![1])),
+            Err(Rejection::UnknownPartition { .. })
+        ));
+        assert_eq!(m.partition("t", 0).unwrap(), &before);
+        let _ = (e, e4);
+    }
+
+    #[test]
+    fn a_new_target_replaces_a_reassignment_under_way() {
+        let (mut m, e) = three_brokers();
+        let e4 = register(&mut m, 4, 4);
+        let e5 = register(&mut m, 5, 5);
+        let epochs = [e[0], e[1], e[2], e4, e5];
+        topic(&mut m, "t", vec![vec![1, 2]], &[]);
+        reassign(&mut m, 0, Some(vec![1, 4])).unwrap();
+        // Before 4 catches up, the operator asks for [1, 5]: 4 goes, 5 comes.
+        let p = reassign(&mut m, 0, Some(vec![1, 5])).unwrap();
+        assert_eq!(p.replicas, [1, 5, 4, 2]);
+        assert_eq!(
+            (p.adding_replicas.clone(), p.removing_replicas.clone()),
+            (vec![5], vec![4, 2])
+        );
+        let p = grow_isr(&mut m, &epochs, vec![1, 2, 5]);
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone(), p.leader),
+            (vec![1, 5], vec![1, 5], 1)
+        );
     }
 
     #[test]

@@ -629,6 +629,7 @@ impl Broker {
         let mut opened = self.open_new_partitions(md, last, &current);
         let mut next: BTreeMap<Arc<str>, Arc<TopicState>> = BTreeMap::new();
         let mut removed = Vec::new();
+        let mut moved_away = Vec::new();
         for (name, state) in &current {
             match md.topics.get(name.as_ref()) {
                 Some(t) if t.id == state.id => {}
@@ -744,6 +745,16 @@ impl Broker {
                 partitions.push(p);
             }
             partitions.sort_by_key(|p| p.index);
+            // Replicas this broker no longer holds (a reassignment moved them away): their
+            // files go, as a deleted topic's do.
+            if let Some(state) = existing {
+                for p in &state.partitions {
+                    if !partitions.iter().any(|q| q.index == p.index) {
+                        tracing::info!(topic = %rec.name, partition = p.index, "removing a replica reassigned away from this broker");
+                        moved_away.push((state.clone(), p.index));
+                    }
+                }
+            }
             next.insert(
                 name.clone(),
                 Arc::new(TopicState {
@@ -763,6 +774,9 @@ impl Broker {
         *self.topics.write().unwrap_or_else(|e| e.into_inner()) = HostedTopics::new(next);
         for t in removed {
             self.remove_topic_files(&t);
+        }
+        for (t, index) in moved_away {
+            self.remove_partition_files(&t.name, t.id, index);
         }
         Ok(())
     }
@@ -883,21 +897,27 @@ impl Broker {
     /// partition keep reading their open files until they finish.
     fn remove_topic_files(&self, t: &TopicState) {
         for p in &t.partitions {
-            let dir = self.partition_dir(&t.name, p.index);
-            let doomed = self
-                .config
-                .data_dir
-                .join(format!("{}-{}.{}-delete", t.name, p.index, t.id));
-            if let Err(e) = std::fs::rename(&dir, &doomed) {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot rename deleted partition directory");
-                continue;
-            }
-            std::thread::spawn(move || {
-                if let Err(e) = std::fs::remove_dir_all(&doomed) {
-                    tracing::warn!(dir = %doomed.display(), error = %e, "cannot remove deleted partition directory");
-                }
-            });
+            self.remove_partition_files(&t.name, t.id, p.index);
         }
+    }
+
+    /// Renames a partition's directory out of the way (a crash after it leaves nothing
+    /// to reopen) and deletes it in the background.
+    fn remove_partition_files(&self, topic: &str, id: TopicId, index: i32) {
+        let dir = self.partition_dir(topic, index);
+        let doomed = self
+            .config
+            .data_dir
+            .join(format!("{topic}-{index}.{id}-delete"));
+        if let Err(e) = std::fs::rename(&dir, &doomed) {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot rename deleted partition directory");
+            return;
+        }
+        std::thread::spawn(move || {
+            if let Err(e) = std::fs::remove_dir_all(&doomed) {
+                tracing::warn!(dir = %doomed.display(), error = %e, "cannot remove deleted partition directory");
+            }
+        });
     }
 
     /// Removes partition directories that metadata no longer names (a deletion cut short
@@ -923,8 +943,11 @@ impl Broker {
             let Ok(index) = index.parse::<i32>() else {
                 continue;
             };
+            // A replica reassigned away while this broker was down is not kept either.
+            let node = self.node_id();
             let keep = md.topics.get(topic).is_some_and(|t| {
-                (index as usize) < t.partitions.len()
+                t.partition(index)
+                    .is_some_and(|p| p.replicas.contains(&node))
                     && read_topic_id(&path).is_none_or(|id| id == t.id)
             });
             if !keep && read_topic_id(&path).is_some() {

@@ -42,6 +42,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     // v0 of SaslHandshake is followed by raw (unframed) SASL tokens, which Strata does
     // not speak; every client since Kafka 1.0 uses v1 and SaslAuthenticate.
     (ApiKey::SaslHandshake, 1, 1),

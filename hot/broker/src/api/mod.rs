@@ -21,6 +21,7 @@ mod logdirs;
 mod metadata;
 mod produce;
 mod quotas;
+mod reassign;
 mod txn;
 mod users;
 
@@ -197,6 +198,8 @@ requests! {
     DeleteRecords => DeleteRecordsRequest,
     DescribeLogDirs => DescribeLogDirsRequest,
     ElectLeaders => ElectLeadersRequest,
+    AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+    ListPartitionReassignments => ListPartitionReassignmentsRequest,
     SaslHandshake => SaslHandshakeRequest,
     SaslAuthenticate => SaslAuthenticateRequest,
     DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
@@ -328,6 +331,8 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::DeleteRecords(r) => logdirs::delete_records(b, c, r),
         Request::DescribeLogDirs(r) => logdirs::describe_log_dirs(&b, c, r),
         Request::ElectLeaders(r) => elections::elect_leaders(b, c, r),
+        Request::AlterPartitionReassignments(r) => reassign::alter(b, c, r),
+        Request::ListPartitionReassignments(r) => reassign::list(&b, c, r),
         Request::DescribeUserScramCredentials(r) => users::describe(&b, c, r),
         Request::AlterUserScramCredentials(r) => users::alter(b, c, r),
         Request::CreateAcls(r) => acls::create(b, c, r),
@@ -380,6 +385,8 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "delete_records",
         ApiKey::DescribeLogDirs => "describe_log_dirs",
         ApiKey::ElectLeaders => "elect_leaders",
+        ApiKey::AlterPartitionReassignments => "alter_partition_reassignments",
+        ApiKey::ListPartitionReassignments => "list_partition_reassignments",
         ApiKey::SaslHandshake => "sasl_handshake",
         ApiKey::SaslAuthenticate => "sasl_authenticate",
         ApiKey::DescribeUserScramCredentials => "describe_user_scram_credentials",
