@@ -69,11 +69,26 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connects to `addr` (HOST:PORT) and asks for its API versions; every read and write
-    /// waits at most `timeout`.
-    /// Connects as --command-config says (TLS, SASL).
-    pub fn open(addr: &str, c: &super::client::ClientArgs) -> anyhow::Result<Conn> {
-        Self::connect_with(addr, c.timeout, &c.properties())
+    /// Connects to the first broker of `bootstrap` (HOST:PORT, comma-separated) that
+    /// answers, as --command-config says (TLS, SASL), and asks for its API versions;
+    /// every read and write waits at most --timeout.
+    pub fn open(bootstrap: &str, c: &super::client::ClientArgs) -> anyhow::Result<Conn> {
+        let mut errors = Vec::new();
+        for addr in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            match Self::connect_with(addr, c.timeout, &c.properties()) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => errors.push(format!("{e:#}")),
+            }
+        }
+        match errors.len() {
+            0 => bail!("--bootstrap names no broker"),
+            1 => bail!("{}", errors.remove(0)),
+            _ => bail!("no broker of {bootstrap} answers: {}", errors.join("; ")),
+        }
     }
 
     /// Connects with these client properties: `security.protocol` PLAINTEXT, SSL,

@@ -99,7 +99,6 @@ impl Cluster {
             .map(|n| format!("{}@{}", n.id, n.controller))
             .collect::<Vec<_>>()
             .join(",");
-        let cold = format!("file://{}", dir.path().join("cold").display());
         // Brokers block in start-up until a controller quorum answers: start them all
         // at once.
         let brokers: Vec<Broker> = std::thread::scope(|s| {
@@ -107,21 +106,7 @@ impl Cluster {
                 .iter()
                 .map(|node| {
                     let data = dir.path().join(format!("n{}", node.id));
-                    let own = per_node(node);
-                    let mut args: Vec<String> = vec![
-                        "--node-id".into(),
-                        node.id.to_string(),
-                        "--controller-addr".into(),
-                        node.controller.clone(),
-                        "--object-store".into(),
-                        cold.clone(),
-                    ];
-                    // A broker may be told another way to reach the voters (a proxy).
-                    if !own.iter().any(|a| a == "--controller-voters") {
-                        args.extend(["--controller-voters".into(), voter_list.clone()]);
-                    }
-                    args.extend(extra.iter().map(|s| s.to_string()));
-                    args.extend(own);
+                    let args = broker_args(node, dir.path(), &voter_list, extra, per_node(node));
                     let kafka = node.kafka.clone();
                     s.spawn(move || {
                         let a: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -137,6 +122,15 @@ impl Cluster {
             voters: voter_list,
             dir,
         }
+    }
+
+    /// Starts one more broker (not a voter) with the cluster's voters and bucket.
+    pub fn add(&mut self, node: Node, extra: &[&str]) {
+        let data = self.dir.path().join(format!("n{}", node.id));
+        let args = broker_args(&node, self.dir.path(), &self.voters, extra, Vec::new());
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.brokers.push(Broker::start_on(&data, &node.kafka, &a));
+        self.nodes.push(node);
     }
 
     pub fn bootstrap(&self) -> String {
@@ -177,6 +171,32 @@ impl Cluster {
         }
         panic!("timed out waiting for {what} on {topic}; last metadata {last:?}");
     }
+}
+
+/// A broker's flags: its id and controller address, the voters (unless `own` names
+/// them), the shared bucket, then `extra` and `own`.
+fn broker_args(
+    node: &Node,
+    dir: &std::path::Path,
+    voters: &str,
+    extra: &[&str],
+    own: Vec<String>,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--node-id".into(),
+        node.id.to_string(),
+        "--controller-addr".into(),
+        node.controller.clone(),
+        "--object-store".into(),
+        format!("file://{}", dir.join("cold").display()),
+    ];
+    // A broker may be told another way to reach the voters (a proxy).
+    if !own.iter().any(|a| a == "--controller-voters") {
+        args.extend(["--controller-voters".into(), voters.to_string()]);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(own);
+    args
 }
 
 /// (leader, replicas, isr) by partition, from any reachable broker in `bootstrap`.

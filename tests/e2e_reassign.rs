@@ -1,0 +1,383 @@
+//! Partition reassignment (KIP-455) with real processes: three `strata serve`, then a
+//! fourth, real clients (rdkafka producing acks=all and consuming; kafka-python's admin
+//! client; the `strata partition reassign` CLI). What an operator relies on: replicas
+//! move to the new broker while traffic flows, nothing acknowledged is lost, every key's
+//! records stay in order, a controller kill -9 mid-way does not lose the reassignment,
+//! a cancel puts a partition back, and the old brokers drop the replicas they gave up.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::cluster::{Cluster, PartitionView};
+use common::kafka::{client_config, create_topic_rf, producer, send};
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::Producer;
+use rdkafka::{Offset, TopicPartitionList};
+
+const TOPIC: &str = "moving";
+
+/// A record the consumer read: partition, offset, key, value.
+type Read = (i32, i64, Vec<u8>, Vec<u8>);
+const PARTITIONS: i32 = 8;
+
+fn full_isr(parts: &[PartitionView]) -> bool {
+    parts
+        .iter()
+        .all(|(leader, replicas, isr)| *leader >= 0 && isr.len() == replicas.len())
+}
+
+fn wait(what: &str, timeout: Duration, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The controller leader's node id, from Metadata.
+fn controller_id(bootstrap: &str) -> i32 {
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+    use std::io::Write;
+    let t0 = Instant::now();
+    loop {
+        for addr in bootstrap.split(',') {
+            let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+                continue;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let frame = common::wire::frame(ApiKey::Metadata, 12, 1, &MetadataRequest::default());
+            if s.write_all(&frame).is_err() {
+                continue;
+            }
+            let Some(bytes) = common::wire::read_frame(&mut s) else {
+                continue;
+            };
+            let (_, r): (i32, MetadataResponse) = common::wire::response(bytes, 1, 12);
+            if r.controller_id.0 >= 0 {
+                return r.controller_id.0;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no controller leader"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "strata failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_cancel() {
+    let nodes = Cluster::plan(4);
+    let fourth = nodes[3].clone();
+    let mut c = Cluster::start_with(nodes[..3].to_vec(), 3, &[], |_| Vec::new());
+    let b = c.bootstrap();
+    create_topic_rf(
+        &b,
+        TOPIC,
+        PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2"), ("segment.bytes", "1048576")],
+    );
+    c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
+
+    // An acks=all idempotent producer writes "KEY:I" under 40 keys all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let (p, d) = producer(
+        &b,
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "300000"),
+            ("request.timeout.ms", "5000"),
+            ("retry.backoff.ms", "50"),
+            ("retry.backoff.max.ms", "500"),
+            ("reconnect.backoff.max.ms", "500"),
+            ("queue.buffering.max.messages", "20000"),
+        ],
+    );
+    let sender = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("key-{:02}", i % 40);
+                send(
+                    &p,
+                    TOPIC,
+                    Some(key.as_bytes()),
+                    format!("{key}:{i:010}").as_bytes(),
+                );
+                i += 1;
+                sent.store(i, Ordering::Relaxed);
+                if i.is_multiple_of(100) {
+                    p.poll(Duration::ZERO);
+                    // About 5,000 records a second: enough to move, not to swamp 2 cores.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            p.flush(Duration::from_secs(240))
+                .expect("every record delivered");
+        })
+    };
+    // A consumer reads all along, from the beginning of every partition.
+    let read: Arc<Mutex<Vec<Read>>> = Arc::default();
+    let done_reading = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (read, done, b) = (read.clone(), done_reading.clone(), b.clone());
+        std::thread::spawn(move || {
+            let consumer: BaseConsumer = client_config(
+                &b,
+                &[
+                    ("group.id", "reassign-reader"),
+                    ("enable.auto.commit", "false"),
+                ],
+            )
+            .create()
+            .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..PARTITIONS {
+                tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+                    .unwrap();
+            }
+            consumer.assign(&tpl).unwrap();
+            while !done.load(Ordering::Relaxed) {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(m)) => read.lock().unwrap().push((
+                        m.partition(),
+                        m.offset(),
+                        m.key().unwrap_or_default().to_vec(),
+                        m.payload().unwrap_or_default().to_vec(),
+                    )),
+                    Some(Err(e)) => eprintln!("consumer: {e}"),
+                    None => {}
+                }
+            }
+        })
+    };
+    let acked = |d: &common::kafka::Deliveries| d.acked.lock().unwrap().len();
+    wait("records acknowledged", Duration::from_secs(60), || {
+        acked(&d) > 2_000
+    });
+
+    // Broker 4 joins. A plan balances the topic over 1-4: a quarter of the replicas (6
+    // of 24) move to broker 4, and it leads two partitions.
+    c.add(fourth, &[]);
+    let b4 = c.bootstrap();
+    let out = common::cli(
+        &b4,
+        &[
+            "partition",
+            "reassign",
+            "--generate",
+            "--brokers",
+            "1,2,3,4",
+            "--topic",
+            TOPIC,
+        ],
+    );
+    let plan_text = ok(&out);
+    let plan: serde_json::Value = serde_json::from_str(plan_text.trim()).unwrap();
+    let planned: Vec<(i32, Vec<i32>)> = plan["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["topic"], TOPIC);
+            (
+                p["partition"].as_i64().unwrap() as i32,
+                serde_json::from_value(p["replicas"].clone()).unwrap(),
+            )
+        })
+        .collect();
+    let on_4: usize = planned.iter().filter(|(_, r)| r.contains(&4)).count();
+    assert_eq!(on_4, 6, "{plan}");
+    let plan_file = c.dir.path().join("plan.json");
+    std::fs::write(&plan_file, &plan_text).unwrap();
+    let plan_arg = plan_file.to_str().unwrap();
+
+    // Broker 4 is down when the plan goes in: the reassignment waits for it (it cannot
+    // catch up), and stays listed.
+    c.broker(4).kill9();
+    ok(&common::cli(
+        &b,
+        &["partition", "reassign", "--plan", plan_arg, "--no-wait"],
+    ));
+    let listed = common::python_json("admin_reassign.py", &[&b, "list"]);
+    for (p, replicas) in &planned {
+        let r = &listed[format!("{TOPIC}/{p}")];
+        assert_eq!(r["adding"], serde_json::json!([4]), "{listed}");
+        let all: Vec<i32> = serde_json::from_value(r["replicas"].clone()).unwrap();
+        assert_eq!(
+            &all[..replicas.len()],
+            &replicas[..],
+            "target first: {listed}"
+        );
+    }
+
+    // kill -9 of the controller leader mid-reassignment: the next one has it too.
+    let old = controller_id(&b);
+    eprintln!("killing controller leader {old}");
+    c.broker(old).kill9();
+    let others: String = c
+        .nodes
+        .iter()
+        .filter(|n| n.id != old && n.id != 4)
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    wait("a new controller leader", Duration::from_secs(60), || {
+        let id = controller_id(&others);
+        id != old
+    });
+    c.broker(old).restart();
+    let listed = common::python_json("admin_reassign.py", &[&b, "list"]);
+    assert_eq!(
+        listed.as_object().unwrap().len(),
+        planned.len(),
+        "every reassignment survives the failover: {listed}"
+    );
+
+    // kafka-python cancels one partition's move: it goes back to its replicas.
+    let (cancelled, _) = planned[0].clone();
+    let before = c.partitions(TOPIC).unwrap()[cancelled as usize].1.clone();
+    let r = common::python_json(
+        "admin_reassign.py",
+        &[&b, "alter", TOPIC, &cancelled.to_string(), "cancel"],
+    );
+    assert_eq!(
+        r[format!("{TOPIC}/{cancelled}")],
+        serde_json::Value::Null,
+        "{r}"
+    );
+    let listed = common::python_json("admin_reassign.py", &[&b, "list"]);
+    assert!(
+        listed.get(format!("{TOPIC}/{cancelled}")).is_none(),
+        "{listed}"
+    );
+    let after = c.partitions(TOPIC).unwrap()[cancelled as usize].1.clone();
+    assert!(!after.contains(&4), "cancelled: {after:?} (was {before:?})");
+    // Cancelling again: nothing to cancel.
+    let r = common::python_json(
+        "admin_reassign.py",
+        &[&b, "alter", TOPIC, &cancelled.to_string(), "cancel"],
+    );
+    assert_eq!(
+        r[format!("{TOPIC}/{cancelled}")],
+        "NoReassignmentInProgressError",
+        "{r}"
+    );
+
+    // Broker 4 returns; the plan runs to the end (the CLI resubmits it, the cancelled
+    // partition included, and waits with its progress bar).
+    c.broker(4).restart();
+    let out = ok(&common::cli(
+        &b4,
+        &["partition", "reassign", "--plan", plan_arg],
+    ));
+    assert!(out.contains("6 partition(s) reassigned"), "{out}");
+    let parts = c.wait_for(TOPIC, "a full ISR", Duration::from_secs(60), full_isr);
+    for (p, replicas) in &planned {
+        assert_eq!(&parts[*p as usize].1, replicas, "partition {p}: {parts:?}");
+    }
+    let on_4 = parts.iter().filter(|(_, r, _)| r.contains(&4)).count();
+    assert_eq!(on_4, 6);
+    assert!(
+        common::python_json("admin_reassign.py", &[&b4, "list"])
+            .as_object()
+            .unwrap()
+            .is_empty()
+    );
+    // The brokers that gave a replica up dropped its files.
+    wait(
+        "moved-away replicas deleted",
+        Duration::from_secs(30),
+        || {
+            parts.iter().enumerate().all(|(p, (_, replicas, _))| {
+                (1..=4).all(|id| {
+                    let dir = c.brokers[id as usize - 1]
+                        .data_dir
+                        .join(format!("{TOPIC}-{p}"));
+                    dir.exists() == replicas.contains(&id)
+                })
+            })
+        },
+    );
+
+    // Traffic went on throughout; stop it and check every acknowledged record.
+    let before_stop = acked(&d);
+    wait(
+        "produce progress after the move",
+        Duration::from_secs(60),
+        || acked(&d) > before_stop + 1_000,
+    );
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    let errors = d.errors.lock().unwrap().clone();
+    assert!(
+        errors.is_empty(),
+        "delivery errors: {:?}",
+        &errors[..errors.len().min(3)]
+    );
+    let acked_recs = d.acked.lock().unwrap().clone();
+    assert_eq!(acked_recs.len() as u64, sent.load(Ordering::Relaxed));
+    wait(
+        "the consumer to read everything",
+        Duration::from_secs(120),
+        || read.lock().unwrap().len() >= acked_recs.len(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    done_reading.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    let read = read.lock().unwrap().clone();
+    let values: HashSet<&[u8]> = read.iter().map(|r| r.3.as_slice()).collect();
+    assert_eq!(values.len(), read.len(), "no record read twice");
+    for a in &acked_recs {
+        assert!(
+            values.contains(a.value.as_slice()),
+            "acknowledged record {} missing",
+            String::from_utf8_lossy(&a.value)
+        );
+    }
+    assert_eq!(
+        read.len(),
+        acked_recs.len(),
+        "nothing read that was not acknowledged"
+    );
+    // Per key, in the order sent; per partition, offsets increase.
+    let mut last_i: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut last_offset: HashMap<i32, i64> = HashMap::new();
+    for (partition, offset, key, value) in &read {
+        if let Some(prev) = last_offset.insert(*partition, *offset) {
+            assert!(
+                prev < *offset,
+                "partition {partition}: offset {offset} after {prev}"
+            );
+        }
+        let v = String::from_utf8(value.clone()).unwrap();
+        let (k, i) = v.split_once(':').unwrap();
+        assert_eq!(k.as_bytes(), key.as_slice());
+        let i: u64 = i.parse().unwrap();
+        if let Some(prev) = last_i.insert(key.clone(), i) {
+            assert!(prev < i, "key {k}: record {i} after {prev}");
+        }
+    }
+}
