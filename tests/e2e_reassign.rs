@@ -381,3 +381,81 @@ fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_
         }
     }
 }
+
+/// `--throttle` caps the copy of a moving replica at its rate (Kafka's
+/// leader/follower.replication.throttled.rate): 8 MB at 1 MB/s cannot move in under 4 s
+/// whatever the machine (a slow one only takes longer), the brokers count what they
+/// throttled, DescribeConfigs shows the rate while it is set, and the CLI removes it
+/// once the move is done.
+#[test]
+fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
+    let c = Cluster::start(2, 1, &[]);
+    let b = c.bootstrap();
+    let admin = common::kafka::admin(&b);
+    let t = rdkafka::admin::NewTopic::new(
+        "slow",
+        1,
+        rdkafka::admin::TopicReplication::Variable(&[&[1]]),
+    );
+    let r = futures::executor::block_on(
+        admin.create_topics([&t], &rdkafka::admin::AdminOptions::new()),
+    )
+    .unwrap();
+    assert_eq!(r[0], Ok("slow".to_string()));
+    let (p, d) = producer(&b, &[("acks", "all"), ("linger.ms", "20")]);
+    // 8,000 records of 1 KiB of varied bytes.
+    for i in 0..8_000u32 {
+        let v: Vec<u8> = (0..1024u32).map(|j| (i.wrapping_mul(31) ^ j) as u8).collect();
+        send(&p, "slow", None, &v);
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+    assert_eq!(d.acked.lock().unwrap().len(), 8_000);
+
+    let plan = c.dir.path().join("slow.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[{"topic":"slow","partition":0,"replicas":[1,2]}]}"#,
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let child = std::process::Command::new(common::strata_bin())
+        .args([
+            "partition",
+            "reassign",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--throttle",
+            "1MB/s",
+        ])
+        .env("STRATA_BOOTSTRAP", &b)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it moves, the rate is what DescribeConfigs shows for the broker.
+    wait("the throttle to be set", Duration::from_secs(30), || {
+        let v = common::python_json("admin_configs.py", &[&b, "broker", "1"]);
+        v["leader.replication.throttled.rate"] == "1000000"
+    });
+    let out = child.wait_with_output().unwrap();
+    let elapsed = t0.elapsed();
+    let text = ok(&out);
+    assert!(text.contains("1 partition(s) reassigned"), "{text}");
+    assert!(text.contains("replication throttle removed"), "{text}");
+    assert!(
+        elapsed >= Duration::from_secs(4),
+        "8 MB moved in {elapsed:?} under a 1 MB/s throttle"
+    );
+    c.wait_for("slow", "both replicas in sync", Duration::from_secs(30), |p| {
+        p[0].1 == [1, 2] && p[0].2.len() == 2
+    });
+    let throttled = c.brokers[0]
+        .metric("strata_replication_throttled_bytes_total{side=\"leader\"}")
+        .unwrap_or(0.0)
+        + c.brokers[1]
+            .metric("strata_replication_throttled_bytes_total{side=\"follower\"}")
+            .unwrap_or(0.0);
+    assert!(throttled >= 8.0e6, "throttled bytes counted: {throttled}");
+    let v = common::python_json("admin_configs.py", &[&b, "broker", "1"]);
+    assert_eq!(v["leader.replication.throttled.rate"], i64::MAX.to_string(), "{v}");
+}

@@ -304,6 +304,23 @@ impl ControllerClient {
         }
     }
 
+    /// Replaces the dynamic configs of broker `resource` (its id as text), or with `""`
+    /// the cluster-wide default; an empty map removes them.
+    pub async fn set_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let req = ClientRequest::SetBrokerConfigs {
+            resource: resource.to_string(),
+            configs,
+        };
+        match self.call(req, Duration::ZERO).await? {
+            ClientReply::Done => Ok(()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     /// Reserves `count` producer ids; returns the first. Ids are never handed out twice.
     pub async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
         match self
@@ -560,6 +577,12 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<ElectionOutcome>, ControllerError>;
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError>;
+    /// [`ControllerClient::set_broker_configs`].
+    async fn set_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError>;
     /// [`ControllerClient::alter_reassignments`].
     async fn alter_reassignments(
         &self,
@@ -670,6 +693,13 @@ impl ControllerApi for ControllerClient {
         reassignments: Vec<Reassignment>,
     ) -> Result<Vec<ReassignmentOutcome>, ControllerError> {
         ControllerClient::alter_reassignments(self, reassignments).await
+    }
+    async fn set_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        ControllerClient::set_broker_configs(self, resource, configs).await
     }
     async fn alter_security(
         &self,

@@ -737,6 +737,12 @@ impl Node {
                     other => Err(unexpected(other)),
                 }
             }
+            ClientRequest::SetBrokerConfigs { resource, configs } => {
+                crate::state::validate_broker_configs(&resource, &configs)?;
+                self.propose(Command::SetBrokerConfigs { resource, configs })
+                    .await?;
+                Ok(ClientReply::Done)
+            }
             ClientRequest::Metadata { .. } => unreachable!("answered above"),
         }
     }

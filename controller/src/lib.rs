@@ -72,9 +72,9 @@ pub use security::{
     SecurityMetadata, SecurityOutcome, UserOutcome,
 };
 pub use state::{
-    AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput, DeltaError,
-    ElectionError, ElectionOutcome, ElectionType, Endpoint, MetadataDelta, MetadataUpdate,
-    NO_LEADER, PartitionRecord, Reassignment, ReassignmentOutcome, TopicRecord,
-    validate_topic_name,
+    AlterPartitionRequest, BrokerRecord, ClusterMetadata, Command, CommandOutput,
+    DYNAMIC_BROKER_CONFIGS, DeltaError, ElectionError, ElectionOutcome, ElectionType, Endpoint,
+    MetadataDelta, MetadataUpdate, NO_LEADER, PartitionRecord, Reassignment, ReassignmentOutcome,
+    TopicRecord, validate_broker_configs, validate_topic_name,
 };
 pub use types::{BrokerId, NodeId, TypeConfig};

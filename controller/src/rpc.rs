@@ -100,6 +100,10 @@ pub(crate) enum ClientRequest {
     },
     AlterSecurity(SecurityChange),
     AlterReassignments(Vec<Reassignment>),
+    SetBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, String>,
+    },
     /// Long poll: answer once the version exceeds `since_version`, or `None` after
     /// `wait_ms`.
     Metadata {
@@ -124,6 +128,8 @@ pub(crate) enum ClientReply {
     Elections(Vec<ElectionOutcome>),
     Security(SecurityOutcome),
     Reassignments(Vec<ReassignmentOutcome>),
+    /// Accepted, nothing to report.
+    Done,
     Metadata(Option<Box<ClusterMetadata>>),
     /// The commands since the asker's version, when the controller still has them all.
     MetadataDelta(Box<MetadataDelta>),

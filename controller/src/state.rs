@@ -203,6 +203,11 @@ pub struct ClusterMetadata {
     /// SCRAM credentials (and, as they are built, ACLs and quotas).
     #[serde(default, skip_serializing_if = "SecurityMetadata::is_empty")]
     pub security: SecurityMetadata,
+    /// Dynamic broker configs (Kafka's DYNAMIC_BROKER_CONFIG and
+    /// DYNAMIC_DEFAULT_BROKER_CONFIG): by broker id as text, `""` for the cluster-wide
+    /// default. Only the keys of [`DYNAMIC_BROKER_CONFIGS`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Topic names by id, derived from `topics`.
     #[serde(skip)]
     topic_ids: TopicIds,
@@ -267,6 +272,7 @@ impl Default for ClusterMetadata {
             topics: BTreeMap::new(),
             next_producer_id: FIRST_PRODUCER_ID,
             security: SecurityMetadata::default(),
+            broker_configs: BTreeMap::new(),
             topic_ids: TopicIds::default(),
         }
     }
@@ -399,6 +405,49 @@ pub enum Command {
     AlterReassignments {
         reassignments: Vec<Reassignment>,
     },
+    /// Replaces the dynamic configs of one broker (`resource` its id as text) or, with
+    /// `""`, the cluster-wide default.
+    SetBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, String>,
+    },
+}
+
+/// The broker configs that can change while brokers run (the rest are `strata serve`
+/// flags): the replication throttle rates in bytes per second, as Kafka's.
+pub const DYNAMIC_BROKER_CONFIGS: &[&str] = &[
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+];
+
+/// Checks dynamic broker configs: known keys, and rates that are whole numbers of bytes
+/// per second.
+pub fn validate_broker_configs(
+    resource: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), Rejection> {
+    if !resource.is_empty() && !resource.parse::<BrokerId>().is_ok_and(|id| id >= 0) {
+        return Err(Rejection::InvalidConfig {
+            reason: format!("'{resource}' is not a broker id (or \"\" for every broker)"),
+        });
+    }
+    for (k, v) in configs {
+        if !DYNAMIC_BROKER_CONFIGS.contains(&k.as_str()) {
+            return Err(Rejection::InvalidConfig {
+                reason: format!(
+                    "broker config '{k}' cannot change while the broker runs (the dynamic ones \
+                     are {}); pass it to `strata serve`",
+                    DYNAMIC_BROKER_CONFIGS.join(", ")
+                ),
+            });
+        }
+        if v.parse::<u64>().is_err() {
+            return Err(Rejection::InvalidConfig {
+                reason: format!("{k} is a rate in bytes per second, not '{v}'"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One partition's entry in [`Command::AlterReassignments`].
@@ -530,6 +579,15 @@ impl ClusterMetadata {
         self.brokers.get(&id)
     }
 
+    /// A dynamic broker config of broker `id`: its own value, else the cluster-wide one.
+    pub fn broker_config(&self, id: BrokerId, key: &str) -> Option<&str> {
+        self.broker_configs
+            .get(&id.to_string())
+            .and_then(|c| c.get(key))
+            .or_else(|| self.broker_configs.get("").and_then(|c| c.get(key)))
+            .map(String::as_str)
+    }
+
     /// Whether the broker is registered and unfenced.
     pub fn is_live(&self, id: BrokerId) -> bool {
         self.brokers.get(&id).is_some_and(|b| !b.fenced)
@@ -622,6 +680,16 @@ impl ClusterMetadata {
             }
             Command::AlterReassignments { reassignments } => {
                 Ok(self.alter_reassignments(reassignments))
+            }
+            Command::SetBrokerConfigs { resource, configs } => {
+                validate_broker_configs(resource, configs)?;
+                if configs.is_empty() {
+                    self.broker_configs.remove(resource);
+                } else {
+                    self.broker_configs
+                        .insert(resource.clone(), configs.clone());
+                }
+                Ok(CommandOutput::Done)
             }
         };
         if out.is_ok() {

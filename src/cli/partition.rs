@@ -85,6 +85,11 @@ pub enum PartitionCommand {
         /// With --plan: return once the brokers have accepted it, without waiting
         #[arg(long, requires = "plan")]
         no_wait: bool,
+        /// With --plan: cap the replication of the replicas catching up at this rate
+        /// (bytes per second, such as 50MB; Kafka's leader/follower.replication.
+        /// throttled.rate on every broker), removed once the plan has run
+        #[arg(long, requires = "plan", value_name = "BYTES_PER_SEC")]
+        throttle: Option<String>,
         /// The partitions being reassigned now
         #[arg(long)]
         list: bool,
@@ -108,6 +113,7 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
             plan,
             cancel,
             no_wait,
+            throttle,
             list,
         } => {
             let mut conn = Conn::open(&c.bootstrap, c)?;
@@ -144,8 +150,20 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
                 outln!("the plan moves nothing");
                 return Ok(());
             }
+            let throttle = throttle
+                .map(|t| super::serve::parse_bytes("--throttle", t.trim_end_matches("/s")))
+                .transpose()?;
+            if let Some(rate) = throttle {
+                set_throttle(&mut conn, Some(rate))?;
+            }
             submit(&mut conn, c, &file.partitions, cancel)?;
             if no_wait || cancel {
+                if throttle.is_some() {
+                    outln!(
+                        "the throttle stays until you remove it: `strata partition reassign --plan {} --throttle 0` after the move, or a new --plan without --no-wait",
+                        path.display()
+                    );
+                }
                 outln!(
                     "{} partition(s) {}; `strata partition reassign --list` shows what is still moving",
                     file.partitions.len(),
@@ -153,7 +171,11 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            wait_for(&mut conn, c, &file.partitions)
+            let result = wait_for(&mut conn, c, &file.partitions);
+            if throttle.is_some() {
+                set_throttle(&mut conn, None)?;
+            }
+            result
         }
         PartitionCommand::Elect {
             election,
@@ -276,6 +298,60 @@ fn submit(
     }
     if failed > 0 {
         bail!("{failed} partition(s) were refused; the others were accepted");
+    }
+    Ok(())
+}
+
+/// Sets (or with `None` removes) the cluster-wide replication throttle: both rates on
+/// the default broker resource, as `kafka-reassign-partitions.sh --throttle` sets them on
+/// each broker. A rate of 0 also removes them.
+fn set_throttle(conn: &mut Conn, rate: Option<u64>) -> anyhow::Result<()> {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let v = conn
+        .version(ApiKey::IncrementalAlterConfigs, 0..=1)
+        .context("the broker does not serve IncrementalAlterConfigs (Kafka 2.3+)")?;
+    let rate = rate.filter(|r| *r > 0);
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 4; // BROKER; "" is every broker's default
+    res.resource_name = StrBytes::from_static_str("");
+    for key in [
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    ] {
+        let mut e = AlterableConfig::default();
+        e.name = StrBytes::from_static_str(key);
+        match rate {
+            Some(r) => {
+                e.config_operation = 0; // SET
+                e.value = Some(StrBytes::from_string(r.to_string()));
+            }
+            None => e.config_operation = 1, // DELETE
+        }
+        res.configs.push(e);
+    }
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![res];
+    let r: IncrementalAlterConfigsResponse = conn.call(ApiKey::IncrementalAlterConfigs, v, &req)?;
+    for res in &r.responses {
+        if res.error_code != 0 {
+            bail!(
+                "setting the replication throttle: {}{}",
+                code(res.error_code),
+                res.error_message
+                    .as_ref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    match rate {
+        Some(r) => outln!("replication of the moving replicas throttled to {r} bytes/s"),
+        None => outln!("replication throttle removed"),
     }
     Ok(())
 }

@@ -160,6 +160,9 @@ pub struct Broker {
     pub(crate) authz: crate::api::AuthzCache,
     /// Client quotas: what each user and client id used.
     pub(crate) quotas: crate::quota::Quotas,
+    /// Replication throttles for replicas catching up (as leader, and as follower).
+    pub(crate) leader_throttle: crate::throttle::Throttle,
+    pub(crate) follower_throttle: crate::throttle::Throttle,
     /// What the checkpoint file held at start for partitions not opened yet (each entry
     /// is taken by the partition's first open).
     saved_checkpoints: std::sync::Mutex<std::collections::HashMap<String, checkpoints::Entry>>,
@@ -255,6 +258,8 @@ impl Broker {
             alter_partitions,
             authz: Default::default(),
             quotas: Default::default(),
+            leader_throttle: crate::throttle::Throttle::new(crate::throttle::Side::Leader),
+            follower_throttle: crate::throttle::Throttle::new(crate::throttle::Side::Follower),
         });
         // Ends when the broker is dropped (the partitions' senders go with it).
         let weak = Arc::downgrade(&broker);

@@ -29,6 +29,7 @@ pub mod resources;
 pub mod sasl;
 pub mod security;
 pub mod server;
+pub mod throttle;
 pub mod tiering;
 pub mod tls;
 pub mod traffic;

@@ -4,7 +4,7 @@
 //! epoch, KIP-320: the leader answers with the diverging epoch, and the follower
 //! truncates to where the logs part before it appends, KIP-101/279).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -212,6 +212,15 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
         }
         let Some(c) = conn.as_mut() else { continue };
+        // Replicas catching up wait while the follower throttle's bucket is empty.
+        let (parts, throttled) = follower_throttle(&broker, parts);
+        if parts.is_empty() {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            continue;
+        }
         let req = session.request(broker.node_id(), broker.broker_epoch(), &parts);
         let r: Result<FetchResponse, _> = tokio::select! {
             _ = token.cancelled() => return,
@@ -220,6 +229,16 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
         match r {
             Ok(resp) => {
                 session.answered(&resp);
+                if !throttled.is_empty() {
+                    let bytes: usize = resp
+                        .responses
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p)))
+                        .filter(|(id, p)| throttled.contains(&(*id, p.partition_index)))
+                        .map(|(_, p)| p.records.as_ref().map_or(0, |r| r.len()))
+                        .sum();
+                    broker.follower_throttle.record(bytes);
+                }
                 // Every partition refused (leadership is moving): wait for the metadata
                 // instead of asking again at once (Kafka's replica.fetch.backoff.ms).
                 if handle_fetch_response(&broker, leader, &parts, resp) {
@@ -237,6 +256,44 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
         }
     }
+}
+
+/// The partitions to fetch now, and which of them are throttled (see `crate::throttle`):
+/// when a follower rate is set and its bucket is empty, the throttled ones are left out.
+fn follower_throttle(
+    broker: &Broker,
+    parts: Vec<Arc<Partition>>,
+) -> (Vec<Arc<Partition>>, HashSet<(uuid::Uuid, i32)>) {
+    let mut throttled = HashSet::new();
+    let md = broker.cluster();
+    let node = broker.node_id();
+    let Some(rate) = broker.follower_throttle.rate(&md, node) else {
+        return (parts, throttled);
+    };
+    let is_throttled = |p: &Partition| {
+        md.partition(&p.topic, p.index).is_some_and(|rec| {
+            crate::throttle::is_throttled(rec, node, node, &p.config().follower_throttled_replicas)
+        })
+    };
+    let mut admits = None;
+    let parts = parts
+        .into_iter()
+        .filter(|p| {
+            if !is_throttled(p) {
+                return true;
+            }
+            let ok = *admits.get_or_insert_with(|| {
+                broker
+                    .follower_throttle
+                    .admits(rate, std::time::Instant::now())
+            });
+            if ok {
+                throttled.insert((p.topic_id.0, p.index));
+            }
+            ok
+        })
+        .collect();
+    (parts, throttled)
 }
 
 /// This follower's side of a fetch session with one leader (KIP-227): the first fetch

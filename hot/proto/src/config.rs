@@ -116,6 +116,9 @@ pub mod keys {
     pub const PARQUET_VALUE_FORMAT: &str = "parquet.value.format";
     pub const PARQUET_VALUE_SCHEMA: &str = "parquet.value.schema";
     pub const PARQUET_TARGET_FILE_BYTES: &str = "parquet.target.file.bytes";
+    pub const LEADER_REPLICATION_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+    pub const FOLLOWER_REPLICATION_THROTTLED_REPLICAS: &str =
+        "follower.replication.throttled.replicas";
 }
 
 /// Every key with its default, in the order DescribeConfigs lists them.
@@ -125,7 +128,9 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::DELETE_RETENTION_MS, "86400000"),
     (keys::FLUSH_MESSAGES, "9223372036854775807"),
     (keys::FLUSH_MS, "9223372036854775807"),
+    (keys::FOLLOWER_REPLICATION_THROTTLED_REPLICAS, ""),
     (keys::INDEX_INTERVAL_BYTES, "4096"),
+    (keys::LEADER_REPLICATION_THROTTLED_REPLICAS, ""),
     (keys::LOCAL_RETENTION_BYTES, "-2"),
     (keys::LOCAL_RETENTION_MS, "-2"),
     (keys::MAX_COMPACTION_LAG_MS, "9223372036854775807"),
@@ -277,6 +282,14 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             String,
             "binary keeps Parquet's value column as bytes; json with parquet.value.schema writes typed columns (Strata).",
         ),
+        keys::LEADER_REPLICATION_THROTTLED_REPLICAS => (
+            List,
+            "Replicas whose leader-side replication is throttled to the broker's leader.replication.throttled.rate while out of sync: PARTITION:BROKER,... or * (reassignment's adding replicas always are).",
+        ),
+        keys::FOLLOWER_REPLICATION_THROTTLED_REPLICAS => (
+            List,
+            "Replicas whose follower-side replication is throttled to the broker's follower.replication.throttled.rate while out of sync: PARTITION:BROKER,... or * (reassignment's adding replicas always are).",
+        ),
         keys::PARQUET_VALUE_SCHEMA => (
             String,
             "The Arrow schema of JSON values, as JSON: {\"fields\":[{\"name\":..,\"type\":..}]}; empty for none (Strata).",
@@ -346,6 +359,59 @@ pub struct TopicConfig {
     pub parquet_target_file_bytes: u64,
     /// Strata: what the bucket keeps of the sealed log.
     pub remote_storage_format: RemoteStorageFormat,
+    /// leader.replication.throttled.replicas.
+    pub leader_throttled_replicas: ThrottledReplicas,
+    /// follower.replication.throttled.replicas.
+    pub follower_throttled_replicas: ThrottledReplicas,
+}
+
+/// Kafka's `*.replication.throttled.replicas`: which replicas' replication the broker's
+/// throttle rate applies to.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub enum ThrottledReplicas {
+    #[default]
+    None,
+    /// `*`: every replica of the topic.
+    All,
+    /// `PARTITION:BROKER` pairs.
+    Listed(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Listed(l) => l.contains(&(partition, broker)),
+        }
+    }
+
+    fn parse(key: &str, value: &str) -> Result<ThrottledReplicas, ConfigError> {
+        let v = value.trim();
+        if v.is_empty() {
+            return Ok(ThrottledReplicas::None);
+        }
+        if v == "*" {
+            return Ok(ThrottledReplicas::All);
+        }
+        let mut out = Vec::new();
+        for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let pair = item.split_once(':').and_then(|(p, b)| {
+                Some((p.trim().parse::<i32>().ok()?, b.trim().parse::<i32>().ok()?))
+            });
+            match pair {
+                Some((p, b)) if p >= 0 && b >= 0 => out.push((p, b)),
+                _ => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        format!("'{item}' is not PARTITION:BROKER (or use * for every replica)"),
+                    ));
+                }
+            }
+        }
+        Ok(ThrottledReplicas::Listed(out))
+    }
 }
 
 /// `remote.storage.format`: what the bucket keeps of a tiered topic's sealed log.
@@ -555,6 +621,12 @@ impl TopicConfig {
                     return Err(invalid(key, value, "must be a JSON object"));
                 };
             }
+            keys::LEADER_REPLICATION_THROTTLED_REPLICAS => {
+                self.leader_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
+            keys::FOLLOWER_REPLICATION_THROTTLED_REPLICAS => {
+                self.follower_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
             _ => return Err(ConfigError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -593,6 +665,8 @@ impl TopicConfig {
             parquet_value_schema: None,
             parquet_target_file_bytes: 128 << 20,
             remote_storage_format: RemoteStorageFormat::Segments,
+            leader_throttled_replicas: ThrottledReplicas::None,
+            follower_throttled_replicas: ThrottledReplicas::None,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;

@@ -28,7 +28,7 @@ pub use batch::{
     BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
     UnknownCompressionName,
 };
-pub use config::{CleanupPolicy, ConfigError, RemoteStorageFormat, TopicConfig};
+pub use config::{CleanupPolicy, ConfigError, RemoteStorageFormat, ThrottledReplicas, TopicConfig};
 pub use error::ErrorCode;
 pub use ids::{
     LeaderEpoch, Offset, PartitionId, ProducerEpoch, ProducerId, TopicId, TopicPartition,

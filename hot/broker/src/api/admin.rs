@@ -33,6 +33,8 @@ const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -647,6 +649,31 @@ pub(super) fn describe_configs(
                         e.config_source = SOURCE_STATIC_BROKER;
                         out.configs.push(e);
                     }
+                    // The dynamic ones: this broker's own value, else the cluster-wide
+                    // default, else Kafka's default (no throttle).
+                    let md = broker.cluster();
+                    let own = md.broker_configs.get(&broker.node_id().to_string());
+                    let default = md.broker_configs.get("");
+                    for k in strata_controller::DYNAMIC_BROKER_CONFIGS
+                        .iter()
+                        .copied()
+                        .filter(|k| wanted(k))
+                    {
+                        let mut e = DescribeConfigsResourceResult::default();
+                        e.name = s(k);
+                        let (value, source) =
+                            match (own.and_then(|c| c.get(k)), default.and_then(|c| c.get(k))) {
+                                (Some(v), _) if !name.is_empty() => {
+                                    (v.clone(), SOURCE_DYNAMIC_BROKER)
+                                }
+                                (_, Some(v)) => (v.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER),
+                                _ => (i64::MAX.to_string(), SOURCE_DEFAULT),
+                            };
+                        e.value = Some(s(value));
+                        e.config_source = source;
+                        e.config_type = strata_proto::config::ConfigType::Long.wire_id();
+                        out.configs.push(e);
+                    }
                 }
             }
             other => {
@@ -694,10 +721,7 @@ async fn set_topic_configs(
         ));
     }
     if resource_type == RESOURCE_BROKER {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "broker settings are static: pass them to `strata serve`",
-        ));
+        return set_broker_configs(broker, name, validate_only, change).await;
     }
     if resource_type != RESOURCE_TOPIC {
         return Err(ApiError::new(
@@ -744,7 +768,58 @@ async fn set_topic_configs(
     Ok(())
 }
 
-fn known_key(k: &str) -> Result<(), ApiError> {
+/// The dynamic configs of broker `name` (its id), or with `""` the cluster-wide default
+/// (Kafka's `--entity-default`): only the replication throttle rates change while
+/// brokers run; every other broker setting is a `strata serve` flag.
+async fn set_broker_configs(
+    broker: &Broker,
+    name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    let md = broker.cluster();
+    if let Ok(id) = name.parse::<i32>()
+        && !md.brokers.contains_key(&id)
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("broker {id} is not registered"),
+        ));
+    }
+    let mut configs = md.broker_configs.get(name).cloned().unwrap_or_default();
+    change(&mut configs)?;
+    strata_controller::validate_broker_configs(name, &configs)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .controller()
+        .set_broker_configs(name, configs)
+        .await?;
+    broker.metadata.refresh().await?;
+    tracing::info!(
+        broker = if name.is_empty() { "default" } else { name },
+        "altered dynamic broker configs"
+    );
+    Ok(())
+}
+
+/// A key the resource type has: a topic config, or a dynamic broker config.
+fn known_key(resource_type: i8, k: &str) -> Result<(), ApiError> {
+    if resource_type == RESOURCE_BROKER {
+        if !strata_controller::DYNAMIC_BROKER_CONFIGS.contains(&k) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "broker config '{k}' cannot change while the broker runs (the dynamic ones \
+                     are {}); pass it to `strata serve`",
+                    strata_controller::DYNAMIC_BROKER_CONFIGS.join(", ")
+                ),
+            ));
+        }
+        return Ok(());
+    }
     if key_info(k).is_none() {
         return Err(ApiError::new(
             ErrorCode::InvalidConfig,
@@ -776,7 +851,7 @@ pub(super) fn alter_configs(
                 |c| {
                     c.clear();
                     for e in &res.configs {
-                        known_key(e.name.as_str())?;
+                        known_key(res.resource_type, e.name.as_str())?;
                         if let Some(v) = &e.value {
                             c.insert(e.name.to_string(), v.to_string());
                         }
@@ -820,7 +895,7 @@ pub(super) fn incremental_alter_configs(
                 |c| {
                     for e in &res.configs {
                         let k = e.name.to_string();
-                        known_key(&k)?;
+                        known_key(res.resource_type, &k)?;
                         let v = e.value.as_ref().map(|v| v.to_string());
                         match e.config_operation {
                             SET => {

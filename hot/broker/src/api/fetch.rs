@@ -192,6 +192,14 @@ async fn fetch_once(
         resp.error_code = ErrorCode::StaleBrokerEpoch.code();
         return (resp, MoreRecords::new(), 0, true, false);
     }
+    // The leader's replication throttle, when a rate is set and this is a follower.
+    let md = broker.cluster();
+    let throttle = follower.and_then(|r| {
+        broker
+            .leader_throttle
+            .rate(&md, broker.node_id())
+            .map(|rate| (r, rate))
+    });
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
     let mut has_error = false;
@@ -310,6 +318,7 @@ async fn fetch_once(
         .collect::<std::collections::HashMap<_, _>>();
     // Second pass, in request order: fill local reads and remote results within the
     // response budget (KIP-74: the first partition with data may exceed it).
+    let mut throttled = std::collections::HashSet::new();
     for (si, (ti, pi, p, offset, max)) in slots.into_iter().enumerate() {
         let pd = &mut resp.responses[ti].partitions[pi];
         let result = match remote_results.remove(&si) {
@@ -320,6 +329,17 @@ async fn fetch_once(
                 let limit = max.min(budget);
                 if limit == 0 && any_data {
                     continue;
+                }
+                if let Some((replica, rate)) = throttle
+                    && leader_throttles(&md, &p, replica, broker.node_id())
+                {
+                    if !broker
+                        .leader_throttle
+                        .admits(rate, std::time::Instant::now())
+                    {
+                        continue;
+                    }
+                    throttled.insert(si);
                 }
                 // Consumers read below the high-water mark (read_committed: below the
                 // last stable offset, without aborted batches); followers to the log end.
@@ -371,6 +391,9 @@ async fn fetch_once(
                 if follower.is_none() {
                     p.traffic().on_fetch(len);
                 }
+                if throttled.contains(&si) {
+                    broker.leader_throttle.record(len);
+                }
                 let mut pieces = pieces.into_iter();
                 pd.records = pieces.next();
                 let rest: Vec<bytes::Bytes> = pieces.collect();
@@ -396,6 +419,18 @@ async fn fetch_once(
             .map(bytes::Bytes::len)
             .sum::<usize>();
     (resp, more, total, has_error, waits)
+}
+
+/// Whether this leader throttles `replica`'s replication of `p` (see `crate::throttle`).
+fn leader_throttles(
+    md: &strata_controller::ClusterMetadata,
+    p: &Partition,
+    replica: i32,
+    node: i32,
+) -> bool {
+    md.partition(&p.topic, p.index).is_some_and(|rec| {
+        crate::throttle::is_throttled(rec, replica, node, &p.config().leader_throttled_replicas)
+    })
 }
 
 /// A replica fetch must come from a registered, unfenced broker in its current
