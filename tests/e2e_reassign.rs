@@ -72,6 +72,15 @@ fn controller_id(bootstrap: &str) -> i32 {
     }
 }
 
+/// The brokers a client's metadata lists (the live ones).
+fn listed_brokers(bootstrap: &str) -> Vec<i32> {
+    let consumer: BaseConsumer = client_config(bootstrap, &[]).create().unwrap();
+    consumer
+        .fetch_metadata(None, Duration::from_secs(5))
+        .map(|md| md.brokers().iter().map(|b| b.id()).collect())
+        .unwrap_or_default()
+}
+
 fn ok(out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
@@ -217,6 +226,10 @@ fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_
     // Broker 4 is down when the plan goes in: the reassignment waits for it (it cannot
     // catch up), and stays listed.
     c.broker(4).kill9();
+    // Clients (kafka-python among them) are told of it until its session expires.
+    wait("broker 4 fenced", Duration::from_secs(30), || {
+        !listed_brokers(&b).contains(&4)
+    });
     ok(&common::cli(
         &b,
         &["partition", "reassign", "--plan", plan_arg, "--no-wait"],
@@ -405,7 +418,9 @@ fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
     let (p, d) = producer(&b, &[("acks", "all"), ("linger.ms", "20")]);
     // 8,000 records of 1 KiB of varied bytes.
     for i in 0..8_000u32 {
-        let v: Vec<u8> = (0..1024u32).map(|j| (i.wrapping_mul(31) ^ j) as u8).collect();
+        let v: Vec<u8> = (0..1024u32)
+            .map(|j| (i.wrapping_mul(31) ^ j) as u8)
+            .collect();
         send(&p, "slow", None, &v);
     }
     p.flush(Duration::from_secs(60)).unwrap();
@@ -446,9 +461,12 @@ fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
         elapsed >= Duration::from_secs(4),
         "8 MB moved in {elapsed:?} under a 1 MB/s throttle"
     );
-    c.wait_for("slow", "both replicas in sync", Duration::from_secs(30), |p| {
-        p[0].1 == [1, 2] && p[0].2.len() == 2
-    });
+    c.wait_for(
+        "slow",
+        "both replicas in sync",
+        Duration::from_secs(30),
+        |p| p[0].1 == [1, 2] && p[0].2.len() == 2,
+    );
     let throttled = c.brokers[0]
         .metric("strata_replication_throttled_bytes_total{side=\"leader\"}")
         .unwrap_or(0.0)
@@ -457,5 +475,9 @@ fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
             .unwrap_or(0.0);
     assert!(throttled >= 8.0e6, "throttled bytes counted: {throttled}");
     let v = common::python_json("admin_configs.py", &[&b, "broker", "1"]);
-    assert_eq!(v["leader.replication.throttled.rate"], i64::MAX.to_string(), "{v}");
+    assert_eq!(
+        v["leader.replication.throttled.rate"],
+        i64::MAX.to_string(),
+        "{v}"
+    );
 }
