@@ -91,6 +91,176 @@ fn ok(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// An acks=all idempotent producer writing "KEY:I" under 40 keys, and a consumer reading
+/// every partition from the beginning, both all along.
+struct Load {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    deliveries: common::kafka::Deliveries,
+    sender: std::thread::JoinHandle<()>,
+    read: Arc<Mutex<Vec<Read>>>,
+    done_reading: Arc<AtomicBool>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Load {
+    fn start(b: &str) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (p, deliveries) = producer(
+            b,
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("linger.ms", "5"),
+                ("message.timeout.ms", "300000"),
+                ("request.timeout.ms", "5000"),
+                ("retry.backoff.ms", "50"),
+                ("retry.backoff.max.ms", "500"),
+                ("reconnect.backoff.max.ms", "500"),
+                ("queue.buffering.max.messages", "20000"),
+            ],
+        );
+        let sender = {
+            let (stop, sent) = (stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("key-{:02}", i % 40);
+                    send(
+                        &p,
+                        TOPIC,
+                        Some(key.as_bytes()),
+                        format!("{key}:{i:010}").as_bytes(),
+                    );
+                    i += 1;
+                    sent.store(i, Ordering::Relaxed);
+                    if i.is_multiple_of(100) {
+                        p.poll(Duration::ZERO);
+                        // About 5,000 records a second: enough to move, not to swamp
+                        // 2 cores.
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                p.flush(Duration::from_secs(240))
+                    .expect("every record delivered");
+            })
+        };
+        let read: Arc<Mutex<Vec<Read>>> = Arc::default();
+        let done_reading = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (read, done, b) = (read.clone(), done_reading.clone(), b.to_string());
+            std::thread::spawn(move || {
+                let consumer: BaseConsumer = client_config(
+                    &b,
+                    &[
+                        ("group.id", "reassign-reader"),
+                        ("enable.auto.commit", "false"),
+                    ],
+                )
+                .create()
+                .unwrap();
+                let mut tpl = TopicPartitionList::new();
+                for p in 0..PARTITIONS {
+                    tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+                        .unwrap();
+                }
+                consumer.assign(&tpl).unwrap();
+                while !done.load(Ordering::Relaxed) {
+                    match consumer.poll(Duration::from_millis(100)) {
+                        Some(Ok(m)) => read.lock().unwrap().push((
+                            m.partition(),
+                            m.offset(),
+                            m.key().unwrap_or_default().to_vec(),
+                            m.payload().unwrap_or_default().to_vec(),
+                        )),
+                        Some(Err(e)) => eprintln!("consumer: {e}"),
+                        None => {}
+                    }
+                }
+            })
+        };
+        Load {
+            stop,
+            sent,
+            deliveries,
+            sender,
+            read,
+            done_reading,
+            reader,
+        }
+    }
+
+    fn acked(&self) -> usize {
+        self.deliveries.acked.lock().unwrap().len()
+    }
+
+    /// Waits until `more` records more than now are acknowledged.
+    fn wait_acked(&self, more: usize) {
+        let before = self.acked();
+        wait("produce progress", Duration::from_secs(60), || {
+            self.acked() >= before + more
+        });
+    }
+
+    /// Stops producing; every record sent was acknowledged, and the consumer read each
+    /// acknowledged record once, nothing else, every key's records in the order sent.
+    fn finish(self) {
+        self.wait_acked(1_000);
+        self.stop.store(true, Ordering::Relaxed);
+        self.sender.join().unwrap();
+        let errors = self.deliveries.errors.lock().unwrap().clone();
+        assert!(
+            errors.is_empty(),
+            "delivery errors: {:?}",
+            &errors[..errors.len().min(3)]
+        );
+        let acked = self.deliveries.acked.lock().unwrap().clone();
+        assert_eq!(acked.len() as u64, self.sent.load(Ordering::Relaxed));
+        wait(
+            "the consumer to read everything",
+            Duration::from_secs(120),
+            || self.read.lock().unwrap().len() >= acked.len(),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        self.done_reading.store(true, Ordering::Relaxed);
+        self.reader.join().unwrap();
+        let read = self.read.lock().unwrap().clone();
+        let values: HashSet<&[u8]> = read.iter().map(|r| r.3.as_slice()).collect();
+        assert_eq!(values.len(), read.len(), "no record read twice");
+        for a in &acked {
+            assert!(
+                values.contains(a.value.as_slice()),
+                "acknowledged record {} missing",
+                String::from_utf8_lossy(&a.value)
+            );
+        }
+        assert_eq!(
+            read.len(),
+            acked.len(),
+            "nothing read that was not acknowledged"
+        );
+        // Per key, in the order sent; per partition, offsets increase.
+        let mut last_i: HashMap<Vec<u8>, u64> = HashMap::new();
+        let mut last_offset: HashMap<i32, i64> = HashMap::new();
+        for (partition, offset, key, value) in &read {
+            if let Some(prev) = last_offset.insert(*partition, *offset) {
+                assert!(
+                    prev < *offset,
+                    "partition {partition}: offset {offset} after {prev}"
+                );
+            }
+            let v = String::from_utf8(value.clone()).unwrap();
+            let (k, i) = v.split_once(':').unwrap();
+            assert_eq!(k.as_bytes(), key.as_slice());
+            let i: u64 = i.parse().unwrap();
+            if let Some(prev) = last_i.insert(key.clone(), i) {
+                assert!(prev < i, "key {k}: record {i} after {prev}");
+            }
+        }
+    }
+}
+
 #[test]
 fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_cancel() {
     let nodes = Cluster::plan(4);
@@ -106,86 +276,8 @@ fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_
     );
     c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
 
-    // An acks=all idempotent producer writes "KEY:I" under 40 keys all along.
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let (p, d) = producer(
-        &b,
-        &[
-            ("acks", "all"),
-            ("enable.idempotence", "true"),
-            ("linger.ms", "5"),
-            ("message.timeout.ms", "300000"),
-            ("request.timeout.ms", "5000"),
-            ("retry.backoff.ms", "50"),
-            ("retry.backoff.max.ms", "500"),
-            ("reconnect.backoff.max.ms", "500"),
-            ("queue.buffering.max.messages", "20000"),
-        ],
-    );
-    let sender = {
-        let (stop, sent) = (stop.clone(), sent.clone());
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let key = format!("key-{:02}", i % 40);
-                send(
-                    &p,
-                    TOPIC,
-                    Some(key.as_bytes()),
-                    format!("{key}:{i:010}").as_bytes(),
-                );
-                i += 1;
-                sent.store(i, Ordering::Relaxed);
-                if i.is_multiple_of(100) {
-                    p.poll(Duration::ZERO);
-                    // About 5,000 records a second: enough to move, not to swamp 2 cores.
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-            p.flush(Duration::from_secs(240))
-                .expect("every record delivered");
-        })
-    };
-    // A consumer reads all along, from the beginning of every partition.
-    let read: Arc<Mutex<Vec<Read>>> = Arc::default();
-    let done_reading = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (read, done, b) = (read.clone(), done_reading.clone(), b.clone());
-        std::thread::spawn(move || {
-            let consumer: BaseConsumer = client_config(
-                &b,
-                &[
-                    ("group.id", "reassign-reader"),
-                    ("enable.auto.commit", "false"),
-                ],
-            )
-            .create()
-            .unwrap();
-            let mut tpl = TopicPartitionList::new();
-            for p in 0..PARTITIONS {
-                tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
-                    .unwrap();
-            }
-            consumer.assign(&tpl).unwrap();
-            while !done.load(Ordering::Relaxed) {
-                match consumer.poll(Duration::from_millis(100)) {
-                    Some(Ok(m)) => read.lock().unwrap().push((
-                        m.partition(),
-                        m.offset(),
-                        m.key().unwrap_or_default().to_vec(),
-                        m.payload().unwrap_or_default().to_vec(),
-                    )),
-                    Some(Err(e)) => eprintln!("consumer: {e}"),
-                    None => {}
-                }
-            }
-        })
-    };
-    let acked = |d: &common::kafka::Deliveries| d.acked.lock().unwrap().len();
-    wait("records acknowledged", Duration::from_secs(60), || {
-        acked(&d) > 2_000
-    });
+    let load = Load::start(&b);
+    load.wait_acked(2_000);
 
     // Broker 4 joins. A plan balances the topic over 1-4: a quarter of the replicas (6
     // of 24) move to broker 4, and it leads two partitions.
@@ -336,63 +428,7 @@ fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_
     );
 
     // Traffic went on throughout; stop it and check every acknowledged record.
-    let before_stop = acked(&d);
-    wait(
-        "produce progress after the move",
-        Duration::from_secs(60),
-        || acked(&d) > before_stop + 1_000,
-    );
-    stop.store(true, Ordering::Relaxed);
-    sender.join().unwrap();
-    let errors = d.errors.lock().unwrap().clone();
-    assert!(
-        errors.is_empty(),
-        "delivery errors: {:?}",
-        &errors[..errors.len().min(3)]
-    );
-    let acked_recs = d.acked.lock().unwrap().clone();
-    assert_eq!(acked_recs.len() as u64, sent.load(Ordering::Relaxed));
-    wait(
-        "the consumer to read everything",
-        Duration::from_secs(120),
-        || read.lock().unwrap().len() >= acked_recs.len(),
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    done_reading.store(true, Ordering::Relaxed);
-    reader.join().unwrap();
-    let read = read.lock().unwrap().clone();
-    let values: HashSet<&[u8]> = read.iter().map(|r| r.3.as_slice()).collect();
-    assert_eq!(values.len(), read.len(), "no record read twice");
-    for a in &acked_recs {
-        assert!(
-            values.contains(a.value.as_slice()),
-            "acknowledged record {} missing",
-            String::from_utf8_lossy(&a.value)
-        );
-    }
-    assert_eq!(
-        read.len(),
-        acked_recs.len(),
-        "nothing read that was not acknowledged"
-    );
-    // Per key, in the order sent; per partition, offsets increase.
-    let mut last_i: HashMap<Vec<u8>, u64> = HashMap::new();
-    let mut last_offset: HashMap<i32, i64> = HashMap::new();
-    for (partition, offset, key, value) in &read {
-        if let Some(prev) = last_offset.insert(*partition, *offset) {
-            assert!(
-                prev < *offset,
-                "partition {partition}: offset {offset} after {prev}"
-            );
-        }
-        let v = String::from_utf8(value.clone()).unwrap();
-        let (k, i) = v.split_once(':').unwrap();
-        assert_eq!(k.as_bytes(), key.as_slice());
-        let i: u64 = i.parse().unwrap();
-        if let Some(prev) = last_i.insert(key.clone(), i) {
-            assert!(prev < i, "key {k}: record {i} after {prev}");
-        }
-    }
+    load.finish();
 }
 
 /// `--throttle` caps the copy of a moving replica at its rate (Kafka's
@@ -480,4 +516,78 @@ fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
         i64::MAX.to_string(),
         "{v}"
     );
+}
+
+/// `strata cluster decommission` drains a broker while producers and consumers run: the
+/// broker ends with no replica, every partition fully replicated on the others, nothing
+/// acknowledged lost. Once its process is stopped it is unregistered for good; started
+/// again, it joins as a new broker, and `strata cluster add` gives it its share.
+#[test]
+fn a_decommissioned_broker_is_drained_under_load_unregistered_and_added_back() {
+    let mut c = Cluster::start(4, 3, &[]);
+    let b = c.bootstrap();
+    create_topic_rf(
+        &b,
+        TOPIC,
+        PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2"), ("segment.bytes", "1048576")],
+    );
+    c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
+    let on = |parts: &[PartitionView], id: i32| parts.iter().filter(|p| p.1.contains(&id)).count();
+    assert!(on(&c.partitions(TOPIC).unwrap(), 4) > 0);
+    let load = Load::start(&b);
+    load.wait_acked(2_000);
+
+    // Broker 4 is running: drained, then left registered with a hint.
+    let out = ok(&common::cli(&b, &["cluster", "decommission", "4"]));
+    assert!(out.contains("partition(s) reassigned"), "{out}");
+    assert!(out.contains("stop its process"), "{out}");
+    let parts = c.wait_for(TOPIC, "a full ISR", Duration::from_secs(60), full_isr);
+    assert_eq!(on(&parts, 4), 0, "{parts:?}");
+    assert!(
+        parts.iter().all(|p| p.1.len() == 3 && p.2.len() == 3),
+        "{parts:?}"
+    );
+    // Its directories went with its replicas.
+    wait(
+        "broker 4's replicas deleted",
+        Duration::from_secs(30),
+        || (0..PARTITIONS).all(|p| !c.brokers[3].data_dir.join(format!("{TOPIC}-{p}")).exists()),
+    );
+    // Still running: it cannot be unregistered yet.
+    let out = common::cli(&b, &["cluster", "unregister", "4"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stop its process"),
+        "{out:?}"
+    );
+    load.wait_acked(1_000);
+
+    // Stopped, it is unregistered; a second time it is not registered.
+    c.broker(4).kill9();
+    wait("broker 4 fenced", Duration::from_secs(30), || {
+        !listed_brokers(&b).contains(&4)
+    });
+    let out = ok(&common::cli(&b, &["cluster", "decommission", "4"]));
+    assert!(out.contains("broker 4 unregistered"), "{out}");
+    let out = common::cli(&b, &["cluster", "unregister", "4"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("BrokerIdNotRegistered"),
+        "{out:?}"
+    );
+    let brokers = ok(&common::cli(&b, &["cluster", "brokers"]));
+    assert_eq!(brokers.lines().count(), 3, "{brokers}");
+
+    // Started again it registers afresh, empty; `cluster add` gives it a quarter.
+    c.broker(4).restart();
+    wait("broker 4 back", Duration::from_secs(30), || {
+        listed_brokers(&b).contains(&4)
+    });
+    let out = ok(&common::cli(&b, &["cluster", "add"]));
+    assert!(out.contains("partition(s) reassigned"), "{out}");
+    let parts = c.wait_for(TOPIC, "a full ISR", Duration::from_secs(60), full_isr);
+    assert_eq!(on(&parts, 4), 6, "{parts:?}");
+    load.finish();
 }

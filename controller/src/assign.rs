@@ -103,6 +103,24 @@ pub fn balance(
     partitions: &[PlannedPartition],
     brokers: &[BrokerId],
 ) -> Result<Vec<PlannedPartition>, Rejection> {
+    plan_moves(partitions, brokers, true)
+}
+
+/// The fewest moves that leave no replica outside `brokers` (a decommission): each
+/// replica on another broker goes to the least-loaded of `brokers` that the partition
+/// does not have yet, in its place in the list. Nothing else moves.
+pub fn drain(
+    partitions: &[PlannedPartition],
+    brokers: &[BrokerId],
+) -> Result<Vec<PlannedPartition>, Rejection> {
+    plan_moves(partitions, brokers, false)
+}
+
+fn plan_moves(
+    partitions: &[PlannedPartition],
+    brokers: &[BrokerId],
+    even_out: bool,
+) -> Result<Vec<PlannedPartition>, Rejection> {
     let mut brokers: Vec<BrokerId> = brokers.to_vec();
     brokers.sort_unstable();
     brokers.dedup();
@@ -139,6 +157,9 @@ pub fn balance(
                 *load.get_mut(&to).expect("a broker of the list") += 1;
             }
         }
+    }
+    if !even_out {
+        return Ok(changed(plan, partitions));
     }
     // 2. From the most to the least loaded, one replica at a time.
     loop {
@@ -196,12 +217,16 @@ pub fn balance(
         *leads.get_mut(&max_b).expect("listed") -= 1;
         *leads.get_mut(&to).expect("listed") += 1;
     }
-    Ok(plan
-        .into_iter()
-        .zip(partitions)
+    Ok(changed(plan, partitions))
+}
+
+/// The entries of `plan` whose replicas differ from `before`'s (same order).
+fn changed(plan: Vec<PlannedPartition>, before: &[PlannedPartition]) -> Vec<PlannedPartition> {
+    plan.into_iter()
+        .zip(before)
         .filter(|(new, old)| new.replicas != old.replicas)
         .map(|(new, _)| new)
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -351,6 +376,11 @@ mod tests {
             "{plan:?}"
         );
         assert_eq!(replicas.values().copied().collect::<Vec<_>>(), [4, 4, 4]);
+        // Draining moves only what is on broker 4: 3 replicas.
+        let plan = drain(&before, &[1, 2, 3]).unwrap();
+        assert_eq!(plan.len(), 3, "{plan:?}");
+        let (replicas, _) = counts(&before, &plan);
+        assert!(!replicas.contains_key(&4));
         // Too few brokers for the replication factor.
         assert!(matches!(
             balance(&planned(&[&[1, 2, 3]]), &[1, 2]),

@@ -304,6 +304,17 @@ impl ControllerClient {
         }
     }
 
+    /// Removes a fenced broker that holds no replica (Kafka's UnregisterBroker).
+    pub async fn unregister_broker(&self, broker: BrokerId) -> Result<(), ControllerError> {
+        match self
+            .call(ClientRequest::UnregisterBroker { broker }, Duration::ZERO)
+            .await?
+        {
+            ClientReply::Done => Ok(()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     /// Replaces the dynamic configs of broker `resource` (its id as text), or with `""`
     /// the cluster-wide default; an empty map removes them.
     pub async fn set_broker_configs(
@@ -577,6 +588,8 @@ pub trait ControllerApi: Send + Sync + std::fmt::Debug {
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<ElectionOutcome>, ControllerError>;
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError>;
+    /// [`ControllerClient::unregister_broker`].
+    async fn unregister_broker(&self, broker: BrokerId) -> Result<(), ControllerError>;
     /// [`ControllerClient::set_broker_configs`].
     async fn set_broker_configs(
         &self,
@@ -700,6 +713,9 @@ impl ControllerApi for ControllerClient {
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
         ControllerClient::set_broker_configs(self, resource, configs).await
+    }
+    async fn unregister_broker(&self, broker: BrokerId) -> Result<(), ControllerError> {
+        ControllerClient::unregister_broker(self, broker).await
     }
     async fn alter_security(
         &self,

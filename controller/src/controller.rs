@@ -737,6 +737,10 @@ impl Node {
                     other => Err(unexpected(other)),
                 }
             }
+            ClientRequest::UnregisterBroker { broker } => {
+                self.propose(Command::UnregisterBroker { broker }).await?;
+                Ok(ClientReply::Done)
+            }
             ClientRequest::SetBrokerConfigs { resource, configs } => {
                 crate::state::validate_broker_configs(&resource, &configs)?;
                 self.propose(Command::SetBrokerConfigs { resource, configs })

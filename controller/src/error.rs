@@ -98,12 +98,8 @@ impl Rejection {
             Rejection::InvalidReplicaAssignment { .. } => ErrorCode::InvalidReplicaAssignment,
             Rejection::NoReassignmentInProgress { .. } => ErrorCode::NoReassignmentInProgress,
             Rejection::InvalidConfig { .. } => ErrorCode::InvalidConfig,
-            // Kafka answers BROKER_ID_NOT_REGISTERED (102) to an unknown broker's heartbeat;
-            // strata-proto has no such code, and the remedy is the same as for a stale
-            // epoch: register again.
-            Rejection::UnknownBroker { .. } | Rejection::StaleBrokerEpoch { .. } => {
-                ErrorCode::StaleBrokerEpoch
-            }
+            Rejection::UnknownBroker { .. } => ErrorCode::BrokerIdNotRegistered,
+            Rejection::StaleBrokerEpoch { .. } => ErrorCode::StaleBrokerEpoch,
             Rejection::NotLeader { .. } => ErrorCode::NotLeaderOrFollower,
             Rejection::FencedLeaderEpoch { .. } => ErrorCode::FencedLeaderEpoch,
             Rejection::InvalidUpdateVersion { .. } => ErrorCode::InvalidUpdateVersion,

@@ -100,6 +100,9 @@ pub(crate) enum ClientRequest {
     },
     AlterSecurity(SecurityChange),
     AlterReassignments(Vec<Reassignment>),
+    UnregisterBroker {
+        broker: BrokerId,
+    },
     SetBrokerConfigs {
         resource: String,
         configs: BTreeMap<String, String>,

@@ -405,6 +405,12 @@ pub enum Command {
     AlterReassignments {
         reassignments: Vec<Reassignment>,
     },
+    /// Removes a broker's registration for good (Kafka's UnregisterBroker, KIP-500): only
+    /// a fenced broker (its process stopped) that holds no replica. A process started
+    /// again with the id registers afresh, as a new and empty broker.
+    UnregisterBroker {
+        broker: BrokerId,
+    },
     /// Replaces the dynamic configs of one broker (`resource` its id as text) or, with
     /// `""`, the cluster-wide default.
     SetBrokerConfigs {
@@ -681,6 +687,7 @@ impl ClusterMetadata {
             Command::AlterReassignments { reassignments } => {
                 Ok(self.alter_reassignments(reassignments))
             }
+            Command::UnregisterBroker { broker } => self.unregister_broker(*broker),
             Command::SetBrokerConfigs { resource, configs } => {
                 validate_broker_configs(resource, configs)?;
                 if configs.is_empty() {
@@ -741,6 +748,39 @@ impl ClusterMetadata {
             (None, None)
         };
         self.reconcile_replicas_of(id, remove, restart);
+        Ok(CommandOutput::Broker(record))
+    }
+
+    fn unregister_broker(&mut self, id: BrokerId) -> CommandResult {
+        let b = self
+            .brokers
+            .get(&id)
+            .ok_or(Rejection::UnknownBroker { broker: id })?;
+        if !b.fenced {
+            return Err(Rejection::InvalidRequest {
+                reason: format!(
+                    "broker {id} is running (not fenced): stop its process first, and \
+                     unregister it once its session has expired"
+                ),
+            });
+        }
+        let held: Vec<String> = self
+            .partitions()
+            .filter(|(_, p)| p.replicas.contains(&id))
+            .take(3)
+            .map(|(t, p)| format!("{}-{}", t.name, p.partition))
+            .collect();
+        if !held.is_empty() {
+            return Err(Rejection::InvalidRequest {
+                reason: format!(
+                    "broker {id} still holds replicas (of {} and maybe more): move them off \
+                     first (`strata cluster decommission {id}`)",
+                    held.join(", ")
+                ),
+            });
+        }
+        let record = self.brokers.remove(&id).expect("checked above");
+        self.broker_configs.remove(&id.to_string());
         Ok(CommandOutput::Broker(record))
     }
 
@@ -1663,6 +1703,44 @@ mod tests {
             (p.replicas.clone(), p.isr.clone(), p.leader),
             (vec![1, 5], vec![1, 5], 1)
         );
+    }
+
+    #[test]
+    fn only_a_fenced_broker_without_replicas_is_unregistered() {
+        let (mut m, e) = three_brokers();
+        let e4 = register(&mut m, 4, 4);
+        topic(&mut m, "t", vec![vec![1, 2, 4]], &[]);
+        let unregister =
+            |m: &mut ClusterMetadata| m.apply(&Command::UnregisterBroker { broker: 4 }, 70);
+        // Running: refused.
+        assert!(matches!(
+            unregister(&mut m),
+            Err(Rejection::InvalidRequest { .. })
+        ));
+        m.apply(
+            &Command::FenceBroker {
+                broker: 4,
+                epoch: e4,
+            },
+            71,
+        )
+        .unwrap();
+        // Fenced but holding a replica of t-0: refused.
+        assert!(matches!(
+            unregister(&mut m),
+            Err(Rejection::InvalidRequest { .. })
+        ));
+        reassign(&mut m, 0, Some(vec![1, 2, 3])).unwrap();
+        let p = m.partition("t", 0).unwrap();
+        assert!(!p.replicas.contains(&4) || p.removing_replicas.contains(&4));
+        // 3 catches up: the move completes and 4 holds nothing.
+        grow_isr(&mut m, &[e[0], e[1], e[2], e4], vec![1, 2, 3]);
+        unregister(&mut m).unwrap();
+        assert!(m.broker(4).is_none());
+        assert!(matches!(
+            unregister(&mut m),
+            Err(Rejection::UnknownBroker { .. })
+        ));
     }
 
     #[test]

@@ -12,6 +12,7 @@ macro_rules! outln {
 
 mod acl;
 mod client;
+mod cluster;
 mod consume;
 mod group;
 mod log;
@@ -62,9 +63,11 @@ pub enum Command {
     Acl(acl::AclArgs),
     /// Set or describe client quotas (KIP-546's APIs; any Kafka broker).
     Quota(quota::QuotaArgs),
-    /// Elect partition leaders, preferred or unclean (Kafka's ElectLeaders; any Kafka
-    /// broker).
+    /// Elect partition leaders, or move replicas between brokers (Kafka's ElectLeaders
+    /// and partition reassignment APIs; any Kafka broker).
     Partition(partition::PartitionArgs),
+    /// List brokers, drain one (decommission), balance new ones in (add), unregister one.
+    Cluster(cluster::ClusterArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -81,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Acl(args) => acl::run(args),
         Command::Quota(args) => quota::run(args),
         Command::Partition(args) => partition::run(args),
+        Command::Cluster(args) => cluster::run(args),
     }
 }
 

@@ -239,7 +239,7 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
 }
 
 /// Kafka's reassignment call for `partitions` (to their replicas, or cancelled).
-fn submit(
+pub(super) fn submit(
     conn: &mut Conn,
     c: &ClientArgs,
     partitions: &[PlannedPartition],
@@ -305,7 +305,7 @@ fn submit(
 /// Sets (or with `None` removes) the cluster-wide replication throttle: both rates on
 /// the default broker resource, as `kafka-reassign-partitions.sh --throttle` sets them on
 /// each broker. A rate of 0 also removes them.
-fn set_throttle(conn: &mut Conn, rate: Option<u64>) -> anyhow::Result<()> {
+pub(super) fn set_throttle(conn: &mut Conn, rate: Option<u64>) -> anyhow::Result<()> {
     use kafka_protocol::messages::incremental_alter_configs_request::{
         AlterConfigsResource, AlterableConfig,
     };
@@ -394,7 +394,7 @@ fn list_reassignments(conn: &mut Conn, c: &ClientArgs) -> anyhow::Result<Vec<Ong
 
 /// Waits, with a progress bar, until none of `partitions` is moving, then checks that
 /// each has the replicas the plan gave it.
-fn wait_for(
+pub(super) fn wait_for(
     conn: &mut Conn,
     c: &ClientArgs,
     partitions: &[PlannedPartition],
@@ -434,7 +434,7 @@ fn wait_for(
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     bar.finish_and_clear();
-    let now = assignment(conn)?;
+    let now = assignment(conn, true)?;
     let mut wrong = 0;
     for p in partitions {
         let have = now
@@ -461,8 +461,12 @@ fn wait_for(
     Ok(())
 }
 
-/// Every partition's replicas, from Metadata.
-fn assignment(conn: &mut Conn) -> anyhow::Result<Vec<PlannedPartition>> {
+/// Every partition's replicas, from Metadata (internal topics' too with
+/// `include_internal`).
+pub(super) fn assignment(
+    conn: &mut Conn,
+    include_internal: bool,
+) -> anyhow::Result<Vec<PlannedPartition>> {
     let v = conn
         .version(ApiKey::Metadata, 1..=12)
         .context("the broker does not serve Metadata v1+")?;
@@ -472,7 +476,7 @@ fn assignment(conn: &mut Conn) -> anyhow::Result<Vec<PlannedPartition>> {
     let mut out = Vec::new();
     for t in &r.topics {
         let Some(name) = &t.name else { continue };
-        if t.is_internal {
+        if t.is_internal && !include_internal {
             continue;
         }
         for p in &t.partitions {
@@ -489,7 +493,7 @@ fn assignment(conn: &mut Conn) -> anyhow::Result<Vec<PlannedPartition>> {
 
 /// Prints a plan that balances `topics` (default every topic) over `brokers`.
 fn generate_plan(conn: &mut Conn, brokers: &[i32], topics: &[String]) -> anyhow::Result<()> {
-    let mut current = assignment(conn)?;
+    let mut current = assignment(conn, false)?;
     if !topics.is_empty() {
         for t in topics {
             if !current.iter().any(|p| &p.topic == t) {
@@ -541,6 +545,6 @@ fn partition_count(conn: &mut Conn, topic: &str) -> anyhow::Result<i32> {
         .with_context(|| format!("topic '{topic}' does not exist"))
 }
 
-fn code(c: i16) -> String {
+pub(super) fn code(c: i16) -> String {
     ErrorCode::from_code(c).map_or(format!("error {c}"), |e| format!("{e:?}"))
 }

@@ -82,6 +82,9 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
         AlterClientQuotas => AlterClientQuotasRequest,
         DeleteRecords => DeleteRecordsRequest, DescribeLogDirs => DescribeLogDirsRequest,
         ElectLeaders => ElectLeadersRequest,
+        AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+        ListPartitionReassignments => ListPartitionReassignmentsRequest,
+        UnregisterBroker => UnregisterBrokerRequest,
     }
     .into_iter()
     .collect();
@@ -192,6 +195,25 @@ fn samples(api: ApiKey, version: i16) -> Vec<Bytes> {
             t.partitions = vec![0, 1];
             let mut r = ElectLeadersRequest::default();
             r.topic_partitions = Some(vec![t]);
+            frame_of(api, version, &r)
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let mut p = alter_partition_reassignments_request::ReassignablePartition::default();
+            p.replicas = Some(vec![BrokerId(1), BrokerId(2)]);
+            let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+            t.name = topic();
+            t.partitions = vec![p];
+            let mut r = AlterPartitionReassignmentsRequest::default();
+            r.topics = vec![t];
+            frame_of(api, version, &r)
+        }
+        ApiKey::ListPartitionReassignments => {
+            let mut t =
+                list_partition_reassignments_request::ListPartitionReassignmentsTopics::default();
+            t.name = topic();
+            t.partition_indexes = vec![0, 1];
+            let mut r = ListPartitionReassignmentsRequest::default();
+            r.topics = Some(vec![t]);
             frame_of(api, version, &r)
         }
         ApiKey::JoinGroup => {

@@ -44,6 +44,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::UnregisterBroker, 0, 0),
     // v0 of SaslHandshake is followed by raw (unframed) SASL tokens, which Strata does
     // not speak; every client since Kafka 1.0 uses v1 and SaslAuthenticate.
     (ApiKey::SaslHandshake, 1, 1),

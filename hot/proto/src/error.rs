@@ -144,6 +144,7 @@ error_codes! {
     InvalidUpdateVersion = 95, false, "The given update version was invalid.";
     FeatureUpdateFailed = 96, false, "Unable to update finalized features due to an unexpected server error.";
     UnknownTopicId = 100, true, "This server does not host this topic ID.";
+    BrokerIdNotRegistered = 102, false, "The given broker ID was not registered.";
     InconsistentTopicId = 103, true, "The log's topic ID did not match the topic ID in the request.";
     InconsistentClusterId = 104, false, "The clusterId in the request does not match that found on the server.";
     TransactionalIdNotFound = 105, false, "The transactionalId could not be found.";

@@ -1,4 +1,4 @@
-//! ApiVersions, DescribeCluster, InitProducerId.
+//! ApiVersions, DescribeCluster, InitProducerId, UnregisterBroker.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, BrokerId, DescribeClusterRequest,
     DescribeClusterResponse, InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+    UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use strata_authz::{Operation, ResourceType};
@@ -202,4 +203,43 @@ async fn init_transactional(
             None,
         ),
     }
+}
+
+/// UnregisterBroker (KIP-500): Alter on the cluster. Removes a broker for good once its
+/// process has stopped (it is fenced) and it holds no replica; otherwise INVALID_REQUEST
+/// saying which, and BROKER_ID_NOT_REGISTERED for an id the cluster does not know.
+pub(super) fn unregister_broker(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: UnregisterBrokerRequest,
+) -> Pending {
+    Box::pin(async move {
+        let mut resp = UnregisterBrokerResponse::default();
+        if let Some(code) = authz::deny_cluster(&broker, &ctx, Operation::Alter) {
+            resp.error_code = code.code();
+            resp.error_message = super::msg("not authorized to unregister brokers");
+            return encode_response(&ctx, &resp);
+        }
+        let id = req.broker_id.0;
+        match broker.controller().unregister_broker(id).await {
+            Ok(()) => {
+                tracing::info!(broker = id, "unregistered broker");
+                if let Err(e) = broker.refresh_and_apply().await {
+                    tracing::warn!(error = %e.message, "cannot refresh metadata after unregistering a broker");
+                }
+            }
+            Err(strata_controller::ControllerError::Rejected(
+                strata_controller::Rejection::UnknownBroker { .. },
+            )) => {
+                resp.error_code = ErrorCode::BrokerIdNotRegistered.code();
+                resp.error_message = super::msg(format!("broker {id} is not registered"));
+            }
+            Err(e) => {
+                let e = crate::error::ApiError::from(e);
+                resp.error_code = e.code.code();
+                resp.error_message = super::msg(e.message);
+            }
+        }
+        encode_response(&ctx, &resp)
+    })
 }
