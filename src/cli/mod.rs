@@ -19,6 +19,7 @@ mod log;
 mod partition;
 mod produce;
 mod quota;
+mod repartition;
 pub mod security;
 pub mod serve;
 mod tier;

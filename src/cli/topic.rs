@@ -88,6 +88,23 @@ pub enum TopicCommand {
     /// (Strata brokers only: a broker whose data dir was lost, or a new cluster pointed
     /// at the bucket).
     Recover { name: String },
+    /// Move a topic to more partitions without breaking any key's order: creates NEW
+    /// (default T.pN), closes T for writes (its producers get POLICY_VIOLATION naming
+    /// NEW), prints each old partition's end (the cutover markers), opens NEW, and waits
+    /// (progress bar) until each --group has read T to the markers: then that group's
+    /// consumers switch to NEW from its start. Run again to resume.
+    Repartition {
+        name: String,
+        /// The new partition count
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: i32,
+        /// The new topic's name [default: NAME.pPARTITIONS]
+        #[arg(long)]
+        to: Option<String>,
+        /// A consumer group of NAME to wait for (repeatable)
+        #[arg(long = "group")]
+        groups: Vec<String>,
+    },
     /// Change a topic's config overrides or grow its partitions.
     Alter {
         name: String,
@@ -141,6 +158,12 @@ pub fn run(args: TopicArgs) -> anyhow::Result<()> {
             delete,
             partitions,
         } => alter(c, &name, &set, &delete, partitions),
+        TopicCommand::Repartition {
+            name,
+            partitions,
+            to,
+            groups,
+        } => super::repartition::run(c, &name, partitions, to, &groups),
     }
 }
 

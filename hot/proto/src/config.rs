@@ -117,6 +117,8 @@ pub mod keys {
     pub const PARQUET_VALUE_SCHEMA: &str = "parquet.value.schema";
     pub const PARQUET_TARGET_FILE_BYTES: &str = "parquet.target.file.bytes";
     pub const LEADER_REPLICATION_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+    pub const WRITES_CLOSED: &str = "writes.closed";
+    pub const REPARTITIONED_TO: &str = "repartitioned.to";
     pub const FOLLOWER_REPLICATION_THROTTLED_REPLICAS: &str =
         "follower.replication.throttled.replicas";
 }
@@ -151,12 +153,14 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::PARQUET_VALUE_FORMAT, "binary"),
     (keys::PARQUET_VALUE_SCHEMA, ""),
     (keys::REMOTE_STORAGE_ENABLE, "false"),
+    (keys::REPARTITIONED_TO, ""),
     (keys::REMOTE_STORAGE_FORMAT, "segments"),
     (keys::RETENTION_BYTES, "-1"),
     (keys::RETENTION_MS, "604800000"),
     (keys::SEGMENT_BYTES, "1073741824"),
     (keys::SEGMENT_MS, "604800000"),
     (keys::UNCLEAN_LEADER_ELECTION_ENABLE, "false"),
+    (keys::WRITES_CLOSED, "false"),
 ];
 
 /// A config value's type, as DescribeConfigs v3+ reports it.
@@ -290,6 +294,14 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
             List,
             "Replicas whose follower-side replication is throttled to the broker's follower.replication.throttled.rate while out of sync: PARTITION:BROKER,... or * (reassignment's adding replicas always are).",
         ),
+        keys::WRITES_CLOSED => (
+            Boolean,
+            "Refuse every produce with POLICY_VIOLATION (a topic closed by `strata topic repartition`, or one not open yet) (Strata).",
+        ),
+        keys::REPARTITIONED_TO => (
+            String,
+            "The topic this one was repartitioned into, named in the error producers get (Strata).",
+        ),
         keys::PARQUET_VALUE_SCHEMA => (
             String,
             "The Arrow schema of JSON values, as JSON: {\"fields\":[{\"name\":..,\"type\":..}]}; empty for none (Strata).",
@@ -363,6 +375,10 @@ pub struct TopicConfig {
     pub leader_throttled_replicas: ThrottledReplicas,
     /// follower.replication.throttled.replicas.
     pub follower_throttled_replicas: ThrottledReplicas,
+    /// Strata: produce is refused (POLICY_VIOLATION).
+    pub writes_closed: bool,
+    /// Strata: where the topic was repartitioned into; `None` when unset.
+    pub repartitioned_to: Option<String>,
 }
 
 /// Kafka's `*.replication.throttled.replicas`: which replicas' replication the broker's
@@ -621,6 +637,11 @@ impl TopicConfig {
                     return Err(invalid(key, value, "must be a JSON object"));
                 };
             }
+            keys::WRITES_CLOSED => self.writes_closed = parse_bool(key, value)?,
+            keys::REPARTITIONED_TO => {
+                let v = value.trim();
+                self.repartitioned_to = (!v.is_empty()).then(|| v.to_string());
+            }
             keys::LEADER_REPLICATION_THROTTLED_REPLICAS => {
                 self.leader_throttled_replicas = ThrottledReplicas::parse(key, value)?
             }
@@ -667,6 +688,8 @@ impl TopicConfig {
             remote_storage_format: RemoteStorageFormat::Segments,
             leader_throttled_replicas: ThrottledReplicas::None,
             follower_throttled_replicas: ThrottledReplicas::None,
+            writes_closed: false,
+            repartitioned_to: None,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;

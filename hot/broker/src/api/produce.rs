@@ -392,6 +392,17 @@ fn produce_partition(
         .filter(|r| !r.is_empty())
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
     let config = p.config();
+    if config.writes_closed {
+        return Err((
+            ErrorCode::PolicyViolation,
+            match &config.repartitioned_to {
+                Some(to) => format!(
+                    "'{name}' is closed for writes: it was repartitioned into '{to}' (strata topic repartition); produce to '{to}'"
+                ),
+                None => format!("'{name}' is closed for writes (writes.closed=true)"),
+            },
+        ));
+    }
     let compacted = config.cleanup_policy.compacts();
     let bounds = config
         .timestamp_bounds()
