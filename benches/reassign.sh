@@ -37,19 +37,26 @@ result() { grep '^RESULT' | sed 's/^RESULT //'; }
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, d))" "$1" "$2"; }
 bytes_of() { du -sb "$DIR/n$1" | cut -f1; }
 # The producer at $RATE in 5 s windows while `cond` holds (at least one window): prints
-# the worst window's p99 and the total errors.
+# the worst window's p99, the median window's p99, and the total errors.
 windows() { # name cond...
   local name=$1; shift
-  local worst=0 errors=0 i=0
+  local p99s="" errors=0 i=0
   while :; do
     "$LG" produce --bootstrap "$BOOT" --topic bulk --acks all --idempotent --rate "$RATE" --duration 5s --warmup 1s --no-progress >"$DIR/$name.$i.out" 2>&1
     local r; r=$(result <"$DIR/$name.$i.out")
-    worst=$(python3 -c "print(max($worst, $(field "$r" "latency['p99_ms']")))")
+    p99s="$p99s $(field "$r" "latency['p99_ms']")"
     errors=$((errors + $(field "$r" errors)))
     i=$((i + 1))
     "$@" || break
   done
-  echo "$worst $errors $i"
+  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(max(v),1), round(statistics.median(v),1), $errors)" $p99s
+}
+# Waits until no partition of bulk is under-replicated (replication caught up).
+settle() {
+  for _ in $(seq 600); do
+    "$BIN" topic describe bulk --bootstrap "$BOOT" 2>/dev/null | grep -q UNDER-REPLICATED || { sleep 3; return; }
+    sleep 0.5
+  done
 }
 # Runs `strata cluster ARGS` in the background while the producer runs in windows;
 # prints MB/s copied onto broker 4 (bytes it gained over the command's time), the
@@ -59,11 +66,11 @@ move() { # name args...
   local before; before=$(bytes_of 4)
   local t0; t0=$(date +%s.%N)
   ("$BIN" cluster "$@" --bootstrap "$BOOT" >"$DIR/$name.cli" 2>&1; date +%s.%N >"$DIR/$name.done") &
-  read -r p99 errors _ < <(windows "$name" test ! -e "$DIR/$name.done")
+  read -r p99 median errors < <(windows "$name" test ! -e "$DIR/$name.done")
   wait
   local t1; t1=$(cat "$DIR/$name.done")
   local after; after=$(bytes_of 4)
-  echo "$(python3 -c "print(round(($after-$before)/1e6/($t1-$t0), 1), round($t1-$t0, 1))") $p99 $errors"
+  echo "$(python3 -c "print(round(($after-$before)/1e6/($t1-$t0), 1), round($t1-$t0, 1))") $p99 $median $errors"
 }
 
 echo "== 0. the disk: sequential write + fsync of 2 GiB"
@@ -76,22 +83,24 @@ for i in 1 2 3; do wait_up "$i"; done
 "$BIN" topic create bulk --partitions "$PARTS" --replication-factor 3 --config min.insync.replicas=2 --bootstrap "$BOOT" >/dev/null
 sleep 2
 "$LG" produce --bootstrap "$BOOT" --topic bulk --acks 1 --records "$((MB * PARTS * 1000))" --record-size 1000 --no-progress >"$DIR/fill.out"
+settle
 n=0
-read -r P1 E1 _ < <(windows idle eval '[ $((n += 1)) -lt 4 ]')
+read -r P1 M1 E1 < <(windows idle eval '[ $((n += 1)) -lt 4 ]')
 
 echo "== 2. broker 4 joins; strata cluster add, unthrottled, while producing"
 serve 4; wait_up 4; sleep 4
-read -r MBS2 SECS2 P2 E2 < <(move r2 add)
+read -r MBS2 SECS2 P2 M2 E2 < <(move r2 add)
 
 echo "== 3. broker 4 drained, then added again with --throttle $THROTTLE, while producing"
 "$BIN" cluster decommission 4 --bootstrap "$BOOT" >"$DIR/drain.cli" 2>&1
 for _ in $(seq 300); do [ "$(find "$DIR/n4" -maxdepth 1 -name 'bulk-*' | wc -l)" = 0 ] && break; sleep 0.2; done
-read -r MBS3 SECS3 P3 E3 < <(move r3 add --throttle "$THROTTLE")
+settle
+read -r MBS3 SECS3 P3 M3 E3 < <(move r3 add --throttle "$THROTTLE")
 
 echo
 echo "== figures (same run)"
-echo "disk: $D0 MB/s sequential write + fsync (four brokers share it)"
+echo "disk: $(python3 -c "print(round($D0, 1))") MB/s sequential write + fsync (four brokers share it)"
 echo "unthrottled move: $MBS2 MB/s onto broker 4 in ${SECS2}s = $(python3 -c "print(round($MBS2/$D0, 2))")x the disk"
 echo "throttled move (--throttle $THROTTLE, per side): $MBS3 MB/s in ${SECS3}s"
-echo "producer p99 (acks=all, $RATE/s; worst 5 s window): idle $P1 ms; during the unthrottled move $P2 ms ($(python3 -c "print(round($P2/$P1, 1))")x); during the throttled move $P3 ms ($(python3 -c "print(round($P3/$P1, 1))")x)"
+echo "producer p99 (acks=all, $RATE/s; 5 s windows, worst / median): idle $P1 / $M1 ms; during the unthrottled move $P2 / $M2 ms (worst $(python3 -c "print(round($P2/$P1, 1))")x idle's); during the throttled move $P3 / $M3 ms (worst $(python3 -c "print(round($P3/$P1, 1))")x idle's)"
 echo "producer errors: idle $E1, unthrottled $E2, throttled $E3"
