@@ -591,3 +591,84 @@ fn a_decommissioned_broker_is_drained_under_load_unregistered_and_added_back() {
     assert_eq!(on(&parts, 4), 6, "{parts:?}");
     load.finish();
 }
+
+/// A tiered partition whose older records are only in the bucket moves to another
+/// broker: the new replica starts from the leader's local log start, the bucket keeps
+/// the rest, and after the move the new leader serves every offset from 0 (the bucket's
+/// part included) and goes on offloading.
+#[test]
+fn a_tiered_partition_moves_with_its_older_records_left_in_the_bucket() {
+    let c = Cluster::start(2, 1, &["--retention-check-interval", "1s"]);
+    let b = c.bootstrap();
+    let admin = common::kafka::admin(&b);
+    let t = rdkafka::admin::NewTopic::new(
+        "tiered",
+        1,
+        rdkafka::admin::TopicReplication::Variable(&[&[1]]),
+    )
+    .set("remote.storage.enable", "true")
+    .set("segment.bytes", "1048576")
+    .set("local.retention.ms", "1000");
+    let r = futures::executor::block_on(
+        admin.create_topics([&t], &rdkafka::admin::AdminOptions::new()),
+    )
+    .unwrap();
+    assert_eq!(r[0], Ok("tiered".to_string()));
+    let value = |i: u64| format!("{i:08}").repeat(256).into_bytes();
+    let produce = |from: u64, n: u64| {
+        let (p, d) = producer(&b, &[("acks", "all"), ("enable.idempotence", "true")]);
+        for i in from..from + n {
+            send(&p, "tiered", None, &value(i));
+        }
+        p.flush(Duration::from_secs(60)).unwrap();
+        assert_eq!(d.acked.lock().unwrap().len() as u64, n);
+    };
+    let status = |broker: usize| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&c.brokers[broker].http_get("/v1/tier/status")).unwrap();
+        v["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["topic"] == "tiered")
+            .cloned()
+            .unwrap_or_default()
+    };
+    produce(0, 3_000);
+    wait(
+        "older records offloaded and gone from local disk",
+        Duration::from_secs(90),
+        || status(0)["local_start_offset"].as_i64().unwrap_or(0) > 1_500,
+    );
+
+    let plan = c.dir.path().join("tiered.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[{"topic":"tiered","partition":0,"replicas":[2]}]}"#,
+    )
+    .unwrap();
+    let out = ok(&common::cli(
+        &b,
+        &["partition", "reassign", "--plan", plan.to_str().unwrap()],
+    ));
+    assert!(out.contains("1 partition(s) reassigned"), "{out}");
+    c.wait_for("tiered", "broker 2 leading", Duration::from_secs(30), |p| {
+        p[0].0 == 2 && p[0].1 == [2]
+    });
+    // Every offset from 0, the bucket's part through the new leader.
+    let got = common::kafka::consume_all(&b, "tiered", 1, 3_000, Duration::from_secs(120));
+    assert_eq!(got.len(), 3_000);
+    for g in &got {
+        assert_eq!(g.value, value(g.offset as u64), "offset {}", g.offset);
+    }
+    // The new leader goes on offloading what is produced next.
+    produce(3_000, 1_500);
+    wait("the new leader offloads", Duration::from_secs(90), || {
+        status(1)["remote_end_offset"].as_i64().unwrap_or(0) > 3_000
+    });
+    let got = common::kafka::consume_all(&b, "tiered", 1, 4_500, Duration::from_secs(120));
+    assert_eq!(got.len(), 4_500);
+    for g in &got {
+        assert_eq!(g.value, value(g.offset as u64), "offset {}", g.offset);
+    }
+}
