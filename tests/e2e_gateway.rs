@@ -1572,3 +1572,73 @@ fn a_nacked_record_lands_in_the_dead_letter_topic_and_the_group_moves_on() {
     assert_eq!(committed("g-dlq"), 3);
     assert_eq!(committed("g-dlq-sse"), 5);
 }
+
+/// The v3 admin read side against a real broker, in Confluent's shapes: the topic, its
+/// replication factor and partitions with their leaders, and its configs as the broker
+/// describes them (an override is not a default; a default is).
+#[test]
+fn v3_admin_describes_a_real_topic() {
+    let gw = Gw::start(&[]);
+    create_topic(&gw.b.kafka, "shapes", 3, &[("retention.ms", "3600000")]);
+    let (s, j) = answer(gw.get("/v3/clusters"));
+    assert_eq!(s, 200, "{j}");
+    let cluster = j["data"][0]["cluster_id"].as_str().unwrap().to_string();
+    let base = format!("/v3/clusters/{cluster}/topics");
+    let (s, j) = answer(gw.get(&base));
+    assert_eq!(s, 200, "{j}");
+    let t = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic_name"] == "shapes")
+        .unwrap_or_else(|| panic!("shapes in {j}"))
+        .clone();
+    assert_eq!(
+        (
+            t["partitions_count"].as_i64(),
+            t["replication_factor"].as_i64()
+        ),
+        (Some(3), Some(1)),
+        "{t}"
+    );
+    let (s, j) = answer(gw.get(&format!("{base}/shapes/partitions")));
+    assert_eq!(s, 200, "{j}");
+    let parts = j["data"].as_array().unwrap();
+    assert_eq!(parts.len(), 3, "{j}");
+    for (i, p) in parts.iter().enumerate() {
+        assert_eq!(p["partition_id"], i as i64, "{j}");
+        assert!(
+            p["leader"]["related"]
+                .as_str()
+                .unwrap()
+                .ends_with("/replicas/1"),
+            "{j}"
+        );
+    }
+    let (s, j) = answer(gw.get(&format!("{base}/shapes/configs")));
+    assert_eq!(s, 200, "{j}");
+    let config = |name: &str| {
+        j["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {j}"))
+            .clone()
+    };
+    let r = config("retention.ms");
+    assert_eq!(
+        (r["value"].as_str(), r["is_default"].as_bool()),
+        (Some("3600000"), Some(false)),
+        "{r}"
+    );
+    assert_eq!(r["source"], "DYNAMIC_TOPIC_CONFIG", "{r}");
+    let c = config("cleanup.policy");
+    assert_eq!(
+        (c["value"].as_str(), c["is_default"].as_bool()),
+        (Some("delete"), Some(true)),
+        "{c}"
+    );
+    expect_error(gw.get(&format!("{base}/missing")), 404, 40401);
+    expect_error(gw.get(&format!("{base}/shapes/partitions/9")), 404, 40402);
+}

@@ -23,6 +23,7 @@ mod sse;
 mod util;
 mod v2;
 mod v3;
+mod v3_admin;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -289,6 +290,31 @@ fn routes() -> Routes {
             post(sse::ack),
         )
         .add("/v3/clusters", &["get"], get(v3::list_clusters))
+        .add(
+            "/v3/clusters/{cluster}/topics",
+            &["get"],
+            get(v3_admin::list_topics),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}",
+            &["get"],
+            get(v3_admin::get_topic),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/partitions",
+            &["get"],
+            get(v3_admin::list_partitions),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}",
+            &["get"],
+            get(v3_admin::get_partition),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/configs",
+            &["get"],
+            get(v3_admin::list_topic_configs),
+        )
         .add(
             "/v3/clusters/{cluster}/topics/{topic}/records",
             &["post"],

@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::{consumers, dlq, sse, v2, v3};
+use crate::{consumers, dlq, sse, v2, v3, v3_admin};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -39,6 +39,11 @@ use crate::{consumers, dlq, sse, v2, v3};
         dlq::nack_stream,
         v3::list_clusters,
         v3::produce,
+        v3_admin::list_topics,
+        v3_admin::get_topic,
+        v3_admin::list_partitions,
+        v3_admin::get_partition,
+        v3_admin::list_topic_configs,
     ),
     components(schemas(v2::Format)),
     modifiers(&Security),

@@ -409,6 +409,68 @@ async fn a_bad_record_fails_the_whole_request_and_appends_nothing() {
     assert_eq!(fake.produce_calls.load(Ordering::SeqCst), 0);
 }
 
+/// The v3 admin read side in Confluent's shapes: topics, a topic, its partitions and
+/// configs, with 404s for another cluster, an unknown topic or partition.
+#[tokio::test]
+async fn v3_admin_describes_topics_partitions_and_configs() {
+    let fake = Fake::with_topic("t", 3);
+    let app = app(&fake, GatewayConfig::default());
+    let j = call(&app, get("/v3/clusters/strata/topics")).await.json();
+    assert_eq!(j["kind"], "KafkaTopicList", "{j}");
+    assert_eq!(j["data"][0]["kind"], "KafkaTopic", "{j}");
+    assert_eq!(j["data"][0]["topic_name"], "t", "{j}");
+    assert_eq!(j["data"][0]["partitions_count"], 3, "{j}");
+    assert_eq!(j["data"][0]["replication_factor"], 1, "{j}");
+    assert_eq!(j["data"][0]["is_internal"], false, "{j}");
+    assert_eq!(
+        j["data"][0]["partitions"]["related"], "/v3/clusters/strata/topics/t/partitions",
+        "{j}"
+    );
+    assert_eq!(
+        j["data"][0]["metadata"]["resource_name"], "crn:///kafka=strata/topic=t",
+        "{j}"
+    );
+    let j = call(&app, get("/v3/clusters/strata/topics/t")).await.json();
+    assert_eq!(
+        (j["kind"].as_str(), j["topic_name"].as_str()),
+        (Some("KafkaTopic"), Some("t")),
+        "{j}"
+    );
+    let j = call(&app, get("/v3/clusters/strata/topics/t/partitions"))
+        .await
+        .json();
+    assert_eq!(j["data"].as_array().unwrap().len(), 3, "{j}");
+    assert_eq!(j["data"][2]["partition_id"], 2, "{j}");
+    assert_eq!(
+        j["data"][2]["leader"]["related"], "/v3/clusters/strata/topics/t/partitions/2/replicas/1",
+        "{j}"
+    );
+    let j = call(&app, get("/v3/clusters/strata/topics/t/partitions/1"))
+        .await
+        .json();
+    assert_eq!(
+        (j["kind"].as_str(), j["partition_id"].as_i64()),
+        (Some("KafkaPartition"), Some(1)),
+        "{j}"
+    );
+    let j = call(&app, get("/v3/clusters/strata/topics/t/configs"))
+        .await
+        .json();
+    assert_eq!(j["kind"], "KafkaTopicConfigList", "{j}");
+    call(&app, get("/v3/clusters/other/topics"))
+        .await
+        .error(StatusCode::NOT_FOUND, 40404);
+    call(&app, get("/v3/clusters/strata/topics/nope"))
+        .await
+        .error(StatusCode::NOT_FOUND, 40401);
+    call(&app, get("/v3/clusters/strata/topics/t/partitions/3"))
+        .await
+        .error(StatusCode::NOT_FOUND, 40402);
+    call(&app, get("/v3/clusters/strata/topics/t/partitions/x"))
+        .await
+        .error(StatusCode::NOT_FOUND, 40402);
+}
+
 /// A refusal of a request with a body closes the connection (the body may be unread,
 /// so the connection cannot carry another request); a refused GET keeps it.
 #[tokio::test]

@@ -276,16 +276,7 @@ async fn produce_inner(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    if cluster != s.config.cluster_id {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            error::CLUSTER_NOT_FOUND,
-            format!(
-                "Cluster '{cluster}' not found (this is '{}').",
-                s.config.cluster_id
-            ),
-        ));
-    }
+    crate::v3_admin::check_cluster(&s, &cluster)?;
     // Before the topic's existence and before any replay of a stored answer.
     acl::topic(&s, &caller, Operation::Write, &topic)?;
     util::require_content_type(&headers, &[JSON])?;

@@ -378,6 +378,40 @@ async fn topics_are_listed_and_described_only_to_who_may_describe_them() {
         call(&app, with(get("/v3/clusters"), BOB)).await.status,
         StatusCode::OK
     );
+    // v3 admin: the same listing and refusals; configs need DescribeConfigs.
+    let a = call(&app, with(get("/v3/clusters/strata/topics"), ALICE)).await;
+    let names: Vec<String> = a.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["topic_name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["audit", "orders"]);
+    for path in [
+        "/v3/clusters/strata/topics/payroll",
+        "/v3/clusters/strata/topics/payroll/partitions",
+        "/v3/clusters/strata/topics/payroll/partitions/0",
+        "/v3/clusters/strata/topics/orders/configs",
+    ] {
+        call(&app, with(get(path), ALICE))
+            .await
+            .error(StatusCode::FORBIDDEN, 40301);
+    }
+    acls.allow(
+        "User:alice",
+        Operation::DescribeConfigs,
+        ResourceType::Topic,
+        "orders",
+    );
+    assert_eq!(
+        call(
+            &app,
+            with(get("/v3/clusters/strata/topics/orders/configs"), ALICE)
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
 }
 
 fn create(group: &str, name: &str) -> Request<Body> {
