@@ -1574,8 +1574,9 @@ fn a_nacked_record_lands_in_the_dead_letter_topic_and_the_group_moves_on() {
 }
 
 /// The v3 admin read side against a real broker, in Confluent's shapes: the topic, its
-/// replication factor and partitions with their leaders, and its configs as the broker
-/// describes them (an override is not a default; a default is).
+/// replication factor and partitions with their leaders, its configs as the broker
+/// describes them (an override is not a default; a default is), and an rdkafka group:
+/// its state, its member's assignment, and its lag per partition and in sum.
 #[test]
 fn v3_admin_describes_a_real_topic() {
     let gw = Gw::start(&[]);
@@ -1641,4 +1642,83 @@ fn v3_admin_describes_a_real_topic() {
     );
     expect_error(gw.get(&format!("{base}/missing")), 404, 40401);
     expect_error(gw.get(&format!("{base}/shapes/partitions/9")), 404, 40402);
+
+    // A Kafka consumer group reads 30 records and commits; 5 more arrive unread.
+    let (p, _) = producer(&gw.b.kafka, &[("acks", "all")]);
+    let send = |n: usize| {
+        for i in 0..n {
+            p.send(BaseRecord::<(), _>::to("shapes").payload(&format!("v{i}")))
+                .unwrap();
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    send(30);
+    let c: BaseConsumer = client_config(
+        &gw.b.kafka,
+        &[
+            ("group.id", "watchers"),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    )
+    .create()
+    .unwrap();
+    c.subscribe(&["shapes"]).unwrap();
+    let mut read = 0;
+    let t0 = Instant::now();
+    while read < 30 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "read {read} of 30");
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            m.unwrap();
+            read += 1;
+        }
+    }
+    c.commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
+        .unwrap();
+    send(5);
+    let groups = format!("/v3/clusters/{cluster}/consumer-groups");
+    let (s, j) = answer(gw.get(&groups));
+    assert_eq!(s, 200, "{j}");
+    let g = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["consumer_group_id"] == "watchers")
+        .unwrap_or_else(|| panic!("watchers in {j}"))
+        .clone();
+    assert_eq!(
+        (g["state"].as_str(), g["is_simple"].as_bool()),
+        (Some("STABLE"), Some(false)),
+        "{g}"
+    );
+    let (s, j) = answer(gw.get(&format!("{groups}/watchers/consumers")));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["data"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(
+        j["data"][0]["assignments"].as_array().unwrap().len(),
+        3,
+        "{j}"
+    );
+    let member = j["data"][0]["consumer_id"].as_str().unwrap().to_string();
+    let (s, j) = answer(gw.get(&format!("{groups}/watchers/lags")));
+    assert_eq!(s, 200, "{j}");
+    let lags = j["data"].as_array().unwrap();
+    assert_eq!(lags.len(), 3, "{j}");
+    assert!(
+        lags.iter().all(|l| l["consumer_id"] == member.as_str()),
+        "{j}"
+    );
+    let total: i64 = lags.iter().map(|l| l["lag"].as_i64().unwrap()).sum();
+    assert_eq!(total, 5, "{j}");
+    let (s, j) = answer(gw.get(&format!("{groups}/watchers/lag-summary")));
+    assert_eq!(s, 200, "{j}");
+    assert_eq!(j["total_lag"], 5, "{j}");
+    assert_eq!(j["max_lag_consumer_id"], member.as_str(), "{j}");
+    let (s, j) = answer(gw.get(&format!("/v3/clusters/{cluster}/brokers")));
+    assert_eq!(
+        (s, j["data"][0]["broker_id"].as_i64()),
+        (200, Some(1)),
+        "{j}"
+    );
+    drop(c);
 }

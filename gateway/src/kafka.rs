@@ -27,9 +27,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::producer::{LocalLeader, NativeProducer, ProducerConfig};
 use crate::queue::{ProduceQueue, QueueLimits};
 use crate::service::{
-    ConsumerSettings, End, GroupConsumer, OffsetReset, PartitionInfo, PartitionOffset,
-    ProduceRecord, Produced, ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition,
-    codes,
+    BrokerInfo, ConsumerSettings, End, GroupConsumer, GroupInfo, GroupOffset, MemberInfo,
+    OffsetReset, PartitionInfo, PartitionOffset, ProduceRecord, Produced, ReadResult, Record,
+    Service, ServiceError, TopicInfo, TopicPartition, codes,
 };
 
 /// How the gateway's Kafka clients are set up.
@@ -101,6 +101,31 @@ impl std::fmt::Debug for KafkaService {
 fn err(e: KafkaError) -> ServiceError {
     let code = e.rdkafka_error_code().map_or(-1, |c| c as i32);
     ServiceError::new(code, e.to_string())
+}
+
+/// The partitions of a ConsumerProtocolAssignment (the consumer protocol's assignment
+/// bytes: a version, then the message); nothing for bytes that are not one.
+fn decode_assignment(b: &[u8]) -> Vec<TopicPartition> {
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Decodable;
+    if b.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([b[0], b[1]]).clamp(0, 3);
+    let mut buf = bytes::Bytes::copy_from_slice(&b[2..]);
+    ConsumerProtocolAssignment::decode(&mut buf, version)
+        .map(|a| {
+            a.assigned_partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| TopicPartition {
+                        topic: t.topic.to_string(),
+                        partition: *p,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn blocking_err(e: tokio::task::JoinError) -> ServiceError {
@@ -310,6 +335,93 @@ impl Service for KafkaService {
         let out = self.producer.produce(topic, partitions, records).await;
         drop(admitted);
         Ok(out)
+    }
+
+    async fn list_brokers(&self) -> Result<Vec<BrokerInfo>, ServiceError> {
+        let md = self.metadata(None).await?;
+        let mut brokers: Vec<BrokerInfo> = md
+            .brokers()
+            .iter()
+            .map(|b| BrokerInfo {
+                id: b.id(),
+                host: b.host().to_string(),
+                port: b.port(),
+            })
+            .collect();
+        brokers.sort_by_key(|b| b.id);
+        Ok(brokers)
+    }
+
+    async fn list_groups(&self) -> Result<Vec<GroupInfo>, ServiceError> {
+        let admin = self.admin.clone();
+        let timeout = self.config.request_timeout;
+        tokio::task::spawn_blocking(move || {
+            let list = admin.inner().fetch_group_list(None, timeout).map_err(err)?;
+            let mut groups: Vec<GroupInfo> = list
+                .groups()
+                .iter()
+                .map(|g| GroupInfo {
+                    group: g.name().to_string(),
+                    state: g.state().to_string(),
+                    protocol_type: g.protocol_type().to_string(),
+                    protocol: g.protocol().to_string(),
+                    members: g
+                        .members()
+                        .iter()
+                        .map(|m| MemberInfo {
+                            member_id: m.id().to_string(),
+                            client_id: m.client_id().to_string(),
+                            host: m.client_host().to_string(),
+                            assignment: m.assignment().map(decode_assignment).unwrap_or_default(),
+                        })
+                        .collect(),
+                })
+                .collect();
+            groups.sort_by(|a, b| a.group.cmp(&b.group));
+            Ok(groups)
+        })
+        .await
+        .map_err(blocking_err)?
+    }
+
+    async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, ServiceError> {
+        let md = self.metadata(None).await?;
+        let mut tpl = TopicPartitionList::new();
+        for t in md.topics() {
+            for p in t.partitions() {
+                tpl.add_partition(t.name(), p.id());
+            }
+        }
+        let mut config = base_config(&self.config);
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false");
+        let timeout = self.config.request_timeout;
+        tokio::task::spawn_blocking(move || {
+            let c: BaseConsumer = config.create().map_err(err)?;
+            let committed = c.committed_offsets(tpl, timeout).map_err(err)?;
+            let mut out = Vec::new();
+            for e in committed.elements() {
+                let Offset::Offset(at) = e.offset() else {
+                    continue;
+                };
+                if at < 0 {
+                    continue;
+                }
+                let (_, end) = c
+                    .fetch_watermarks(e.topic(), e.partition(), timeout)
+                    .map_err(err)?;
+                out.push(GroupOffset {
+                    topic: e.topic().to_string(),
+                    partition: e.partition(),
+                    committed: at,
+                    end,
+                });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(blocking_err)?
     }
 
     async fn create_topic(&self, topic: &str) -> Result<(), ServiceError> {

@@ -291,6 +291,36 @@ fn routes() -> Routes {
         )
         .add("/v3/clusters", &["get"], get(v3::list_clusters))
         .add(
+            "/v3/clusters/{cluster}/brokers",
+            &["get"],
+            get(v3_admin::list_brokers),
+        )
+        .add(
+            "/v3/clusters/{cluster}/consumer-groups",
+            &["get"],
+            get(v3_admin::list_groups),
+        )
+        .add(
+            "/v3/clusters/{cluster}/consumer-groups/{group}",
+            &["get"],
+            get(v3_admin::get_group),
+        )
+        .add(
+            "/v3/clusters/{cluster}/consumer-groups/{group}/consumers",
+            &["get"],
+            get(v3_admin::list_consumers),
+        )
+        .add(
+            "/v3/clusters/{cluster}/consumer-groups/{group}/lags",
+            &["get"],
+            get(v3_admin::list_lags),
+        )
+        .add(
+            "/v3/clusters/{cluster}/consumer-groups/{group}/lag-summary",
+            &["get"],
+            get(v3_admin::lag_summary),
+        )
+        .add(
             "/v3/clusters/{cluster}/topics",
             &["get"],
             get(v3_admin::list_topics),

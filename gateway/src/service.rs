@@ -217,6 +217,44 @@ pub struct TopicInfo {
     pub configs: BTreeMap<String, String>,
 }
 
+/// A broker as metadata shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInfo {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+/// A consumer group as its coordinator describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupInfo {
+    pub group: String,
+    pub state: String,
+    pub protocol_type: String,
+    /// The assignor the members agreed on ("range", "cooperative-sticky", ...).
+    pub protocol: String,
+    pub members: Vec<MemberInfo>,
+}
+
+/// A member of a consumer group, with its assignment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberInfo {
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+    pub assignment: Vec<TopicPartition>,
+}
+
+/// A partition a group has committed an offset for, with the partition's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    /// The high watermark.
+    pub end: i64,
+}
+
 /// A stateless read's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
@@ -294,6 +332,12 @@ pub trait Service: Send + Sync + 'static {
         max_bytes: usize,
         max_wait: Duration,
     ) -> Result<ReadResult, ServiceError>;
+    /// The brokers, by id.
+    async fn list_brokers(&self) -> Result<Vec<BrokerInfo>, ServiceError>;
+    /// Every consumer group with its members and their assignments.
+    async fn list_groups(&self) -> Result<Vec<GroupInfo>, ServiceError>;
+    /// The partitions `group` has committed offsets for, with their ends.
+    async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, ServiceError>;
     /// Creates `topic` with the cluster's default partitions and replication factor;
     /// one that exists already is fine (the dead-letter topics, made on first use).
     async fn create_topic(&self, topic: &str) -> Result<(), ServiceError>;

@@ -28,6 +28,10 @@ struct Fake {
     feed: Arc<Mutex<Vec<Record>>>,
     /// Every consumer's seeks, in order.
     seeks: Arc<Mutex<Vec<PartitionOffset>>>,
+    /// What list_groups answers.
+    groups: Mutex<Vec<GroupInfo>>,
+    /// (group, committed offset) for group_offsets.
+    group_offsets: Mutex<Vec<(String, GroupOffset)>>,
 }
 
 impl Fake {
@@ -52,6 +56,26 @@ impl Fake {
 impl Service for Fake {
     async fn ready(&self) -> bool {
         true
+    }
+    async fn list_brokers(&self) -> Result<Vec<BrokerInfo>, ServiceError> {
+        Ok(vec![BrokerInfo {
+            id: 1,
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }])
+    }
+    async fn list_groups(&self) -> Result<Vec<GroupInfo>, ServiceError> {
+        Ok(self.groups.lock().unwrap().clone())
+    }
+    async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, ServiceError> {
+        Ok(self
+            .group_offsets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(g, _)| g == group)
+            .map(|(_, o)| o.clone())
+            .collect())
     }
     async fn list_topics(&self) -> Result<Vec<String>, ServiceError> {
         Ok(self.topics.lock().unwrap().keys().cloned().collect())
@@ -469,6 +493,105 @@ async fn v3_admin_describes_topics_partitions_and_configs() {
     call(&app, get("/v3/clusters/strata/topics/t/partitions/x"))
         .await
         .error(StatusCode::NOT_FOUND, 40402);
+}
+
+/// v3 brokers, groups, members and lag from what the cluster answers.
+#[tokio::test]
+async fn v3_admin_lists_brokers_groups_members_and_lag() {
+    let fake = Fake::with_topic("t", 2);
+    fake.groups.lock().unwrap().push(GroupInfo {
+        group: "g".into(),
+        state: "Stable".into(),
+        protocol_type: "consumer".into(),
+        protocol: "range".into(),
+        members: vec![MemberInfo {
+            member_id: "m1".into(),
+            client_id: "c1".into(),
+            host: "/127.0.0.1".into(),
+            assignment: vec![TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            }],
+        }],
+    });
+    for (p, committed, end) in [(0, 5, 12), (1, 10, 10)] {
+        fake.group_offsets.lock().unwrap().push((
+            "g".into(),
+            GroupOffset {
+                topic: "t".into(),
+                partition: p,
+                committed,
+                end,
+            },
+        ));
+    }
+    let app = app(&fake, GatewayConfig::default());
+    let j = call(&app, get("/v3/clusters/strata/brokers")).await.json();
+    assert_eq!(
+        (
+            j["data"][0]["broker_id"].as_i64(),
+            j["data"][0]["port"].as_i64()
+        ),
+        (Some(1), Some(9092)),
+        "{j}"
+    );
+    let j = call(&app, get("/v3/clusters/strata/consumer-groups"))
+        .await
+        .json();
+    assert_eq!(j["data"][0]["consumer_group_id"], "g", "{j}");
+    assert_eq!(j["data"][0]["state"], "STABLE", "{j}");
+    assert_eq!(j["data"][0]["is_simple"], false, "{j}");
+    assert_eq!(j["data"][0]["partition_assignor"], "range", "{j}");
+    let j = call(&app, get("/v3/clusters/strata/consumer-groups/g/consumers"))
+        .await
+        .json();
+    assert_eq!(j["data"][0]["consumer_id"], "m1", "{j}");
+    assert_eq!(j["data"][0]["assignments"][0]["topic_name"], "t", "{j}");
+    let j = call(&app, get("/v3/clusters/strata/consumer-groups/g/lags"))
+        .await
+        .json();
+    let lags: Vec<(i64, i64, String)> = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["partition_id"].as_i64().unwrap(),
+                l["lag"].as_i64().unwrap(),
+                l["consumer_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lags,
+        [(0, 7, "m1".to_string()), (1, 0, String::new())],
+        "{j}"
+    );
+    let j = call(
+        &app,
+        get("/v3/clusters/strata/consumer-groups/g/lag-summary"),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (j["total_lag"].as_i64(), j["max_lag"].as_i64()),
+        (Some(7), Some(7)),
+        "{j}"
+    );
+    assert_eq!(
+        (
+            j["max_lag_partition_id"].as_i64(),
+            j["max_lag_consumer_id"].as_str()
+        ),
+        (Some(0), Some("m1")),
+        "{j}"
+    );
+    call(&app, get("/v3/clusters/strata/consumer-groups/nope"))
+        .await
+        .error(StatusCode::NOT_FOUND, 404);
+    call(&app, get("/v3/clusters/x/consumer-groups"))
+        .await
+        .error(StatusCode::NOT_FOUND, 40404);
 }
 
 /// A refusal of a request with a body closes the connection (the body may be unread,

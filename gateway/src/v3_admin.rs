@@ -1,11 +1,13 @@
 //! Confluent REST Proxy v3 admin, read side, in Confluent's JSON shapes: a cluster's
-//! topics, a topic, its partitions, and its configs. Links to related resources are
+//! brokers, topics, a topic's partitions and configs, consumer groups, their members
+//! and assignments, and their lag per partition and in summary. Links to related resources are
 //! paths on this gateway (`{"related": "/v3/clusters/..."}`), and every resource names
 //! itself in `metadata.self` with its Confluent resource name in
 //! `metadata.resource_name` (`crn:///kafka=C/topic=T`).
 //!
 //! Authorization as Kafka's: a topic is listed and described with Describe on it, its
-//! configs read with DescribeConfigs.
+//! configs read with DescribeConfigs; a group with Describe on the group, and its lag
+//! only for topics the caller may describe. Brokers are every caller's, as in Metadata.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,7 +18,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::{self, ApiError, ApiResult};
-use crate::service::{PartitionInfo, TopicInfo};
+use crate::service::{GroupInfo, PartitionInfo, TopicInfo};
 use crate::{Shared, acl, util, v2};
 
 const JSON: &str = "application/json";
@@ -388,6 +390,448 @@ pub async fn list_topic_configs(
         kind: "KafkaTopicConfigList".into(),
         metadata: list_metadata(base),
         data,
+    };
+    Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+/// A broker (`KafkaBroker`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BrokerV3 {
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    pub cluster_id: String,
+    pub broker_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    pub configs: Related,
+    pub partition_replicas: Related,
+}
+
+/// The brokers (`KafkaBrokerList`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BrokerListV3 {
+    pub kind: String,
+    pub metadata: ListMetadata,
+    pub data: Vec<BrokerV3>,
+}
+
+/// A consumer group (`KafkaConsumerGroup`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerGroupV3 {
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    pub cluster_id: String,
+    pub consumer_group_id: String,
+    /// A group with no members' protocol (offsets committed by an admin or an assign()
+    /// consumer).
+    pub is_simple: bool,
+    pub partition_assignor: String,
+    /// STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY or DEAD.
+    pub state: String,
+    pub consumers: Related,
+    pub lag_summary: Related,
+}
+
+/// The consumer groups (`KafkaConsumerGroupList`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerGroupListV3 {
+    pub kind: String,
+    pub metadata: ListMetadata,
+    pub data: Vec<ConsumerGroupV3>,
+}
+
+/// A member of a group (`KafkaConsumer`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerV3 {
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    pub cluster_id: String,
+    pub consumer_group_id: String,
+    pub consumer_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub assignments: Vec<AssignmentV3>,
+}
+
+/// A partition assigned to a member.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssignmentV3 {
+    pub topic_name: String,
+    pub partition_id: i32,
+}
+
+/// A group's members (`KafkaConsumerList`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerListV3 {
+    pub kind: String,
+    pub metadata: ListMetadata,
+    pub data: Vec<ConsumerV3>,
+}
+
+/// One partition's lag (`KafkaConsumerLag`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerLagV3 {
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    pub cluster_id: String,
+    pub consumer_group_id: String,
+    pub topic_name: String,
+    pub partition_id: i32,
+    pub current_offset: i64,
+    pub log_end_offset: i64,
+    pub lag: i64,
+    /// The member the partition is assigned to; empty when none is.
+    pub consumer_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+}
+
+/// A group's lag per partition (`KafkaConsumerLagList`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerLagListV3 {
+    pub kind: String,
+    pub metadata: ListMetadata,
+    pub data: Vec<ConsumerLagV3>,
+}
+
+/// A group's lag in one object (`KafkaConsumerGroupLagSummary`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LagSummaryV3 {
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    pub cluster_id: String,
+    pub consumer_group_id: String,
+    pub max_lag_consumer_id: String,
+    pub max_lag_instance_id: Option<String>,
+    pub max_lag_client_id: String,
+    pub max_lag_topic_name: String,
+    pub max_lag_partition_id: i32,
+    pub max_lag: i64,
+    pub total_lag: i64,
+    pub max_lag_consumer: Related,
+    pub max_lag_partition: Related,
+}
+
+/// The brokers (every caller's, as Kafka's Metadata).
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/brokers", tag = "v3",
+    params(("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)")),
+    responses(
+        (status = 200, description = "The brokers", body = BrokerListV3, content_type = "application/json"),
+        (status = 404, description = "Unknown cluster (40404)", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn list_brokers(
+    State(s): State<Shared>,
+    Path(cluster): Path<String>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let brokers = s.service.list_brokers().await?;
+    let base = format!("/v3/clusters/{cluster}/brokers");
+    let body = BrokerListV3 {
+        kind: "KafkaBrokerList".into(),
+        metadata: list_metadata(base.clone()),
+        data: brokers
+            .into_iter()
+            .map(|b| BrokerV3 {
+                kind: "KafkaBroker".into(),
+                metadata: ResourceMetadata {
+                    self_: format!("{base}/{}", b.id),
+                    resource_name: format!("crn:///kafka={cluster}/broker={}", b.id),
+                },
+                cluster_id: cluster.clone(),
+                broker_id: b.id,
+                host: b.host,
+                port: b.port,
+                rack: None,
+                configs: related(format!("{base}/{}/configs", b.id)),
+                partition_replicas: related(format!("{base}/{}/partition-replicas", b.id)),
+            })
+            .collect(),
+    };
+    Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+fn group_path(cluster: &str, group: &str) -> String {
+    format!("/v3/clusters/{cluster}/consumer-groups/{group}")
+}
+
+fn group_json(cluster: &str, g: &GroupInfo) -> ConsumerGroupV3 {
+    let base = group_path(cluster, &g.group);
+    ConsumerGroupV3 {
+        kind: "KafkaConsumerGroup".into(),
+        metadata: ResourceMetadata {
+            self_: base.clone(),
+            resource_name: format!("crn:///kafka={cluster}/consumer-group={}", g.group),
+        },
+        cluster_id: cluster.to_string(),
+        consumer_group_id: g.group.clone(),
+        is_simple: g.protocol_type.is_empty(),
+        partition_assignor: g.protocol.clone(),
+        state: g.state.to_ascii_uppercase().replace(' ', "_"),
+        consumers: related(format!("{base}/consumers")),
+        lag_summary: related(format!("{base}/lag-summary")),
+    }
+}
+
+/// The group, after Describe on it, or 404.
+async fn find_group(s: &Shared, caller: &Caller, group: &str) -> ApiResult<GroupInfo> {
+    acl::group(s, caller, Operation::Describe, group)?;
+    s.service
+        .list_groups()
+        .await?
+        .into_iter()
+        .find(|g| g.group == group)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                404,
+                format!("Consumer group '{group}' not found."),
+            )
+        })
+}
+
+/// The consumer groups the caller may describe.
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/consumer-groups", tag = "v3",
+    params(("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)")),
+    responses(
+        (status = 200, description = "The groups", body = ConsumerGroupListV3, content_type = "application/json"),
+        (status = 404, description = "Unknown cluster (40404)", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn list_groups(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path(cluster): Path<String>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let groups = s.service.list_groups().await?;
+    let body = ConsumerGroupListV3 {
+        kind: "KafkaConsumerGroupList".into(),
+        metadata: list_metadata(format!("/v3/clusters/{cluster}/consumer-groups")),
+        data: groups
+            .iter()
+            .filter(|g| {
+                acl::allowed(
+                    &s,
+                    &caller,
+                    Operation::Describe,
+                    ResourceType::Group,
+                    &g.group,
+                    false,
+                )
+            })
+            .map(|g| group_json(&cluster, g))
+            .collect(),
+    };
+    Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+/// One consumer group.
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/consumer-groups/{group}", tag = "v3",
+    params(
+        ("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)"),
+        ("group" = String, Path, description = "Consumer group id"),
+    ),
+    responses(
+        (status = 200, description = "The group", body = ConsumerGroupV3, content_type = "application/json"),
+        (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn get_group(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path((cluster, group)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let g = find_group(&s, &caller, &group).await?;
+    Ok(util::json_response(
+        StatusCode::OK,
+        JSON,
+        &group_json(&cluster, &g),
+    ))
+}
+
+/// A group's members and their assignments.
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/consumer-groups/{group}/consumers", tag = "v3",
+    params(
+        ("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)"),
+        ("group" = String, Path, description = "Consumer group id"),
+    ),
+    responses(
+        (status = 200, description = "The members", body = ConsumerListV3, content_type = "application/json"),
+        (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn list_consumers(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path((cluster, group)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let g = find_group(&s, &caller, &group).await?;
+    let base = format!("{}/consumers", group_path(&cluster, &group));
+    let body = ConsumerListV3 {
+        kind: "KafkaConsumerList".into(),
+        metadata: list_metadata(base.clone()),
+        data: g
+            .members
+            .iter()
+            .map(|m| ConsumerV3 {
+                kind: "KafkaConsumer".into(),
+                metadata: ResourceMetadata {
+                    self_: format!("{base}/{}", m.member_id),
+                    resource_name: format!(
+                        "crn:///kafka={cluster}/consumer-group={group}/consumer={}",
+                        m.member_id
+                    ),
+                },
+                cluster_id: cluster.clone(),
+                consumer_group_id: group.clone(),
+                consumer_id: m.member_id.clone(),
+                instance_id: None,
+                client_id: m.client_id.clone(),
+                assignments: m
+                    .assignment
+                    .iter()
+                    .map(|a| AssignmentV3 {
+                        topic_name: a.topic.clone(),
+                        partition_id: a.partition,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+/// Each partition's lag, with the member it is assigned to: committed partitions of
+/// topics the caller may describe.
+async fn lags(
+    s: &Shared,
+    caller: &Caller,
+    cluster: &str,
+    group: &str,
+) -> ApiResult<Vec<ConsumerLagV3>> {
+    let g = find_group(s, caller, group).await?;
+    let mut offsets = s.service.group_offsets(group).await?;
+    offsets.retain(|o| acl::may_describe(s, caller, &o.topic));
+    offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    let base = format!("{}/lags", group_path(cluster, group));
+    Ok(offsets
+        .into_iter()
+        .map(|o| {
+            let member = g.members.iter().find(|m| {
+                m.assignment
+                    .iter()
+                    .any(|a| a.topic == o.topic && a.partition == o.partition)
+            });
+            ConsumerLagV3 {
+                kind: "KafkaConsumerLag".into(),
+                metadata: ResourceMetadata {
+                    self_: format!("{base}/{}/partitions/{}", o.topic, o.partition),
+                    resource_name: format!(
+                        "crn:///kafka={cluster}/consumer-group={group}/lag={}/partition={}",
+                        o.topic, o.partition
+                    ),
+                },
+                cluster_id: cluster.to_string(),
+                consumer_group_id: group.to_string(),
+                topic_name: o.topic.clone(),
+                partition_id: o.partition,
+                current_offset: o.committed,
+                log_end_offset: o.end,
+                lag: (o.end - o.committed).max(0),
+                consumer_id: member.map(|m| m.member_id.clone()).unwrap_or_default(),
+                instance_id: None,
+                client_id: member.map(|m| m.client_id.clone()).unwrap_or_default(),
+            }
+        })
+        .collect())
+}
+
+/// A group's lag per partition (committed offset against the high watermark).
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/consumer-groups/{group}/lags", tag = "v3",
+    params(
+        ("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)"),
+        ("group" = String, Path, description = "Consumer group id"),
+    ),
+    responses(
+        (status = 200, description = "The lags", body = ConsumerLagListV3, content_type = "application/json"),
+        (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn list_lags(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path((cluster, group)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let data = lags(&s, &caller, &cluster, &group).await?;
+    let body = ConsumerLagListV3 {
+        kind: "KafkaConsumerLagList".into(),
+        metadata: list_metadata(format!("{}/lags", group_path(&cluster, &group))),
+        data,
+    };
+    Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+/// A group's total lag and its most lagging partition.
+#[utoipa::path(get, path = "/v3/clusters/{cluster}/consumer-groups/{group}/lag-summary", tag = "v3",
+    params(
+        ("cluster" = String, Path, description = "Cluster id (GET /v3/clusters)"),
+        ("group" = String, Path, description = "Consumer group id"),
+    ),
+    responses(
+        (status = 200, description = "The lag summary", body = LagSummaryV3, content_type = "application/json"),
+        (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
+    ))]
+pub async fn lag_summary(
+    State(s): State<Shared>,
+    caller: Caller,
+    Path((cluster, group)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check_cluster(&s, &cluster)?;
+    let data = lags(&s, &caller, &cluster, &group).await?;
+    let total: i64 = data.iter().map(|l| l.lag).sum();
+    // The first of the most lagging (in topic, partition order).
+    let max = data
+        .iter()
+        .fold(None::<&ConsumerLagV3>, |best, l| match best {
+            Some(b) if b.lag >= l.lag => Some(b),
+            _ => Some(l),
+        });
+    let base = group_path(&cluster, &group);
+    let body = LagSummaryV3 {
+        kind: "KafkaConsumerGroupLagSummary".into(),
+        metadata: ResourceMetadata {
+            self_: format!("{base}/lag-summary"),
+            resource_name: format!("crn:///kafka={cluster}/consumer-group={group}/lag-summary"),
+        },
+        cluster_id: cluster.clone(),
+        consumer_group_id: group.clone(),
+        max_lag_consumer_id: max.map(|l| l.consumer_id.clone()).unwrap_or_default(),
+        max_lag_instance_id: None,
+        max_lag_client_id: max.map(|l| l.client_id.clone()).unwrap_or_default(),
+        max_lag_topic_name: max.map(|l| l.topic_name.clone()).unwrap_or_default(),
+        max_lag_partition_id: max.map_or(-1, |l| l.partition_id),
+        max_lag: max.map_or(0, |l| l.lag),
+        total_lag: total,
+        max_lag_consumer: related(format!(
+            "{base}/consumers/{}",
+            max.map(|l| l.consumer_id.as_str()).unwrap_or_default()
+        )),
+        max_lag_partition: related(max.map_or_else(String::new, |l| {
+            format!(
+                "/v3/clusters/{cluster}/topics/{}/partitions/{}",
+                l.topic_name, l.partition_id
+            )
+        })),
     };
     Ok(util::json_response(StatusCode::OK, JSON, &body))
 }

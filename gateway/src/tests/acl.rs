@@ -726,3 +726,54 @@ async fn routes_outside_the_gateway_can_require_an_operation() {
         StatusCode::OK
     );
 }
+
+#[tokio::test]
+async fn groups_are_listed_and_described_only_to_who_may_describe_them() {
+    let fake = Fake::with_topic("orders", 1);
+    for g in ["billing", "audit"] {
+        fake.groups.lock().unwrap().push(GroupInfo {
+            group: g.into(),
+            state: "Empty".into(),
+            ..GroupInfo::default()
+        });
+    }
+    let acls = Arc::new(Acls::default());
+    acls.allow(
+        "User:alice",
+        Operation::Describe,
+        ResourceType::Group,
+        "billing",
+    );
+    let app = secured(&fake, &acls);
+    let a = call(
+        &app,
+        with(get("/v3/clusters/strata/consumer-groups"), ALICE),
+    )
+    .await;
+    let names: Vec<String> = a.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["consumer_group_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["billing"]);
+    for path in [
+        "/v3/clusters/strata/consumer-groups/audit",
+        "/v3/clusters/strata/consumer-groups/audit/consumers",
+        "/v3/clusters/strata/consumer-groups/audit/lags",
+        "/v3/clusters/strata/consumer-groups/audit/lag-summary",
+    ] {
+        call(&app, with(get(path), ALICE))
+            .await
+            .error(StatusCode::FORBIDDEN, 40301);
+    }
+    let a = call(
+        &app,
+        with(
+            get("/v3/clusters/strata/consumer-groups/billing/lags"),
+            ALICE,
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK);
+}
