@@ -30,6 +30,8 @@ pub const PARTITION_NOT_FOUND: u32 = 40402;
 pub const CONSUMER_INSTANCE_NOT_FOUND: u32 = 40403;
 pub const CLUSTER_NOT_FOUND: u32 = 40404;
 pub const STREAM_SESSION_NOT_FOUND: u32 = 40405;
+/// A consumer group the cluster does not have (v3 admin).
+pub const GROUP_NOT_FOUND: u32 = 40406;
 pub const CONSUMER_FORMAT_MISMATCH: u32 = 40601;
 pub const CONSUMER_ALREADY_EXISTS: u32 = 40902;
 pub const IDEMPOTENCY_KEY_REUSED: u32 = 42206;

@@ -588,7 +588,7 @@ async fn v3_admin_lists_brokers_groups_members_and_lag() {
     );
     call(&app, get("/v3/clusters/strata/consumer-groups/nope"))
         .await
-        .error(StatusCode::NOT_FOUND, 404);
+        .error(StatusCode::NOT_FOUND, 40406);
     call(&app, get("/v3/clusters/x/consumer-groups"))
         .await
         .error(StatusCode::NOT_FOUND, 40404);

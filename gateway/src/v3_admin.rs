@@ -585,7 +585,7 @@ async fn find_group(s: &Shared, caller: &Caller, group: &str) -> ApiResult<Group
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                404,
+                error::GROUP_NOT_FOUND,
                 format!("Consumer group '{group}' not found."),
             )
         })
@@ -636,7 +636,7 @@ pub async fn list_groups(
     responses(
         (status = 200, description = "The group", body = ConsumerGroupV3, content_type = "application/json"),
         (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
-        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster (40404) or group (40406)", body = crate::error::ErrorBody),
         (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
     ))]
 pub async fn get_group(
@@ -662,7 +662,7 @@ pub async fn get_group(
     responses(
         (status = 200, description = "The members", body = ConsumerListV3, content_type = "application/json"),
         (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
-        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster (40404) or group (40406)", body = crate::error::ErrorBody),
         (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
     ))]
 pub async fn list_consumers(
@@ -761,7 +761,7 @@ async fn lags(
     responses(
         (status = 200, description = "The lags", body = ConsumerLagListV3, content_type = "application/json"),
         (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
-        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster (40404) or group (40406)", body = crate::error::ErrorBody),
         (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
     ))]
 pub async fn list_lags(
@@ -788,7 +788,7 @@ pub async fn list_lags(
     responses(
         (status = 200, description = "The lag summary", body = LagSummaryV3, content_type = "application/json"),
         (status = 403, description = "Not authorized to describe the group (40301)", body = crate::error::ErrorBody),
-        (status = 404, description = "Unknown cluster or group", body = crate::error::ErrorBody),
+        (status = 404, description = "Unknown cluster (40404) or group (40406)", body = crate::error::ErrorBody),
         (status = 503, description = "The broker is unreachable", body = crate::error::ErrorBody),
     ))]
 pub async fn lag_summary(
