@@ -599,6 +599,15 @@ impl ClusterMetadata {
         self.brokers.get(&id).is_some_and(|b| !b.fenced)
     }
 
+    /// Every registered broker and whether it is unfenced: a copy the partition changes
+    /// below consult while they hold `&mut` on a topic.
+    fn liveness(&self) -> BTreeMap<BrokerId, bool> {
+        self.brokers
+            .iter()
+            .map(|(id, b)| (*id, !b.fenced))
+            .collect()
+    }
+
     /// Registered, unfenced brokers, by id.
     pub fn live_brokers(&self) -> Vec<BrokerId> {
         self.brokers
@@ -824,11 +833,7 @@ impl ClusterMetadata {
         remove_from_isr: Option<BrokerId>,
         restarted: Option<BrokerId>,
     ) {
-        let live: BTreeMap<BrokerId, bool> = self
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, !b.fenced))
-            .collect();
+        let live = self.liveness();
         let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
         for t in self.topics.values_mut() {
             if !t.partitions.iter().any(|p| p.replicas.contains(&broker)) {
@@ -993,11 +998,7 @@ impl ClusterMetadata {
 
     fn set_configs(&mut self, name: &str, configs: &BTreeMap<String, String>) -> CommandResult {
         validate_configs(configs)?;
-        let live: BTreeMap<BrokerId, bool> = self
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, !b.fenced))
-            .collect();
+        let live = self.liveness();
         let t = self
             .topics
             .get_mut(name)
@@ -1021,11 +1022,7 @@ impl ClusterMetadata {
         // Kafka's order of checks (ReplicationControlManager.alterPartition): broker
         // epoch, topic and partition, leader, leader epoch, partition epoch, new ISR.
         self.check_broker_epoch(req.broker, req.broker_epoch)?;
-        let live: BTreeMap<BrokerId, bool> = self
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, !b.fenced))
-            .collect();
+        let live = self.liveness();
         let t = self
             .topic_by_id_mut(req.topic_id)
             .ok_or(Rejection::UnknownTopicId { id: req.topic_id })?;
@@ -1112,11 +1109,7 @@ impl ClusterMetadata {
     /// moving starts from its replicas as they are. Cancelling goes back to the replicas
     /// it had (the adding ones leave), as long as one of those is still in sync.
     fn alter_reassignments(&mut self, reassignments: &[Reassignment]) -> CommandOutput {
-        let live: BTreeMap<BrokerId, bool> = self
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, !b.fenced))
-            .collect();
+        let live = self.liveness();
         let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
         let registered = |id: BrokerId| live.contains_key(&id);
         let mut outcomes = Vec::with_capacity(reassignments.len());
@@ -1156,11 +1149,7 @@ impl ClusterMetadata {
     }
 
     fn elect_leaders(&mut self, election: ElectionType, which: &[(String, i32)]) -> CommandOutput {
-        let live: BTreeMap<BrokerId, bool> = self
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, !b.fenced))
-            .collect();
+        let live = self.liveness();
         let is_live = |id: BrokerId| live.get(&id).copied().unwrap_or(false);
         let mut outcomes = Vec::with_capacity(which.len());
         for (topic, partition) in which {
