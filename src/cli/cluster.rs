@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 
 use super::client::ClientArgs;
-use super::partition::{assignment, code, set_throttle, submit, wait_for};
+use super::partition::{assignment, code, failure, parse_throttle, run_plan};
 use super::wire::Conn;
 
 #[derive(Args, Debug)]
@@ -92,7 +92,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
                     "moving {} replica(s) off broker {broker} onto {targets:?}",
                     plan.len()
                 );
-                run_plan(&mut conn, c, &plan, throttle)?;
+                run_plan(&mut conn, c, &plan, parse_throttle(throttle)?)?;
             }
             let left = assignment(&mut conn, true)?
                 .into_iter()
@@ -133,30 +133,10 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 "moving {} partition(s) to spread the replicas over brokers {brokers:?}",
                 plan.len()
             );
-            run_plan(&mut conn, c, &plan, throttle)
+            run_plan(&mut conn, c, &plan, parse_throttle(throttle)?)
         }
         ClusterCommand::Unregister { broker } => unregister(&mut conn, broker),
     }
-}
-
-fn run_plan(
-    conn: &mut Conn,
-    c: &ClientArgs,
-    plan: &[strata_controller::assign::PlannedPartition],
-    throttle: Option<String>,
-) -> anyhow::Result<()> {
-    let throttle = throttle
-        .map(|t| super::serve::parse_bytes("--throttle", t.trim_end_matches("/s")))
-        .transpose()?;
-    if let Some(rate) = throttle {
-        set_throttle(conn, Some(rate))?;
-    }
-    submit(conn, c, plan, false)?;
-    let result = wait_for(conn, c, plan);
-    if throttle.is_some() {
-        set_throttle(conn, None)?;
-    }
-    result
 }
 
 /// The live brokers (id, host:port) by id, and the controller's id.
@@ -190,11 +170,8 @@ fn unregister(conn: &mut Conn, broker: i32) -> anyhow::Result<()> {
     let r: UnregisterBrokerResponse = conn.call(ApiKey::UnregisterBroker, v, &req)?;
     if r.error_code != 0 {
         bail!(
-            "cannot unregister broker {broker}: {}{}",
-            code(r.error_code),
-            r.error_message
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
+            "cannot unregister broker {broker}: {}",
+            failure(r.error_code, r.error_message.as_ref())
         );
     }
     outln!("broker {broker} unregistered");

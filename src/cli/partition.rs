@@ -150,32 +150,26 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
                 outln!("the plan moves nothing");
                 return Ok(());
             }
-            let throttle = throttle
-                .map(|t| super::serve::parse_bytes("--throttle", t.trim_end_matches("/s")))
-                .transpose()?;
+            let throttle = parse_throttle(throttle)?;
+            if !no_wait && !cancel {
+                return run_plan(&mut conn, c, &file.partitions, throttle);
+            }
             if let Some(rate) = throttle {
                 set_throttle(&mut conn, Some(rate))?;
             }
             submit(&mut conn, c, &file.partitions, cancel)?;
-            if no_wait || cancel {
-                if throttle.is_some() {
-                    outln!(
-                        "the throttle stays until you remove it: `strata partition reassign --plan {} --throttle 0` after the move, or a new --plan without --no-wait",
-                        path.display()
-                    );
-                }
-                outln!(
-                    "{} partition(s) {}; `strata partition reassign --list` shows what is still moving",
-                    file.partitions.len(),
-                    if cancel { "cancelled" } else { "accepted" }
-                );
-                return Ok(());
-            }
-            let result = wait_for(&mut conn, c, &file.partitions);
             if throttle.is_some() {
-                set_throttle(&mut conn, None)?;
+                outln!(
+                    "the throttle stays until you remove it: `strata partition reassign --plan {} --throttle 0` after the move, or a new --plan without --no-wait",
+                    path.display()
+                );
             }
-            result
+            outln!(
+                "{} partition(s) {}; `strata partition reassign --list` shows what is still moving",
+                file.partitions.len(),
+                if cancel { "cancelled" } else { "accepted" }
+            );
+            Ok(())
         }
         PartitionCommand::Elect {
             election,
@@ -221,10 +215,10 @@ pub fn run(args: PartitionArgs) -> anyhow::Result<()> {
                     if p.error_code != ErrorCode::ElectionNotNeeded.code() {
                         failed += 1;
                     }
-                    match &p.error_message {
-                        Some(m) => outln!("{name}: {} ({m})", code(p.error_code)),
-                        None => outln!("{name}: {}", code(p.error_code)),
-                    }
+                    outln!(
+                        "{name}: {}",
+                        failure(p.error_code, p.error_message.as_ref())
+                    );
                 }
             }
             if r.replica_election_results.is_empty() {
@@ -271,11 +265,8 @@ pub(super) fn submit(
         conn.call(ApiKey::AlterPartitionReassignments, v, &req)?;
     if r.error_code != 0 {
         bail!(
-            "AlterPartitionReassignments: {}{}",
-            code(r.error_code),
-            r.error_message
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
+            "AlterPartitionReassignments: {}",
+            failure(r.error_code, r.error_message.as_ref())
         );
     }
     let mut failed = 0;
@@ -284,14 +275,10 @@ pub(super) fn submit(
             if p.error_code != 0 {
                 failed += 1;
                 outln!(
-                    "{}-{}: {}{}",
+                    "{}-{}: {}",
                     t.name.0,
                     p.partition_index,
-                    code(p.error_code),
-                    p.error_message
-                        .as_ref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
+                    failure(p.error_code, p.error_message.as_ref())
                 );
             }
         }
@@ -340,12 +327,8 @@ pub(super) fn set_throttle(conn: &mut Conn, rate: Option<u64>) -> anyhow::Result
     for res in &r.responses {
         if res.error_code != 0 {
             bail!(
-                "setting the replication throttle: {}{}",
-                code(res.error_code),
-                res.error_message
-                    .as_ref()
-                    .map(|m| format!(" ({m})"))
-                    .unwrap_or_default()
+                "setting the replication throttle: {}",
+                failure(res.error_code, res.error_message.as_ref())
             );
         }
     }
@@ -354,6 +337,31 @@ pub(super) fn set_throttle(conn: &mut Conn, rate: Option<u64>) -> anyhow::Result
         None => outln!("replication throttle removed"),
     }
     Ok(())
+}
+
+/// `--throttle RATE` (bytes per second, with an optional unit and `/s`).
+pub(super) fn parse_throttle(throttle: Option<String>) -> anyhow::Result<Option<u64>> {
+    throttle
+        .map(|t| super::serve::parse_bytes("--throttle", t.trim_end_matches("/s")))
+        .transpose()
+}
+
+/// Carries out `plan` and waits for it, under `throttle` (set first, removed after).
+pub(super) fn run_plan(
+    conn: &mut Conn,
+    c: &ClientArgs,
+    plan: &[PlannedPartition],
+    throttle: Option<u64>,
+) -> anyhow::Result<()> {
+    if let Some(rate) = throttle {
+        set_throttle(conn, Some(rate))?;
+    }
+    submit(conn, c, plan, false)?;
+    let result = wait_for(conn, c, plan);
+    if throttle.is_some() {
+        set_throttle(conn, None)?;
+    }
+    result
 }
 
 /// A partition being reassigned.
@@ -543,6 +551,14 @@ fn partition_count(conn: &mut Conn, topic: &str) -> anyhow::Result<i32> {
         .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
         .map(|t| t.partitions.len() as i32)
         .with_context(|| format!("topic '{topic}' does not exist"))
+}
+
+/// An error code's name, with the broker's message when it sent one.
+pub(super) fn failure(c: i16, message: Option<&StrBytes>) -> String {
+    match message {
+        Some(m) => format!("{} ({m})", code(c)),
+        None => code(c),
+    }
 }
 
 pub(super) fn code(c: i16) -> String {
