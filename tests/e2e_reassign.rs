@@ -33,6 +33,18 @@ fn full_isr(parts: &[PartitionView]) -> bool {
         .all(|(leader, replicas, isr)| *leader >= 0 && isr.len() == replicas.len())
 }
 
+/// The topic the load writes: 8 partitions at RF=3, min.insync.replicas=2, fully in sync.
+fn create_moving_topic(c: &Cluster) {
+    create_topic_rf(
+        &c.bootstrap(),
+        TOPIC,
+        PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2"), ("segment.bytes", "1048576")],
+    );
+    c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
+}
+
 fn wait(what: &str, timeout: Duration, f: impl Fn() -> bool) {
     let deadline = Instant::now() + timeout;
     while !f() {
@@ -267,14 +279,7 @@ fn replicas_move_to_a_new_broker_under_load_through_a_controller_failover_and_a_
     let fourth = nodes[3].clone();
     let mut c = Cluster::start_with(nodes[..3].to_vec(), 3, &[], |_| Vec::new());
     let b = c.bootstrap();
-    create_topic_rf(
-        &b,
-        TOPIC,
-        PARTITIONS,
-        3,
-        &[("min.insync.replicas", "2"), ("segment.bytes", "1048576")],
-    );
-    c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
+    create_moving_topic(&c);
 
     let load = Load::start(&b);
     load.wait_acked(2_000);
@@ -526,14 +531,7 @@ fn a_throttled_reassignment_copies_no_faster_than_its_rate() {
 fn a_decommissioned_broker_is_drained_under_load_unregistered_and_added_back() {
     let mut c = Cluster::start(4, 3, &[]);
     let b = c.bootstrap();
-    create_topic_rf(
-        &b,
-        TOPIC,
-        PARTITIONS,
-        3,
-        &[("min.insync.replicas", "2"), ("segment.bytes", "1048576")],
-    );
-    c.wait_for(TOPIC, "a full ISR", Duration::from_secs(30), full_isr);
+    create_moving_topic(&c);
     let on = |parts: &[PartitionView], id: i32| parts.iter().filter(|p| p.1.contains(&id)).count();
     assert!(on(&c.partitions(TOPIC).unwrap(), 4) > 0);
     let load = Load::start(&b);
