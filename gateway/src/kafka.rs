@@ -103,29 +103,19 @@ fn err(e: KafkaError) -> ServiceError {
     ServiceError::new(code, e.to_string())
 }
 
-/// The partitions of a ConsumerProtocolAssignment (the consumer protocol's assignment
-/// bytes: a version, then the message); nothing for bytes that are not one.
-fn decode_assignment(b: &[u8]) -> Vec<TopicPartition> {
-    use kafka_protocol::messages::ConsumerProtocolAssignment;
-    use kafka_protocol::protocol::Decodable;
-    if b.len() < 2 {
-        return Vec::new();
-    }
-    let version = i16::from_be_bytes([b[0], b[1]]).clamp(0, 3);
-    let mut buf = bytes::Bytes::copy_from_slice(&b[2..]);
-    ConsumerProtocolAssignment::decode(&mut buf, version)
-        .map(|a| {
-            a.assigned_partitions
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(|p| TopicPartition {
-                        topic: t.topic.to_string(),
-                        partition: *p,
-                    })
-                })
-                .collect()
-        })
+/// The partitions in a member's consumer-protocol assignment; none for bytes that are
+/// not one.
+fn assigned(b: &[u8]) -> Vec<TopicPartition> {
+    strata_proto::consumer_protocol::decode_assignment(b)
         .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(topic, partitions)| {
+            partitions.into_iter().map(move |partition| TopicPartition {
+                topic: topic.clone(),
+                partition,
+            })
+        })
+        .collect()
 }
 
 fn blocking_err(e: tokio::task::JoinError) -> ServiceError {
@@ -372,7 +362,7 @@ impl Service for KafkaService {
                             member_id: m.id().to_string(),
                             client_id: m.client_id().to_string(),
                             host: m.client_host().to_string(),
-                            assignment: m.assignment().map(decode_assignment).unwrap_or_default(),
+                            assignment: m.assignment().map(assigned).unwrap_or_default(),
                         })
                         .collect(),
                 })

@@ -18,6 +18,7 @@ pub mod api;
 pub mod batch;
 pub mod compression;
 pub mod config;
+pub mod consumer_protocol;
 pub mod control;
 pub mod error;
 pub mod ids;
