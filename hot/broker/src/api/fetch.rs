@@ -192,13 +192,12 @@ async fn fetch_once(
         resp.error_code = ErrorCode::StaleBrokerEpoch.code();
         return (resp, MoreRecords::new(), 0, true, false);
     }
-    // The leader's replication throttle, when a rate is set and this is a follower.
-    let md = broker.cluster();
+    // The leader's replication throttle, when this is a follower and a rate is set (a
+    // consumer's fetch does not look).
     let throttle = follower.and_then(|r| {
-        broker
-            .leader_throttle
-            .rate(&md, broker.node_id())
-            .map(|rate| (r, rate))
+        let md = broker.cluster();
+        let rate = broker.leader_throttle.rate(&md, broker.node_id())?;
+        Some((r, rate, md))
     });
     let mut budget = req.max_bytes.max(0) as usize;
     let mut any_data = false;
@@ -330,12 +329,12 @@ async fn fetch_once(
                 if limit == 0 && any_data {
                     continue;
                 }
-                if let Some((replica, rate)) = throttle
-                    && leader_throttles(&md, &p, replica, broker.node_id())
+                if let Some((replica, rate, md)) = &throttle
+                    && leader_throttles(md, &p, *replica, broker.node_id())
                 {
                     if !broker
                         .leader_throttle
-                        .admits(rate, std::time::Instant::now())
+                        .admits(*rate, std::time::Instant::now())
                     {
                         continue;
                     }
