@@ -32,6 +32,11 @@ pub const CLUSTER_NOT_FOUND: u32 = 40404;
 pub const STREAM_SESSION_NOT_FOUND: u32 = 40405;
 /// A consumer group the cluster does not have (v3 admin).
 pub const GROUP_NOT_FOUND: u32 = 40406;
+/// A config a topic does not have (v3 admin).
+pub const CONFIG_NOT_FOUND: u32 = 40407;
+/// Confluent's KAFKA_BAD_REQUEST_ERROR_CODE: the broker refused an admin request as
+/// invalid (a topic that exists, a bad partition count, replication factor or config).
+pub const BAD_REQUEST: u32 = 40002;
 pub const CONSUMER_FORMAT_MISMATCH: u32 = 40601;
 pub const CONSUMER_ALREADY_EXISTS: u32 = 40902;
 pub const IDEMPOTENCY_KEY_REUSED: u32 = 42206;
@@ -153,6 +158,16 @@ impl ApiError {
                 (StatusCode::RANGE_NOT_SATISFIABLE, self::OFFSET_OUT_OF_RANGE)
             }
             LOCAL_STATE | ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID => (StatusCode::CONFLICT, 40901),
+            TOPIC_ALREADY_EXISTS
+            | INVALID_PARTITIONS
+            | INVALID_REPLICATION_FACTOR
+            | INVALID_REPLICA_ASSIGNMENT
+            | INVALID_CONFIG
+            | INVALID_REQUEST
+            | POLICY_VIOLATION => (StatusCode::BAD_REQUEST, self::BAD_REQUEST),
+            TOPIC_AUTHORIZATION_FAILED | CLUSTER_AUTHORIZATION_FAILED => {
+                (StatusCode::FORBIDDEN, NOT_AUTHORIZED)
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, KAFKA_ERROR),
         };
         ApiError::new(status, code, e.message.clone())

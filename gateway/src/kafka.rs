@@ -27,9 +27,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::producer::{LocalLeader, NativeProducer, ProducerConfig};
 use crate::queue::{ProduceQueue, QueueLimits};
 use crate::service::{
-    BrokerInfo, ConsumerSettings, End, GroupConsumer, GroupInfo, GroupOffset, MemberInfo,
-    OffsetReset, PartitionInfo, PartitionOffset, ProduceRecord, Produced, ReadResult, Record,
-    Service, ServiceError, TopicInfo, TopicPartition, codes,
+    BrokerInfo, ConfigChange, ConsumerSettings, End, GroupConsumer, GroupInfo, GroupOffset,
+    MemberInfo, NewTopicSpec, OffsetReset, PartitionInfo, PartitionOffset, ProduceRecord, Produced,
+    ReadResult, Record, Service, ServiceError, TopicInfo, TopicPartition, codes,
 };
 
 /// How the gateway's Kafka clients are set up.
@@ -116,6 +116,15 @@ fn assigned(b: &[u8]) -> Vec<TopicPartition> {
             })
         })
         .collect()
+}
+
+/// An admin call's error: one librdkafka refuses before sending (a partition count or
+/// replication factor out of its range) is the caller's (an invalid argument).
+fn admin_err(e: KafkaError) -> ServiceError {
+    match e {
+        KafkaError::AdminOpCreation(m) => ServiceError::new(codes::LOCAL_INVALID_ARG, m),
+        e => err(e),
+    }
 }
 
 fn blocking_err(e: tokio::task::JoinError) -> ServiceError {
@@ -414,27 +423,141 @@ impl Service for KafkaService {
         .map_err(blocking_err)?
     }
 
-    async fn create_topic(&self, topic: &str) -> Result<(), ServiceError> {
-        // -1, -1: the broker's defaults (CreateTopics v4+, KIP-464).
-        let t =
-            rdkafka::admin::NewTopic::new(topic, -1, rdkafka::admin::TopicReplication::Fixed(-1));
-        let opts = AdminOptions::new().operation_timeout(Some(self.config.request_timeout));
-        let results = self.admin.create_topics([&t], &opts).await.map_err(err)?;
+    async fn create_topic_with(&self, spec: &NewTopicSpec) -> Result<(), ServiceError> {
+        let mut t = rdkafka::admin::NewTopic::new(
+            &spec.name,
+            spec.partitions,
+            rdkafka::admin::TopicReplication::Fixed(i32::from(spec.replication_factor)),
+        );
+        for (k, v) in &spec.configs {
+            t = t.set(k, v);
+        }
+        let opts = AdminOptions::new()
+            .operation_timeout(Some(self.config.request_timeout))
+            .validate_only(spec.validate_only);
+        let results = self
+            .admin
+            .create_topics([&t], &opts)
+            .await
+            .map_err(admin_err)?;
         for r in results {
-            match r {
-                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((name, code)) => {
-                    return Err(ServiceError::new(
-                        code as i32,
-                        format!("cannot create topic '{name}': {code}"),
-                    ));
-                }
+            if let Err((name, code)) = r {
+                return Err(ServiceError::new(
+                    code as i32,
+                    format!("cannot create topic '{name}': {code}"),
+                ));
+            }
+        }
+        if let Ok(mut m) = self.partitions.lock() {
+            m.remove(&spec.name);
+        }
+        Ok(())
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), ServiceError> {
+        let opts = AdminOptions::new().operation_timeout(Some(self.config.request_timeout));
+        let results = self
+            .admin
+            .delete_topics(&[topic], &opts)
+            .await
+            .map_err(admin_err)?;
+        for r in results {
+            if let Err((name, code)) = r {
+                return Err(ServiceError::new(
+                    code as i32,
+                    format!("cannot delete topic '{name}': {code}"),
+                ));
             }
         }
         if let Ok(mut m) = self.partitions.lock() {
             m.remove(topic);
         }
         Ok(())
+    }
+
+    async fn alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ServiceError> {
+        // librdkafka's binding has only the replacing AlterConfigs, which would reset
+        // every config not named; IncrementalAlterConfigs (KIP-339) changes just these.
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        use kafka_protocol::messages::{
+            ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+        };
+        use kafka_protocol::protocol::StrBytes;
+        let mut res = AlterConfigsResource::default();
+        res.resource_type = 2; // TOPIC
+        res.resource_name = StrBytes::from_string(topic.to_string());
+        for c in changes {
+            let mut e = AlterableConfig::default();
+            e.name = StrBytes::from_string(c.name.clone());
+            match &c.value {
+                Some(v) => {
+                    e.config_operation = 0; // SET
+                    e.value = Some(StrBytes::from_string(v.clone()));
+                }
+                None => e.config_operation = 1, // DELETE
+            }
+            res.configs.push(e);
+        }
+        let mut req = IncrementalAlterConfigsRequest::default();
+        req.resources = vec![res];
+        req.validate_only = validate_only;
+        let timeout = self.config.request_timeout;
+        let mut last = String::from("no address");
+        for addr in self
+            .config
+            .bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            let mut conn = match strata_client::KafkaConnection::connect_with(
+                addr,
+                "strata-gateway",
+                timeout,
+                &self.config.security,
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            let r: IncrementalAlterConfigsResponse = match conn
+                .call(ApiKey::IncrementalAlterConfigs, 1, &req, timeout)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            for res in &r.responses {
+                if res.error_code != 0 {
+                    return Err(ServiceError::new(
+                        i32::from(res.error_code),
+                        res.error_message.as_ref().map_or_else(
+                            || format!("cannot alter the configs of topic '{topic}'"),
+                            |m| m.to_string(),
+                        ),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        Err(ServiceError::new(
+            codes::LOCAL_ALL_BROKERS_DOWN,
+            format!("no broker answered IncrementalAlterConfigs: {last}"),
+        ))
     }
 
     async fn read(

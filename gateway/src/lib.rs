@@ -24,6 +24,7 @@ mod util;
 mod v2;
 mod v3;
 mod v3_admin;
+mod v3_alter;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -322,13 +323,13 @@ fn routes() -> Routes {
         )
         .add(
             "/v3/clusters/{cluster}/topics",
-            &["get"],
-            get(v3_admin::list_topics),
+            &["get", "post"],
+            get(v3_admin::list_topics).post(v3_alter::create_topic),
         )
         .add(
             "/v3/clusters/{cluster}/topics/{topic}",
-            &["get"],
-            get(v3_admin::get_topic),
+            &["get", "delete"],
+            get(v3_admin::get_topic).delete(v3_alter::delete_topic),
         )
         .add(
             "/v3/clusters/{cluster}/topics/{topic}/partitions",
@@ -344,6 +345,18 @@ fn routes() -> Routes {
             "/v3/clusters/{cluster}/topics/{topic}/configs",
             &["get"],
             get(v3_admin::list_topic_configs),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/configs/{name}",
+            &["get", "put", "delete"],
+            get(v3_alter::get_topic_config)
+                .put(v3_alter::update_topic_config)
+                .delete(v3_alter::reset_topic_config),
+        )
+        .add(
+            "/v3/clusters/{cluster}/topics/{topic}/configs:alter",
+            &["post"],
+            post(v3_alter::alter_topic_configs),
         )
         .add(
             "/v3/clusters/{cluster}/topics/{topic}/records",

@@ -4,13 +4,13 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::{consumers, dlq, sse, v2, v3, v3_admin};
+use crate::{consumers, dlq, sse, v2, v3, v3_admin, v3_alter};
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Strata REST gateway",
-        description = "Confluent REST Proxy v2 (topics, produce, consumer instances) and v3 produce, plus stateless reads and server-sent event streams. Errors are {\"error_code\", \"message\"}. When authentication is configured, every path except /healthz, /readyz and /openapi.json needs a bearer token or basic credentials (401 otherwise); with the broker's authorizer on, each call needs the Kafka ACLs a Kafka client doing the same would need (403, error_code 40301, otherwise).",
+        description = "Confluent REST Proxy v2 (topics, produce, consumer instances) and v3 (produce; admin: topics, partitions, configs, brokers, consumer groups and lag), plus stateless reads and server-sent event streams. Errors are {\"error_code\", \"message\"}. When authentication is configured, every path except /healthz, /readyz and /openapi.json needs a bearer token or basic credentials (401 otherwise); with the broker's authorizer on, each call needs the Kafka ACLs a Kafka client doing the same would need (403, error_code 40301, otherwise).",
     ),
     paths(
         crate::healthz,
@@ -44,6 +44,12 @@ use crate::{consumers, dlq, sse, v2, v3, v3_admin};
         v3_admin::list_partitions,
         v3_admin::get_partition,
         v3_admin::list_topic_configs,
+        v3_alter::create_topic,
+        v3_alter::delete_topic,
+        v3_alter::get_topic_config,
+        v3_alter::update_topic_config,
+        v3_alter::reset_topic_config,
+        v3_alter::alter_topic_configs,
         v3_admin::list_brokers,
         v3_admin::list_groups,
         v3_admin::get_group,

@@ -32,6 +32,15 @@ pub mod codes {
     pub const KAFKA_STORAGE_ERROR: i32 = 56;
     pub const INVALID_RECORD: i32 = 87;
     pub const THROTTLING_QUOTA_EXCEEDED: i32 = 89;
+    pub const TOPIC_AUTHORIZATION_FAILED: i32 = 29;
+    pub const CLUSTER_AUTHORIZATION_FAILED: i32 = 31;
+    pub const TOPIC_ALREADY_EXISTS: i32 = 36;
+    pub const INVALID_PARTITIONS: i32 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i32 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i32 = 39;
+    pub const INVALID_CONFIG: i32 = 40;
+    pub const INVALID_REQUEST: i32 = 42;
+    pub const POLICY_VIOLATION: i32 = 44;
     /// librdkafka: Local: Message timed out.
     pub const LOCAL_MSG_TIMED_OUT: i32 = -192;
     /// librdkafka: Local: Broker transport failure.
@@ -150,6 +159,39 @@ fn local_transient(code: i32) -> bool {
             | LOCAL_TIMED_OUT
             | GATEWAY_QUEUE_FULL
     )
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopicSpec {
+    pub name: String,
+    /// -1: the broker's default (num.partitions).
+    pub partitions: i32,
+    /// -1: the broker's default (default.replication.factor).
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+    pub validate_only: bool,
+}
+
+impl NewTopicSpec {
+    /// `name` with the broker's defaults.
+    pub fn defaults(name: &str) -> NewTopicSpec {
+        NewTopicSpec {
+            name: name.to_string(),
+            partitions: -1,
+            replication_factor: -1,
+            configs: Vec::new(),
+            validate_only: false,
+        }
+    }
+}
+
+/// One change to a config: a value to set, or `None` to remove the topic's own value
+/// (the default applies again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigChange {
+    pub name: String,
+    pub value: Option<String>,
 }
 
 /// A header of a record; the value may be null.
@@ -338,9 +380,27 @@ pub trait Service: Send + Sync + 'static {
     async fn list_groups(&self) -> Result<Vec<GroupInfo>, ServiceError>;
     /// The partitions `group` has committed offsets for, with their ends.
     async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, ServiceError>;
+    /// Creates a topic as `spec` says (TOPIC_ALREADY_EXISTS for one that exists); with
+    /// `validate_only` the broker only checks it could.
+    async fn create_topic_with(&self, spec: &NewTopicSpec) -> Result<(), ServiceError>;
     /// Creates `topic` with the cluster's default partitions and replication factor;
     /// one that exists already is fine (the dead-letter topics, made on first use).
-    async fn create_topic(&self, topic: &str) -> Result<(), ServiceError>;
+    async fn create_topic(&self, topic: &str) -> Result<(), ServiceError> {
+        match self.create_topic_with(&NewTopicSpec::defaults(topic)).await {
+            Err(e) if e.code == codes::TOPIC_ALREADY_EXISTS => Ok(()),
+            r => r,
+        }
+    }
+    /// Deletes a topic and its records.
+    async fn delete_topic(&self, topic: &str) -> Result<(), ServiceError>;
+    /// Sets or removes (back to the default) a topic's configs in one incremental change
+    /// (IncrementalAlterConfigs); with `validate_only` the broker only checks them.
+    async fn alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ServiceError>;
     /// A new member of consumer group `group`.
     async fn consumer(
         &self,

@@ -32,6 +32,8 @@ struct Fake {
     groups: Mutex<Vec<GroupInfo>>,
     /// (group, committed offset) for group_offsets.
     group_offsets: Mutex<Vec<(String, GroupOffset)>>,
+    /// Each topic's own config values (describe_topic adds the defaults).
+    configs: Mutex<HashMap<String, BTreeMap<String, String>>>,
 }
 
 impl Fake {
@@ -95,7 +97,19 @@ impl Service for Fake {
                     isr: vec![1],
                 })
                 .collect(),
-            configs: BTreeMap::new(),
+            configs: strata_proto::config::DEFAULTS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .chain(
+                    self.configs
+                        .lock()
+                        .unwrap()
+                        .get(topic)
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                )
+                .collect(),
         })
     }
     async fn produce(
@@ -162,8 +176,69 @@ impl Service for Fake {
             log_start_offset: 0,
         })
     }
-    async fn create_topic(&self, _topic: &str) -> Result<(), ServiceError> {
-        Err(ServiceError::new(-1, "the fake cluster creates no topics"))
+    async fn create_topic_with(&self, spec: &NewTopicSpec) -> Result<(), ServiceError> {
+        let mut t = self.topics.lock().unwrap();
+        if t.contains_key(&spec.name) {
+            return Err(ServiceError::new(
+                codes::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' already exists.", spec.name),
+            ));
+        }
+        if spec.partitions == 0 || spec.partitions > 100 {
+            return Err(ServiceError::new(
+                codes::INVALID_PARTITIONS,
+                "the fake cluster takes 1 to 100 partitions",
+            ));
+        }
+        if !spec.validate_only {
+            t.insert(
+                spec.name.clone(),
+                vec![Vec::new(); spec.partitions.max(1) as usize],
+            );
+            self.configs
+                .lock()
+                .unwrap()
+                .insert(spec.name.clone(), spec.configs.iter().cloned().collect());
+        }
+        Ok(())
+    }
+    async fn delete_topic(&self, topic: &str) -> Result<(), ServiceError> {
+        self.configs.lock().unwrap().remove(topic);
+        match self.topics.lock().unwrap().remove(topic) {
+            Some(_) => Ok(()),
+            None => Err(ServiceError::unknown_topic(topic)),
+        }
+    }
+    async fn alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ServiceError> {
+        if !self.topics.lock().unwrap().contains_key(topic) {
+            return Err(ServiceError::unknown_topic(topic));
+        }
+        if let Some(c) = changes.iter().find(|c| {
+            !strata_proto::config::DEFAULTS
+                .iter()
+                .any(|(k, _)| *k == c.name)
+        }) {
+            return Err(ServiceError::new(
+                codes::INVALID_CONFIG,
+                format!("unknown topic config '{}'", c.name),
+            ));
+        }
+        if !validate_only {
+            let mut all = self.configs.lock().unwrap();
+            let mine = all.entry(topic.to_string()).or_default();
+            for c in changes {
+                match &c.value {
+                    Some(v) => mine.insert(c.name.clone(), v.clone()),
+                    None => mine.remove(&c.name),
+                };
+            }
+        }
+        Ok(())
     }
     async fn consumer(
         &self,
@@ -493,6 +568,191 @@ async fn v3_admin_describes_topics_partitions_and_configs() {
     call(&app, get("/v3/clusters/strata/topics/t/partitions/x"))
         .await
         .error(StatusCode::NOT_FOUND, 40402);
+}
+
+fn request(method: &str, path: &str, ct: Option<&str>, body: &str) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::CONTENT_LENGTH, body.len());
+    if let Some(ct) = ct {
+        b = b.header(header::CONTENT_TYPE, ct);
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}
+
+/// The v3 admin write side: create (and validate only) a topic, refusals as 400 with
+/// the broker's reason or 422 before the broker, configs set, removed and altered in a
+/// batch, and delete.
+#[tokio::test]
+async fn v3_admin_creates_alters_and_deletes_topics() {
+    let fake = Fake::with_topic("t", 1);
+    let app = app(&fake, GatewayConfig::default());
+    let topics = "/v3/clusters/strata/topics";
+    let a = call(
+        &app,
+        post(
+            topics,
+            Some("application/json"),
+            r#"{"topic_name":"new","partitions_count":3,"configs":[{"name":"retention.ms","value":"60000"}]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json());
+    let j = a.json();
+    assert_eq!(
+        (
+            j["kind"].as_str(),
+            j["topic_name"].as_str(),
+            j["partitions_count"].as_i64()
+        ),
+        (Some("KafkaTopic"), Some("new"), Some(3)),
+        "{j}"
+    );
+    let j = call(&app, get(&format!("{topics}/new/configs/retention.ms")))
+        .await
+        .json();
+    assert_eq!(
+        (
+            j["value"].as_str(),
+            j["is_default"].as_bool(),
+            j["source"].as_str()
+        ),
+        (Some("60000"), Some(false), Some("DYNAMIC_TOPIC_CONFIG")),
+        "{j}"
+    );
+    // Validate only: answered as it would be, nothing created.
+    let a = call(
+        &app,
+        post(
+            topics,
+            Some("application/json"),
+            r#"{"topic_name":"dry","partitions_count":2,"validate_only":true}"#,
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    assert!(!fake.topics.lock().unwrap().contains_key("dry"));
+    // The broker's refusals are 400 with its reason; a body that is not a topic, 422.
+    call(
+        &app,
+        post(topics, Some("application/json"), r#"{"topic_name":"new"}"#),
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, 40002);
+    call(
+        &app,
+        post(
+            topics,
+            Some("application/json"),
+            r#"{"topic_name":"big","partitions_count":1000}"#,
+        ),
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, 40002);
+    for bad in [
+        r#"{"topic_name":"a/b"}"#,
+        r#"{"topic_name":"z","partitions_count":0}"#,
+        r#"{"topic_name":"z","replication_factor":-1}"#,
+        r#"{"topic_name":"z","configs":[{"name":"retention.ms"}]}"#,
+    ] {
+        call(&app, post(topics, Some("application/json"), bad))
+            .await
+            .error(StatusCode::UNPROCESSABLE_ENTITY, 42202);
+    }
+    // A field it does not take (explicit assignments) is refused, not ignored.
+    for bad in ["{}", r#"{"topic_name":"z","replicas_assignments":[]}"#] {
+        call(&app, post(topics, Some("application/json"), bad))
+            .await
+            .error(StatusCode::UNPROCESSABLE_ENTITY, 42201);
+    }
+    call(&app, post(topics, Some(JSON_V2), r#"{"topic_name":"z"}"#))
+        .await
+        .error(StatusCode::UNSUPPORTED_MEDIA_TYPE, 41501);
+    assert!(!fake.topics.lock().unwrap().contains_key("z"));
+
+    // One config set, then removed (the default again), then a batch.
+    let config = format!("{topics}/new/configs/cleanup.policy");
+    let a = call(
+        &app,
+        request(
+            "PUT",
+            &config,
+            Some("application/json"),
+            r#"{"value":"compact"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    assert_eq!(call(&app, get(&config)).await.json()["value"], "compact");
+    let a = call(&app, request("DELETE", &config, None, "")).await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let j = call(&app, get(&config)).await.json();
+    assert_eq!(
+        (j["value"].as_str(), j["is_default"].as_bool()),
+        (Some("delete"), Some(true)),
+        "{j}"
+    );
+    let a = call(
+        &app,
+        post(
+            &format!("{topics}/new/configs:alter"),
+            Some("application/json"),
+            r#"{"data":[{"name":"retention.ms","operation":"DELETE"},{"name":"max.message.bytes","value":"2048"}]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let mine = fake.configs.lock().unwrap()["new"].clone();
+    assert_eq!(
+        mine.into_iter().collect::<Vec<_>>(),
+        [("max.message.bytes".to_string(), "2048".to_string())]
+    );
+    call(
+        &app,
+        post(
+            &format!("{topics}/new/configs:alter"),
+            Some("application/json"),
+            r#"{"data":[{"name":"retention.ms","operation":"APPEND","value":"1"}]}"#,
+        ),
+    )
+    .await
+    .error(StatusCode::UNPROCESSABLE_ENTITY, 42202);
+    call(
+        &app,
+        request(
+            "PUT",
+            &format!("{topics}/new/configs/no.such"),
+            Some("application/json"),
+            r#"{"value":"1"}"#,
+        ),
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, 40002);
+    call(&app, get(&format!("{topics}/new/configs/no.such")))
+        .await
+        .error(StatusCode::NOT_FOUND, 40407);
+    call(
+        &app,
+        request(
+            "PUT",
+            &format!("{topics}/gone/configs/retention.ms"),
+            Some("application/json"),
+            r#"{"value":"1"}"#,
+        ),
+    )
+    .await
+    .error(StatusCode::NOT_FOUND, 40401);
+
+    // Delete, then it is gone.
+    let a = call(&app, request("DELETE", &format!("{topics}/new"), None, "")).await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    call(&app, get(&format!("{topics}/new")))
+        .await
+        .error(StatusCode::NOT_FOUND, 40401);
+    call(&app, request("DELETE", &format!("{topics}/new"), None, ""))
+        .await
+        .error(StatusCode::NOT_FOUND, 40401);
 }
 
 /// v3 brokers, groups, members and lag from what the cluster answers.
@@ -1149,7 +1409,8 @@ async fn openapi_document_matches_the_routes() {
             .replace("{cluster}", "strata")
             .replace("{group}", "g")
             .replace("{instance}", "i")
-            .replace("{session}", "s");
+            .replace("{session}", "s")
+            .replace("{name}", "retention.ms");
         let req = Request::builder()
             .method(method.to_uppercase().as_str())
             .uri(&concrete)

@@ -134,35 +134,51 @@ fn related(path: String) -> Related {
     Related { related: path }
 }
 
-fn topic_path(cluster: &str, topic: &str) -> String {
+pub(crate) fn topic_path(cluster: &str, topic: &str) -> String {
     format!("/v3/clusters/{cluster}/topics/{topic}")
 }
 
-fn list_metadata(path: String) -> ListMetadata {
+pub(crate) fn list_metadata(path: String) -> ListMetadata {
     ListMetadata {
         self_: path,
         next: None,
     }
 }
 
-fn topic_json(cluster: &str, t: &TopicInfo) -> TopicV3 {
-    let base = topic_path(cluster, &t.name);
+pub(crate) fn topic_json(cluster: &str, t: &TopicInfo) -> TopicV3 {
+    let replication_factor = t
+        .partitions
+        .iter()
+        .map(|p| p.replicas.len() as i32)
+        .min()
+        .unwrap_or(0);
+    topic_v3(
+        cluster,
+        &t.name,
+        replication_factor,
+        t.partitions.len() as i32,
+    )
+}
+
+/// A topic of `partitions_count` partitions of `replication_factor` replicas.
+pub(crate) fn topic_v3(
+    cluster: &str,
+    name: &str,
+    replication_factor: i32,
+    partitions_count: i32,
+) -> TopicV3 {
+    let base = topic_path(cluster, name);
     TopicV3 {
         kind: "KafkaTopic".into(),
         metadata: ResourceMetadata {
             self_: base.clone(),
-            resource_name: format!("crn:///kafka={cluster}/topic={}", t.name),
+            resource_name: format!("crn:///kafka={cluster}/topic={name}"),
         },
         cluster_id: cluster.to_string(),
-        topic_name: t.name.clone(),
-        is_internal: t.name.starts_with("__"),
-        replication_factor: t
-            .partitions
-            .iter()
-            .map(|p| p.replicas.len() as i32)
-            .min()
-            .unwrap_or(0),
-        partitions_count: t.partitions.len() as i32,
+        topic_name: name.to_string(),
+        is_internal: name.starts_with("__"),
+        replication_factor,
+        partitions_count,
         partitions: related(format!("{base}/partitions")),
         configs: related(format!("{base}/configs")),
         partition_reassignments: related(format!("{base}/partitions/-/reassignment")),
@@ -354,44 +370,46 @@ pub async fn list_topic_configs(
         )));
     }
     let t = v2::describe(&s, &topic).await?;
-    let base = format!("{}/configs", topic_path(&cluster, &topic));
-    let data = t
-        .configs
-        .iter()
-        .map(|(name, value)| {
-            let default = strata_proto::config::DEFAULTS
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| *v);
-            let is_default = default == Some(value.as_str());
-            TopicConfigV3 {
-                kind: "KafkaTopicConfig".into(),
-                metadata: ResourceMetadata {
-                    self_: format!("{base}/{name}"),
-                    resource_name: format!("crn:///kafka={cluster}/topic={topic}/config={name}"),
-                },
-                cluster_id: cluster.clone(),
-                topic_name: topic.clone(),
-                name: name.clone(),
-                value: Some(value.clone()),
-                is_default,
-                is_read_only: false,
-                is_sensitive: false,
-                source: if is_default {
-                    "DEFAULT_CONFIG".into()
-                } else {
-                    "DYNAMIC_TOPIC_CONFIG".into()
-                },
-                synonyms: Vec::new(),
-            }
-        })
-        .collect();
     let body = TopicConfigListV3 {
         kind: "KafkaTopicConfigList".into(),
-        metadata: list_metadata(base),
-        data,
+        metadata: list_metadata(format!("{}/configs", topic_path(&cluster, &topic))),
+        data: t
+            .configs
+            .iter()
+            .map(|(name, value)| config_json(&cluster, &topic, name, value))
+            .collect(),
     };
     Ok(util::json_response(StatusCode::OK, JSON, &body))
+}
+
+/// A topic's config `name` of value `value`; `is_default` where the value is the
+/// default's.
+pub(crate) fn config_json(cluster: &str, topic: &str, name: &str, value: &str) -> TopicConfigV3 {
+    let default = strata_proto::config::DEFAULTS
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| *v);
+    let is_default = default == Some(value);
+    TopicConfigV3 {
+        kind: "KafkaTopicConfig".into(),
+        metadata: ResourceMetadata {
+            self_: format!("{}/configs/{name}", topic_path(cluster, topic)),
+            resource_name: format!("crn:///kafka={cluster}/topic={topic}/config={name}"),
+        },
+        cluster_id: cluster.to_string(),
+        topic_name: topic.to_string(),
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        is_default,
+        is_read_only: false,
+        is_sensitive: false,
+        source: if is_default {
+            "DEFAULT_CONFIG".into()
+        } else {
+            "DYNAMIC_TOPIC_CONFIG".into()
+        },
+        synonyms: Vec::new(),
+    }
 }
 
 /// A broker (`KafkaBroker`).

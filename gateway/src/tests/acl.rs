@@ -777,3 +777,93 @@ async fn groups_are_listed_and_described_only_to_who_may_describe_them() {
     .await;
     assert_eq!(a.status, StatusCode::OK);
 }
+
+/// v3 topic creation needs Create on the cluster or the topic, deletion Delete, and
+/// config changes AlterConfigs on the topic; reading one config DescribeConfigs.
+#[tokio::test]
+async fn v3_topic_writes_need_create_delete_and_alter_configs() {
+    let fake = Fake::with_topic("orders", 1);
+    let acls = Arc::new(Acls::default());
+    acls.allow("User:alice", Operation::Create, ResourceType::Topic, "mine");
+    let app = secured(&fake, &acls);
+    let create = |name: &str| {
+        post(
+            "/v3/clusters/strata/topics",
+            Some("application/json"),
+            format!(r#"{{"topic_name":"{name}","partitions_count":1}}"#),
+        )
+    };
+    assert_eq!(
+        call(&app, with(create("mine"), ALICE)).await.status,
+        StatusCode::CREATED
+    );
+    call(&app, with(create("other"), ALICE))
+        .await
+        .error(StatusCode::FORBIDDEN, 40301);
+    call(&app, with(create("other"), BOB))
+        .await
+        .error(StatusCode::FORBIDDEN, 40301);
+    acls.allow(
+        "User:bob",
+        Operation::Create,
+        ResourceType::Cluster,
+        strata_authz::CLUSTER_NAME,
+    );
+    assert_eq!(
+        call(&app, with(create("other"), BOB)).await.status,
+        StatusCode::CREATED
+    );
+
+    let put = || {
+        let mut r = post(
+            "/v3/clusters/strata/topics/orders/configs/retention.ms",
+            Some("application/json"),
+            r#"{"value":"1000"}"#,
+        );
+        *r.method_mut() = axum::http::Method::PUT;
+        r
+    };
+    call(&app, with(put(), ALICE))
+        .await
+        .error(StatusCode::FORBIDDEN, 40301);
+    call(
+        &app,
+        with(
+            get("/v3/clusters/strata/topics/orders/configs/retention.ms"),
+            ALICE,
+        ),
+    )
+    .await
+    .error(StatusCode::FORBIDDEN, 40301);
+    acls.allow(
+        "User:alice",
+        Operation::AlterConfigs,
+        ResourceType::Topic,
+        "orders",
+    );
+    assert_eq!(
+        call(&app, with(put(), ALICE)).await.status,
+        StatusCode::NO_CONTENT
+    );
+
+    let delete = |name: &str| {
+        Request::delete(format!("/v3/clusters/strata/topics/{name}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    call(&app, with(delete("orders"), ALICE))
+        .await
+        .error(StatusCode::FORBIDDEN, 40301);
+    assert!(fake.topics.lock().unwrap().contains_key("orders"));
+    acls.allow(
+        "User:alice",
+        Operation::Delete,
+        ResourceType::Topic,
+        "orders",
+    );
+    assert_eq!(
+        call(&app, with(delete("orders"), ALICE)).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert!(!fake.topics.lock().unwrap().contains_key("orders"));
+}
