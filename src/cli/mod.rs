@@ -17,6 +17,8 @@ mod consume;
 mod group;
 mod log;
 mod partition;
+mod plan;
+mod plan_live;
 mod produce;
 mod quota;
 mod repartition;
@@ -69,6 +71,10 @@ pub enum Command {
     Partition(partition::PartitionArgs),
     /// List brokers, drain one (decommission), balance new ones in (add), unregister one.
     Cluster(cluster::ClusterArgs),
+    /// Size a cluster for a workload: throughput, brokers, disk with and without tiering,
+    /// the bucket's objects, requests and cost, and how long a lagging group takes to
+    /// catch up (offline; add --simulate for the catch-up model).
+    Plan(Box<plan::PlanArgs>),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -86,6 +92,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Quota(args) => quota::run(args),
         Command::Partition(args) => partition::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Plan(args) => plan::run(*args),
     }
 }
 
