@@ -175,7 +175,7 @@ fn bad_inputs_name_their_flag() {
             vec!["plan", "--broker-write-budget", "lots"],
             "--broker-write-budget",
         ),
-        (vec!["plan", "--events-per-sec", "-5"], "--events-per-sec"),
+        (vec!["plan", "--events-per-sec=-5"], "--events-per-sec"),
     ] {
         let (ok, _, err) = run(&args);
         assert!(!ok, "{args:?} was accepted");
