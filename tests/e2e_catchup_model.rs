@@ -263,7 +263,7 @@ fn the_models_drain_time_is_within_25_percent_of_a_real_drain() {
                     read += 1;
                     // Caught up: within a tenth of a second of live traffic (asked
                     // every 50 records: the watermark is a round trip).
-                    if read % 50 == 0 {
+                    if read.is_multiple_of(50) {
                         let (_, high) = c
                             .fetch_watermarks(topic, partition, Duration::from_secs(5))
                             .unwrap();
