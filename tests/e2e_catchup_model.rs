@@ -288,6 +288,7 @@ fn the_models_drain_time_is_within_25_percent_of_a_real_drain() {
     let backlog_per_sec = LIVE_RATE;
     let predicted = simulate(&SimConfig {
         partitions: PARTITIONS as u32,
+        brokers: 1,
         consumers: PARTITIONS as u32,
         events_per_sec: LIVE_RATE,
         event_bytes: record_bytes,

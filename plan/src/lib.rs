@@ -515,7 +515,6 @@ pub fn plan(w: &Workload) -> Plan {
 
     let mut notes = Vec::new();
     if let Some(c) = &catch_up {
-        notes.push(format!("lagging group: {}", c.status));
         if c.tier_bytes == 0.0 && tiered {
             notes.push(format!(
                 "the backlog is within local retention ({}): it is read from local disk, not \

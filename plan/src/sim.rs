@@ -14,8 +14,9 @@
 //! chunk at a time, taking the next partition (round robin) whose next chunk is ready;
 //! it waits when none is. Reading chunk k of a partition from the tier asks for chunks
 //! k+1..=k+read_ahead too (as `ChunkCache`'s per-reader read-ahead does), within its
-//! budget of chunks read ahead and not yet read and at most `max_inflight_prefetches`
-//! such GETs at once; a consumer's own GETs go first. GETs start at most
+//! budget of chunks read ahead and not yet read (shared fairly: `budget / readers` each,
+//! as the cache shares it) and at most `max_inflight_prefetches` such GETs at once, both
+//! per broker (partition p is led by broker p % brokers); a consumer's own GETs go first. GETs start at most
 //! `bucket_get_limit` a second.
 //!
 //! Deterministic: the same config and seed give the same result (splitmix64, Box-Muller).
@@ -29,6 +30,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
     pub partitions: u32,
+    /// Brokers leading the partitions (each has its own cache and read-ahead budget).
+    pub brokers: u32,
     pub consumers: u32,
     pub events_per_sec: f64,
     pub event_bytes: f64,
@@ -40,8 +43,8 @@ pub struct SimConfig {
     pub chunk_bytes: f64,
     /// Chunks asked for ahead of the one read, per partition.
     pub read_ahead: u32,
-    /// Bytes of read-ahead chunks asked for and not yet read, over all readers (the
-    /// cache's read-ahead budget): read-ahead waits beyond it, so it never evicts a
+    /// Bytes of read-ahead chunks asked for and not yet read, over one broker's readers
+    /// (its cache's read-ahead budget): read-ahead waits beyond it, so it never evicts a
     /// chunk before its reader gets to it.
     pub readahead_budget_bytes: f64,
     /// First-byte latency of a GET: median and 99th percentile, seconds.
@@ -171,13 +174,20 @@ struct Sim<'a> {
     /// at `partition_rate`).
     tier_edge: f64,
     cache: HashMap<(u32, u64), Chunk>,
-    /// Read-ahead chunks asked for and not yet read, and the budget's size in chunks.
-    prefetched: usize,
+    /// Per broker: read-ahead chunks asked for and not yet read (the budget is per
+    /// broker, in chunks), read-ahead GETs waiting for a slot and in flight. Partition p
+    /// is led by broker p % brokers.
+    prefetched: Vec<usize>,
     budget_chunks: usize,
-    /// GETs waiting for a token (demand) or for a token and a slot (read-ahead).
+    /// Per partition: its read-ahead chunks not yet read; per broker: partitions still
+    /// draining (the readers the budget is shared among, `budget / readers` each, as
+    /// the cache shares it).
+    prefetched_by: Vec<usize>,
+    readers: Vec<usize>,
+    ahead: Vec<VecDeque<(u32, u64)>>,
+    inflight_prefetches: Vec<u32>,
+    /// Readers' own GETs waiting for a token of the bucket's rate.
     demand: VecDeque<(u32, u64)>,
-    ahead: VecDeque<(u32, u64)>,
-    inflight_prefetches: u32,
     next_token: f64,
     token_pending: bool,
     /// Per consumer: its partitions, the round-robin cursor, whether it is processing,
@@ -216,7 +226,9 @@ impl Sim<'_> {
             Some(c) if c.state == State::Queued && c.prefetch => {
                 // Asked for ahead but not started: read it now instead.
                 c.prefetch = false;
-                self.prefetched -= 1;
+                let b = (p % self.prefetched.len() as u32) as usize;
+                self.prefetched[b] -= 1;
+                self.prefetched_by[p as usize] -= 1;
             }
             Some(_) => return,
             None => {
@@ -235,7 +247,12 @@ impl Sim<'_> {
 
     /// Read-ahead asks for chunk k of partition p, within the budget.
     fn read_ahead(&mut self, p: u32, k: u64) {
-        if self.cache.contains_key(&(p, k)) || self.prefetched >= self.budget_chunks {
+        let b = self.broker_of(p);
+        let share = (self.budget_chunks / self.readers[b].max(1)).max(1);
+        if self.cache.contains_key(&(p, k))
+            || self.prefetched[b] >= self.budget_chunks
+            || self.prefetched_by[p as usize] >= share
+        {
             return;
         }
         self.cache.insert(
@@ -245,8 +262,9 @@ impl Sim<'_> {
                 prefetch: true,
             },
         );
-        self.prefetched += 1;
-        self.ahead.push_back((p, k));
+        self.prefetched[b] += 1;
+        self.prefetched_by[p as usize] += 1;
+        self.ahead[b].push_back((p, k));
         self.start_gets();
     }
 
@@ -268,55 +286,63 @@ impl Sim<'_> {
     }
 
     fn start_gets(&mut self) {
-        loop {
-            let (p, k, prefetch) = if let Some(&(p, k)) = self.demand.front() {
-                (p, k, false)
-            } else if let Some(&(p, k)) = self.ahead.front() {
+        // A reader's own GETs first.
+        while let Some(&(p, k)) = self.demand.front() {
+            if !self.token() {
+                return;
+            }
+            self.demand.pop_front();
+            self.begin(p, k, false);
+        }
+        for b in 0..self.ahead.len() {
+            while let Some(&(p, k)) = self.ahead[b].front() {
                 let still = self
                     .cache
                     .get(&(p, k))
                     .is_some_and(|c| c.state == State::Queued && c.prefetch);
                 if !still {
                     // Promoted to a demand read since.
-                    self.ahead.pop_front();
+                    self.ahead[b].pop_front();
                     continue;
                 }
                 if self.c.max_inflight_prefetches > 0
-                    && self.inflight_prefetches >= self.c.max_inflight_prefetches
+                    && self.inflight_prefetches[b] >= self.c.max_inflight_prefetches
                 {
+                    break;
+                }
+                if !self.token() {
                     return;
                 }
-                (p, k, true)
-            } else {
-                return;
-            };
-            if !self.token() {
-                return;
+                self.ahead[b].pop_front();
+                self.inflight_prefetches[b] += 1;
+                self.begin(p, k, true);
             }
-            if prefetch {
-                self.ahead.pop_front();
-                self.inflight_prefetches += 1;
-            } else {
-                self.demand.pop_front();
-            }
-            if let Some(c) = self.cache.get_mut(&(p, k)) {
-                c.state = State::InFlight;
-            }
-            self.result.gets += 1;
-            self.result.get_bytes += self.c.chunk_bytes;
-            let first_byte = latency(
-                &mut self.rng,
-                self.c.get_latency_median_secs,
-                self.c.get_latency_p99_secs,
-            );
-            let transfer = if self.c.get_bytes_per_sec > 0.0 {
-                self.c.chunk_bytes / self.c.get_bytes_per_sec
-            } else {
-                0.0
-            };
-            let at = self.now + first_byte + transfer;
-            self.push(at, Event::GetDone(p, k, prefetch));
         }
+    }
+
+    /// Starts the GET of chunk k of partition p.
+    fn begin(&mut self, p: u32, k: u64, prefetch: bool) {
+        if let Some(c) = self.cache.get_mut(&(p, k)) {
+            c.state = State::InFlight;
+        }
+        self.result.gets += 1;
+        self.result.get_bytes += self.c.chunk_bytes;
+        let first_byte = latency(
+            &mut self.rng,
+            self.c.get_latency_median_secs,
+            self.c.get_latency_p99_secs,
+        );
+        let transfer = if self.c.get_bytes_per_sec > 0.0 {
+            self.c.chunk_bytes / self.c.get_bytes_per_sec
+        } else {
+            0.0
+        };
+        let at = self.now + first_byte + transfer;
+        self.push(at, Event::GetDone(p, k, prefetch));
+    }
+
+    fn broker_of(&self, p: u32) -> usize {
+        (p % self.ahead.len() as u32) as usize
     }
 
     /// Consumer `i` takes the next partition with a chunk it can process now.
@@ -338,6 +364,8 @@ impl Sim<'_> {
             if pos >= end {
                 // Caught up with the live end, for good: it outpaces live traffic.
                 self.done[pu] = true;
+                let b = self.broker_of(p);
+                self.readers[b] -= 1;
                 continue;
             }
             let k = self.chunk_of(pos);
@@ -350,15 +378,23 @@ impl Sim<'_> {
                     }) => {
                         self.cache.remove(&(p, k));
                         if prefetch {
-                            self.prefetched -= 1;
+                            let b = self.broker_of(p);
+                            self.prefetched[b] -= 1;
+                            self.prefetched_by[pu] -= 1;
                             self.result.cache_hits += 1;
                         }
                     }
-                    Some(_) => continue,
-                    None => {
+                    Some(Chunk {
+                        state: State::Queued,
+                        prefetch: true,
+                    })
+                    | None => {
+                        // Not asked for, or read-ahead still waiting for a slot: the
+                        // reader asks for it itself.
                         self.need(p, k);
                         continue;
                     }
+                    Some(_) => continue,
                 }
                 self.result.tier_chunks += 1;
                 for a in 1..=u64::from(self.c.read_ahead) {
@@ -404,7 +440,8 @@ impl Sim<'_> {
             match e {
                 Event::GetDone(p, k, prefetch) => {
                     if prefetch {
-                        self.inflight_prefetches -= 1;
+                        let b = self.broker_of(p);
+                        self.inflight_prefetches[b] -= 1;
                     }
                     if let Some(c) = self.cache.get_mut(&(p, k)) {
                         c.state = State::Ready;
@@ -444,6 +481,7 @@ pub fn simulate(c: &SimConfig) -> SimResult {
     let partitions = c.partitions.max(1);
     let consumers = c.consumers.clamp(1, partitions);
     let partition_rate = c.events_per_sec * c.event_bytes / f64::from(partitions);
+    let brokers = c.brokers.clamp(1, partitions) as usize;
     let mut owned = vec![Vec::new(); consumers as usize];
     let mut owner = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
@@ -462,11 +500,19 @@ pub fn simulate(c: &SimConfig) -> SimResult {
         start_lag: partition_rate * c.lag_secs,
         tier_edge: partition_rate * (c.lag_secs - c.local_retention_secs),
         cache: HashMap::new(),
-        prefetched: 0,
+        prefetched: vec![0; brokers],
+        prefetched_by: vec![0; partitions as usize],
+        readers: (0..brokers)
+            .map(|b| {
+                (0..partitions as usize)
+                    .filter(|p| p % brokers == b)
+                    .count()
+            })
+            .collect(),
         budget_chunks: (c.readahead_budget_bytes / c.chunk_bytes).floor() as usize,
         demand: VecDeque::new(),
-        ahead: VecDeque::new(),
-        inflight_prefetches: 0,
+        ahead: vec![VecDeque::new(); brokers],
+        inflight_prefetches: vec![0; brokers],
         next_token: 0.0,
         token_pending: false,
         cursor: vec![0; consumers as usize],
@@ -495,6 +541,7 @@ mod tests {
     fn base() -> SimConfig {
         SimConfig {
             partitions: 8,
+            brokers: 1,
             consumers: 4,
             events_per_sec: 10_000.0,
             event_bytes: 1_000.0,
@@ -589,6 +636,28 @@ mod tests {
         let (a, b) = (small.drain_secs.unwrap(), big.drain_secs.unwrap());
         assert!(a > 1.2 * b, "budget of 2 chunks {a} s, of 256 {b} s");
         assert_eq!(small.gets, small.tier_chunks, "{small:?}");
+    }
+
+    /// The read-ahead budget and slots are each broker's: the same partitions over
+    /// more brokers get more of both.
+    #[test]
+    fn more_brokers_bring_more_read_ahead() {
+        let c = SimConfig {
+            partitions: 40,
+            consumers: 40,
+            events_per_sec: 40_000.0,
+            get_latency_median_secs: 0.2,
+            get_latency_p99_secs: 0.5,
+            readahead_budget_bytes: 16e6,
+            max_inflight_prefetches: 4,
+            ..base()
+        };
+        let one = simulate(&c);
+        let ten = simulate(&SimConfig { brokers: 10, ..c });
+        let (a, b) = (one.drain_secs.unwrap(), ten.drain_secs.unwrap());
+        assert!(a > 1.2 * b, "1 broker {a} s, 10 brokers {b} s");
+        let hit = |r: &SimResult| r.cache_hits as f64 / r.tier_chunks as f64;
+        assert!(hit(&ten) > hit(&one), "{one:?} {ten:?}");
     }
 
     /// Consumers that do not outpace live traffic never drain.

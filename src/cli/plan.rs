@@ -380,8 +380,11 @@ fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
     if p99 < median {
         bail!("--get-latency-p99 must be at least --get-latency");
     }
+    let p = plan(w);
     Ok(SimConfig {
         partitions: w.partitions,
+        // Each broker leads its share of the partitions with its own cache.
+        brokers: p.brokers,
         consumers: w.consumers,
         events_per_sec: w.events_per_sec,
         event_bytes: w.event_bytes,
@@ -398,7 +401,7 @@ fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
         max_inflight_prefetches: inflight,
         seed,
         // Ten times the plan's drain, or 30 days for one that never drains.
-        max_secs: plan(w)
+        max_secs: p
             .catch_up_seconds
             .map_or(30.0 * DAY, |s| (s * 10.0).max(60.0)),
     })
@@ -587,7 +590,12 @@ pub(super) fn print_plan(w: &Workload, p: &Plan) {
 }
 
 fn print_sim(p: &Plan, c: &SimConfig, r: &SimResult) {
-    outln!("simulation (seed {})", c.seed);
+    outln!(
+        "simulation (seed {}, {} partitions over {} brokers)",
+        c.seed,
+        c.partitions,
+        c.brokers
+    );
     outln!(
         "  tier                     {} chunks, read-ahead {}, GET {} median / {} p99 at {}",
         human_bytes(c.chunk_bytes),
