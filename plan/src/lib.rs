@@ -514,14 +514,15 @@ pub fn plan(w: &Workload) -> Plan {
     let storage_cost = bucket_bytes / 1e9 * w.prices.storage_per_gb_month;
 
     let mut notes = Vec::new();
-    if let Some(c) = &catch_up {
-        if c.tier_bytes == 0.0 && tiered {
-            notes.push(format!(
-                "the backlog is within local retention ({}): it is read from local disk, not \
-                 the bucket",
-                human_secs(local_secs)
-            ));
-        }
+    if let Some(c) = &catch_up
+        && c.tier_bytes == 0.0
+        && tiered
+    {
+        notes.push(format!(
+            "the backlog is within local retention ({}): it is read from local disk, not \
+             the bucket",
+            human_secs(local_secs)
+        ));
     }
     if w.consumers > w.partitions {
         notes.push(format!(
