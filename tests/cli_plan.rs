@@ -324,6 +324,20 @@ fn from_a_live_cluster_it_tells_when_a_stopped_group_loses_data() {
     assert!((1200.0..1800.0).contains(&halved), "{g}");
     assert!(num(&v["plan"], "ingress_bytes_per_sec") > 0.0, "{v}");
 
+    // One group asked for by name; a group without offsets is named in the error.
+    let args = live(&["--group", "slow", "--json"]);
+    let (ok, out, err) = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ok, "{err}");
+    let only: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(only["groups"].as_array().unwrap().len(), 1, "{only}");
+    let args = live(&["--group", "nobody"]);
+    let (ok, _, err) = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok);
+    assert!(
+        err.contains("group 'nobody' has no committed offsets"),
+        "{err}"
+    );
+
     let args = live(&["--retention-factor", "0.001"]);
     let (ok, out, err) = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(ok, "{err}");

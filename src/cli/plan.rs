@@ -128,6 +128,10 @@ pub struct PlanArgs {
     /// With --from-cluster: the what-if, each topic's retention scaled by this (0.5: halved)
     #[arg(long, default_value_t = 0.5)]
     pub retention_factor: f64,
+    /// With --from-cluster: only these consumer groups' outlook (repeatable) [default:
+    /// every group]
+    #[arg(long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
     #[command(flatten)]
     pub client: super::client::ClientArgs,
 }

@@ -267,7 +267,18 @@ pub(super) fn run(args: &PlanArgs) -> anyhow::Result<()> {
         t.records_per_sec = records.get(&t.topic).copied().unwrap_or(0.0) / elapsed;
     }
 
-    let lags = lags(&second);
+    let mut lags = lags(&second);
+    if !args.groups.is_empty() {
+        for g in &args.groups {
+            if !lags.iter().any(|l| &l.group == g) {
+                bail!(
+                    "group '{g}' has no committed offsets on the brokers in --http (name every \
+                     broker, or check the group's name with `strata group list`)"
+                );
+            }
+        }
+        lags.retain(|l| args.groups.contains(&l.group));
+    }
     let retention: BTreeMap<&str, Option<f64>> = topics
         .iter()
         .map(|t| (t.topic.as_str(), t.retention_secs))
