@@ -176,6 +176,15 @@ fn bad_inputs_name_their_flag() {
             "--broker-write-budget",
         ),
         (vec!["plan", "--events-per-sec=-5"], "--events-per-sec"),
+        // The model would step through billions of one-byte chunks.
+        (
+            vec!["plan", "--simulate", "--chunk-bytes", "1"],
+            "--chunk-bytes",
+        ),
+        (
+            vec!["plan", "--simulate", "--read-ahead", "100000"],
+            "--read-ahead",
+        ),
     ] {
         let (ok, _, err) = run(&args);
         assert!(!ok, "{args:?} was accepted");

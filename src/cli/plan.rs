@@ -363,6 +363,9 @@ fn manifest_sizes() -> (f64, f64) {
     (empty, (full - empty) / m.len().max(1) as f64)
 }
 
+/// About two minutes of the model's stepping.
+const MAX_SIM_STEPS: f64 = 200e6;
+
 /// The simulation's inputs: the workload's lagging group, the cache's and the bucket's
 /// behaviour.
 fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
@@ -384,7 +387,30 @@ fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
     if p99 < median {
         bail!("--get-latency-p99 must be at least --get-latency");
     }
+    if read_ahead > 256 {
+        bail!("--read-ahead {read_ahead}: at most 256 chunks");
+    }
+    if w.partitions > 100_000 {
+        bail!(
+            "--simulate models each partition: at most 100000 (--partitions {})",
+            w.partitions
+        );
+    }
     let p = plan(w);
+    // The model takes a step per chunk read from the bucket and per 64 chunks read from
+    // local disk: refuse a run that would take minutes of stepping.
+    if let Some(c) = &p.catch_up {
+        let span = c.seconds.unwrap_or(30.0 * DAY);
+        let read = c.drain_events_per_sec * w.event_bytes * span;
+        let steps =
+            c.tier_bytes / w.chunk_bytes + (read - c.tier_bytes).max(0.0) / (64.0 * w.chunk_bytes);
+        if steps > MAX_SIM_STEPS {
+            bail!(
+                "--simulate would step through {steps:.0} chunks (over {MAX_SIM_STEPS:.0}): \
+                 raise --chunk-bytes or shorten --lag"
+            );
+        }
+    }
     Ok(SimConfig {
         partitions: w.partitions,
         // Each broker leads its share of the partitions with its own cache.
