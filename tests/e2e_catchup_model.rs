@@ -58,41 +58,8 @@ fn bucket_and_gets(s3: &S3Server, prefix: &str, n: usize) -> (Vec<(String, i64)>
         .build()
         .unwrap();
     rt.block_on(async {
-        let env: std::collections::HashMap<String, String> = s3.env().into_iter().collect();
-        let creds = aws_sdk_s3::config::Credentials::new(
-            &env["AWS_ACCESS_KEY_ID"],
-            &env["AWS_SECRET_ACCESS_KEY"],
-            None,
-            None,
-            "test",
-        );
-        let conf = aws_sdk_s3::Config::builder()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .endpoint_url(s3.endpoint())
-            .region(aws_sdk_s3::config::Region::new(env["AWS_REGION"].clone()))
-            .credentials_provider(creds)
-            .force_path_style(true)
-            .build();
-        let client = aws_sdk_s3::Client::from_conf(conf);
-        let mut objects = Vec::new();
-        let mut token = None;
-        loop {
-            let r = client
-                .list_objects_v2()
-                .bucket(s3.bucket())
-                .prefix(prefix)
-                .set_continuation_token(token)
-                .send()
-                .await
-                .unwrap();
-            for o in r.contents() {
-                objects.push((o.key().unwrap().to_string(), o.size().unwrap_or(0)));
-            }
-            token = r.next_continuation_token().map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+        let client = common::bucket::client(s3);
+        let objects = common::bucket::list(&client, s3.bucket(), prefix).await;
         let (key, size) = objects
             .iter()
             .filter(|(k, _)| k.ends_with(".log"))
@@ -293,7 +260,6 @@ fn the_models_drain_time_is_within_25_percent_of_a_real_drain() {
     stop.store(true, Ordering::Relaxed);
     live.join().unwrap();
 
-    let backlog_per_sec = LIVE_RATE;
     let predicted = simulate(&SimConfig {
         partitions: PARTITIONS as u32,
         brokers: 1,
@@ -301,8 +267,8 @@ fn the_models_drain_time_is_within_25_percent_of_a_real_drain() {
         events_per_sec: LIVE_RATE,
         event_bytes: record_bytes,
         // The backlog, as the time live traffic would take to write it.
-        lag_secs: backlog_records as f64 / backlog_per_sec,
-        local_retention_secs: (backlog_records as f64 - tier_records as f64) / backlog_per_sec,
+        lag_secs: backlog_records as f64 / LIVE_RATE,
+        local_retention_secs: (backlog_records as f64 - tier_records as f64) / LIVE_RATE,
         consumer_bytes_per_sec: CONSUMER_RATE * record_bytes,
         chunk_bytes: CHUNK as f64,
         read_ahead: 4,

@@ -65,52 +65,6 @@ fn dir_bytes(p: &Path) -> u64 {
         .sum()
 }
 
-/// The bucket's objects under a prefix, listed by an independent client.
-fn bucket_objects(s3: &S3Server, prefix: &str) -> Vec<(String, i64)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let env: std::collections::HashMap<String, String> = s3.env().into_iter().collect();
-        let creds = aws_sdk_s3::config::Credentials::new(
-            &env["AWS_ACCESS_KEY_ID"],
-            &env["AWS_SECRET_ACCESS_KEY"],
-            None,
-            None,
-            "test",
-        );
-        let conf = aws_sdk_s3::Config::builder()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .endpoint_url(s3.endpoint())
-            .region(aws_sdk_s3::config::Region::new(env["AWS_REGION"].clone()))
-            .credentials_provider(creds)
-            .force_path_style(true)
-            .build();
-        let client = aws_sdk_s3::Client::from_conf(conf);
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let r = client
-                .list_objects_v2()
-                .bucket(s3.bucket())
-                .prefix(prefix)
-                .set_continuation_token(token)
-                .send()
-                .await
-                .unwrap();
-            for o in r.contents() {
-                out.push((o.key().unwrap().to_string(), o.size().unwrap_or(0)));
-            }
-            token = r.next_continuation_token().map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-        out
-    })
-}
-
 fn value(i: u64, size: usize) -> Vec<u8> {
     let mut v = format!("{i:010}:").into_bytes();
     v.resize(size, (i % 251) as u8);
@@ -233,7 +187,7 @@ fn offload_bounds_local_disk_and_cold_reads_return_every_record() {
         dir_bytes(&part_dir)
     );
     // An independent client sees the segments in the bucket.
-    let objects = bucket_objects(&s3, "e2e/");
+    let objects = common::bucket::objects(&s3, "e2e/");
     let logs: Vec<_> = objects
         .iter()
         .filter(|(k, _)| k.contains("/segments/") && k.ends_with(".log"))
@@ -507,7 +461,7 @@ fn retention_expires_remote_segments_and_moves_the_log_start() {
     };
     assert_eq!(first, start_offset);
     // The expired segments' objects are gone from the bucket.
-    let logs = bucket_objects(&s3, "expire/")
+    let logs = common::bucket::objects(&s3, "expire/")
         .into_iter()
         .filter(|(k, _)| k.ends_with(".log"))
         .count();
@@ -710,7 +664,7 @@ fn a_tiered_compacted_topic_is_compacted_in_the_bucket() {
     );
     // The replaced objects go once --orphan-grace (0s here) has passed.
     let segment_bytes = || -> u64 {
-        bucket_objects(&s3, "")
+        common::bucket::objects(&s3, "")
             .iter()
             .filter(|(k, _)| k.contains("/tc-") && k.ends_with(".log"))
             .map(|(_, size)| *size as u64)
@@ -797,7 +751,7 @@ fn read_committed_from_the_bucket_sees_exactly_the_committed_records() {
                 && s["local_start_offset"].as_u64().unwrap() as usize >= ROUNDS * PER_TXN
         },
     );
-    let indexes = bucket_objects(&s3, "transactions")
+    let indexes = common::bucket::objects(&s3, "transactions")
         .into_iter()
         .filter(|(k, _)| k.ends_with(".txnindex"))
         .count();

@@ -130,6 +130,26 @@ pub(crate) fn topics<'a>(
     }
 }
 
+/// DescribeConfigs or AlterConfigs on a topic, or 403 saying which.
+pub(crate) fn topic_configs(
+    s: &Shared,
+    c: &Caller,
+    operation: Operation,
+    topic: &str,
+) -> ApiResult<()> {
+    if allowed(s, c, operation, ResourceType::Topic, topic, true) {
+        return Ok(());
+    }
+    let verb = if operation == Operation::AlterConfigs {
+        "alter"
+    } else {
+        "describe"
+    };
+    Err(forbidden(format!(
+        "Not authorized to {verb} the configs of topic '{topic}'."
+    )))
+}
+
 /// `operation` on a consumer group, or 403 (Kafka's GroupAuthorizationException).
 pub(crate) fn group(s: &Shared, c: &Caller, operation: Operation, group: &str) -> ApiResult<()> {
     if allowed(s, c, operation, ResourceType::Group, group, true) {

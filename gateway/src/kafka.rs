@@ -171,6 +171,34 @@ impl KafkaService {
         })
     }
 
+    /// The first topic an admin call could not `verb` as an error; the partition
+    /// counts of the topics it named are forgotten (they were created or deleted).
+    fn topic_results(
+        &self,
+        results: Vec<rdkafka::admin::TopicResult>,
+        verb: &str,
+    ) -> Result<(), ServiceError> {
+        let mut first = None;
+        for r in results {
+            let name = match r {
+                Ok(name) => name,
+                Err((name, code)) => {
+                    first.get_or_insert_with(|| {
+                        ServiceError::new(
+                            code as i32,
+                            format!("cannot {verb} topic '{name}': {code}"),
+                        )
+                    });
+                    name
+                }
+            };
+            if let Ok(mut m) = self.partitions.lock() {
+                m.remove(&name);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     async fn metadata(
         &self,
         topic: Option<String>,
@@ -440,18 +468,7 @@ impl Service for KafkaService {
             .create_topics([&t], &opts)
             .await
             .map_err(admin_err)?;
-        for r in results {
-            if let Err((name, code)) = r {
-                return Err(ServiceError::new(
-                    code as i32,
-                    format!("cannot create topic '{name}': {code}"),
-                ));
-            }
-        }
-        if let Ok(mut m) = self.partitions.lock() {
-            m.remove(&spec.name);
-        }
-        Ok(())
+        self.topic_results(results, "create")
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<(), ServiceError> {
@@ -461,18 +478,7 @@ impl Service for KafkaService {
             .delete_topics(&[topic], &opts)
             .await
             .map_err(admin_err)?;
-        for r in results {
-            if let Err((name, code)) = r {
-                return Err(ServiceError::new(
-                    code as i32,
-                    format!("cannot delete topic '{name}': {code}"),
-                ));
-            }
-        }
-        if let Ok(mut m) = self.partitions.lock() {
-            m.remove(topic);
-        }
-        Ok(())
+        self.topic_results(results, "delete")
     }
 
     async fn alter_topic_configs(

@@ -357,18 +357,7 @@ pub async fn list_topic_configs(
     Path((cluster, topic)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     check_cluster(&s, &cluster)?;
-    if !acl::allowed(
-        &s,
-        &caller,
-        Operation::DescribeConfigs,
-        ResourceType::Topic,
-        &topic,
-        true,
-    ) {
-        return Err(acl::forbidden(format!(
-            "Not authorized to describe the configs of topic '{topic}'."
-        )));
-    }
+    acl::topic_configs(&s, &caller, Operation::DescribeConfigs, &topic)?;
     let t = v2::describe(&s, &topic).await?;
     let body = TopicConfigListV3 {
         kind: "KafkaTopicConfigList".into(),

@@ -249,42 +249,6 @@ pub async fn delete_topic(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// DescribeConfigs on the topic, or 403.
-fn may_describe_configs(s: &Shared, caller: &Caller, topic: &str) -> ApiResult<()> {
-    if acl::allowed(
-        s,
-        caller,
-        Operation::DescribeConfigs,
-        ResourceType::Topic,
-        topic,
-        true,
-    ) {
-        Ok(())
-    } else {
-        Err(acl::forbidden(format!(
-            "Not authorized to describe the configs of topic '{topic}'."
-        )))
-    }
-}
-
-/// AlterConfigs on the topic, or 403.
-fn may_alter_configs(s: &Shared, caller: &Caller, topic: &str) -> ApiResult<()> {
-    if acl::allowed(
-        s,
-        caller,
-        Operation::AlterConfigs,
-        ResourceType::Topic,
-        topic,
-        true,
-    ) {
-        Ok(())
-    } else {
-        Err(acl::forbidden(format!(
-            "Not authorized to alter the configs of topic '{topic}'."
-        )))
-    }
-}
-
 /// One of a topic's configs.
 #[utoipa::path(get, path = "/v3/clusters/{cluster}/topics/{topic}/configs/{name}", tag = "v3",
     params(
@@ -304,7 +268,7 @@ pub async fn get_topic_config(
     Path((cluster, topic, name)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
     check_cluster(&s, &cluster)?;
-    may_describe_configs(&s, &caller, &topic)?;
+    acl::topic_configs(&s, &caller, Operation::DescribeConfigs, &topic)?;
     let t = v2::describe(&s, &topic).await?;
     let value = t.configs.get(&name).ok_or_else(|| {
         ApiError::new(
@@ -444,7 +408,7 @@ async fn alter(
     for c in &changes {
         check_config_name(&c.name)?;
     }
-    may_alter_configs(s, caller, topic)?;
+    acl::topic_configs(s, caller, Operation::AlterConfigs, topic)?;
     if !util::valid_topic_name(topic) {
         return Err(ApiError::topic_not_found(topic));
     }

@@ -500,9 +500,8 @@ pub fn plan(w: &Workload) -> Plan {
     let put_per_sec = put_per_partition * partitions;
     let tier_bytes = catch_up.as_ref().map_or(0.0, |c| c.tier_bytes);
     let gets_per_catch_up = (tier_bytes / w.chunk_bytes).ceil() * f64::from(w.lagging_groups);
-    let local_for_reads = w.local_retention_secs.unwrap_or(w.retention_secs);
     let get_rate = match catch_up.as_ref() {
-        Some(c) if tiered && c.lag_secs.min(w.retention_secs) > local_for_reads => {
+        Some(c) if tiered && c.lag_secs.min(w.retention_secs) > local_secs => {
             // The group reads the tier at its drain rate until the tier part is done.
             f64::from(w.lagging_groups) * c.drain_events_per_sec * w.event_bytes / w.chunk_bytes
         }

@@ -222,11 +222,11 @@ impl Sim<'_> {
 
     /// A consumer needs chunk k of partition p now.
     fn need(&mut self, p: u32, k: u64) {
+        let b = self.broker_of(p);
         match self.cache.get_mut(&(p, k)) {
             Some(c) if c.state == State::Queued && c.prefetch => {
                 // Asked for ahead but not started: read it now instead.
                 c.prefetch = false;
-                let b = (p % self.prefetched.len() as u32) as usize;
                 self.prefetched[b] -= 1;
                 self.prefetched_by[p as usize] -= 1;
             }

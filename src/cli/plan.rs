@@ -368,7 +368,7 @@ const MAX_SIM_STEPS: f64 = 200e6;
 
 /// The simulation's inputs: the workload's lagging group, the cache's and the bucket's
 /// behaviour.
-fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
+fn sim_config(a: &PlanArgs, w: &Workload, p: &Plan) -> anyhow::Result<SimConfig> {
     let read_ahead = given(&a.read_ahead).map_or(Ok(4), |v| count("read-ahead", v))?;
     let budget = given(&a.readahead_budget)
         .map_or(Ok(256.0 * 1048576.0), |v| bytes("readahead-budget", v))?;
@@ -396,7 +396,6 @@ fn sim_config(a: &PlanArgs, w: &Workload) -> anyhow::Result<SimConfig> {
             w.partitions
         );
     }
-    let p = plan(w);
     // The model takes a step per chunk read from the bucket and per 64 chunks read from
     // local disk: refuse a run that would take minutes of stepping.
     if let Some(c) = &p.catch_up {
@@ -448,7 +447,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<()> {
         if w.lag_secs <= 0.0 || w.lagging_groups == 0 {
             bail!("--simulate models a lagging group: give --lag (and --lagging-groups 1 or more)");
         }
-        let c = sim_config(&args, &w)?;
+        let c = sim_config(&args, &w, &p)?;
         let pb = indicatif::ProgressBar::new_spinner()
             .with_message("simulating the lagging group's drain");
         pb.enable_steady_tick(std::time::Duration::from_millis(200));

@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests: the real `strata` binary on free loopback ports.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod bucket;
 pub mod cluster;
 pub mod kafka;
 pub mod pki;
