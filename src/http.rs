@@ -15,12 +15,12 @@ use strata_broker::Broker;
 /// ([`strata_gateway::Access::audit`] false) is not, as Kafka's Metadata filters without
 /// logging. The broker's own authorizer (cached per metadata version) answers both.
 pub fn authorizer(broker: &Arc<Broker>) -> Option<strata_gateway::Authorizer> {
-    if !broker.authorizer_enabled() {
+    if !broker.security.authorizer_enabled() {
         return None;
     }
     let broker = broker.clone();
     Some(strata_gateway::Authorizer::new(move |a| {
-        broker.authorize(
+        broker.security.authorize(
             a.principal,
             a.host,
             a.operation,
@@ -74,7 +74,7 @@ pub async fn serve(
             "/v1/tier/status",
             get(move || {
                 let b = broker.clone();
-                async move { axum::Json(b.tier_status()) }
+                async move { axum::Json(b.tiering.tier_status()) }
             }),
         )
         .route(
@@ -89,7 +89,7 @@ pub async fn serve(
             get(
                 move |axum::extract::Path(topic): axum::extract::Path<String>| {
                     let b = iceberg_broker.clone();
-                    async move { table_answer(b.iceberg_status(&topic).await) }
+                    async move { table_answer(b.tiering.iceberg_status(&topic).await) }
                 },
             ),
         )
@@ -99,7 +99,11 @@ pub async fn serve(
                 let b = cleaner_broker.clone();
                 // The assessment reads a header per compacted partition: off the runtime.
                 async move {
-                    match tokio::task::spawn_blocking(move || b.cleaner_status()).await {
+                    match tokio::task::spawn_blocking(move || {
+                        strata_broker::cleaner::status(&b.replicas)
+                    })
+                    .await
+                    {
                         Ok(s) => Ok(axum::Json(s)),
                         Err(_) => Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
                     }
@@ -114,7 +118,7 @@ pub async fn serve(
             post(
                 move |axum::extract::Path(topic): axum::extract::Path<String>| {
                     let b = compact_broker.clone();
-                    std::future::ready(table_answer(b.request_compaction(&topic)))
+                    std::future::ready(table_answer(b.tiering.request_compaction(&topic)))
                 },
             ),
         )
@@ -240,7 +244,7 @@ impl TlsListener {
                                 .1
                                 .peer_certificates()
                                 .and_then(|chain| chain.first())
-                                .map(|leaf| broker.certificate_principal(leaf.as_ref()));
+                                .map(|leaf| broker.security.certificate_principal(leaf.as_ref()));
                             if let Some(Err(why)) = &certificate {
                                 strata_broker::audit::authentication_failed_on(
                                     peer, "HTTPS", "TLS", None, why,
@@ -346,7 +350,12 @@ async fn expire_table(broker: &Broker, topic: &str, q: &ExpireQuery) -> axum::re
         )
             .into_response();
     }
-    table_answer(broker.iceberg_expire(topic, max_age, retain_last).await)
+    table_answer(
+        broker
+            .tiering
+            .iceberg_expire(topic, max_age, retain_last)
+            .await,
+    )
 }
 
 /// GET /v1/partitions/hot: `top` partitions (default 10), `keys` keys each (default 5),
@@ -374,5 +383,10 @@ fn hot_partitions(broker: &Broker, q: &HotQuery) -> axum::response::Response {
             "keys={keys}: at most {max_keys} (the keys tracked per partition)"
         ));
     }
-    axum::Json(broker.hot_partitions(top, keys, q.topic.as_deref())).into_response()
+    axum::Json(
+        broker
+            .replicas
+            .hot_partitions(top, keys, q.topic.as_deref()),
+    )
+    .into_response()
 }

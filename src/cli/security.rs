@@ -11,7 +11,7 @@ use strata_auth::{Mechanism, TokenValidator, ValidatorConfig};
 use strata_broker::listener::{
     ListenerConfig, SecurityProtocol, parse_listener_list, resolve_listeners,
 };
-use strata_broker::sasl::SaslConfig;
+use strata_broker::security::SaslConfig;
 use strata_broker::tls::{ClientAuth, TlsFiles};
 
 #[derive(Args, Debug, Default, Clone)]
@@ -294,7 +294,7 @@ pub struct Security {
     pub inter_broker_listener: SecurityProtocol,
     pub tls: Option<TlsFiles>,
     pub principal_mapping: Option<strata_auth::PrincipalMappingRules>,
-    pub sasl: strata_broker::sasl::SaslConfig,
+    pub sasl: strata_broker::security::SaslConfig,
     /// A SCRAM user to create at start if absent: (name, password).
     pub bootstrap_user: Option<(String, String)>,
     /// `None`: authorization off.

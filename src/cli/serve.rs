@@ -1189,7 +1189,9 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         )
     })?;
     if let Some((user, password)) = &config.security.bootstrap_user {
-        strata_broker::sasl::bootstrap_user(&broker, user, password)
+        broker
+            .security
+            .bootstrap_user(user, password)
             .await
             .map_err(|e| anyhow::anyhow!("--bootstrap-user {user}: {e}"))?;
     }
@@ -1208,7 +1210,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         )
     })?;
     tracing::info!(
-        partitions = broker.partitions().len(),
+        partitions = broker.replicas.partitions().len(),
         seconds = started.elapsed().as_secs_f64(),
         "partitions open"
     );

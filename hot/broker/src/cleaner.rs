@@ -16,12 +16,16 @@ use strata_log::{Cleanable, OffsetMap};
 use strata_proto::{PartitionId, TopicId};
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::partition::Partition;
+use crate::replicas::ReplicaManager;
 
 /// Starts the cleaner threads; they stop when `shutdown` is cancelled.
-pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
-    let c = &broker.config;
+pub(crate) fn start(
+    replicas: &Arc<ReplicaManager>,
+    c: &BrokerConfig,
+    shutdown: &CancellationToken,
+) {
     let threads = c.log_cleaner_threads.max(1);
     let shared = Arc::new(Shared {
         busy: Mutex::new(HashSet::new()),
@@ -30,12 +34,13 @@ pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
     let per_thread = c.log_cleaner_dedupe_buffer_bytes / threads;
     metrics::gauge!("strata_log_cleaner_dedupe_buffer_bytes").set((per_thread * threads) as f64);
     for i in 0..threads {
-        let broker = broker.clone();
+        let replicas = replicas.clone();
         let shutdown = shutdown.clone();
         let shared = shared.clone();
+        let backoff = c.log_cleaner_backoff;
         let spawned = std::thread::Builder::new()
             .name(format!("strata-cleaner-{i}"))
-            .spawn(move || run(broker, shared, per_thread, shutdown));
+            .spawn(move || run(replicas, shared, per_thread, backoff, shutdown));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start a log cleaner thread: compacted topics are not cleaned");
         }
@@ -52,15 +57,20 @@ struct Shared {
     throttle: Throttle,
 }
 
-fn run(broker: Arc<Broker>, shared: Arc<Shared>, buffer: usize, shutdown: CancellationToken) {
+fn run(
+    replicas: Arc<ReplicaManager>,
+    shared: Arc<Shared>,
+    buffer: usize,
+    backoff: Duration,
+    shutdown: CancellationToken,
+) {
     // Cleaning is background work: the CPU and the disk producers and consumers leave
     // idle. (The IO cap does most to keep producers' latency: benches/compaction.sh.)
     strata_tier::priority::lower_this_thread("log cleaner");
     // Allocated when first needed: a broker without compacted topics pays nothing.
     let mut map: Option<OffsetMap> = None;
-    let backoff = broker.config.log_cleaner_backoff;
     while !shutdown.is_cancelled() {
-        let worked = match pick(&broker, &shared) {
+        let worked = match pick(&replicas, &shared) {
             Some((p, c)) => {
                 let map = map.get_or_insert_with(|| OffsetMap::with_memory(buffer));
                 clean(&p, &c, map, &shared.throttle);
@@ -84,9 +94,9 @@ fn run(broker: Arc<Broker>, shared: Arc<Shared>, buffer: usize, shutdown: Cancel
 }
 
 /// The partition most in need of cleaning that no other thread has, marked busy.
-fn pick(broker: &Broker, shared: &Shared) -> Option<(Arc<Partition>, Cleanable)> {
+fn pick(replicas: &ReplicaManager, shared: &Shared) -> Option<(Arc<Partition>, Cleanable)> {
     let mut best: Option<(Arc<Partition>, Cleanable)> = None;
-    for p in broker.partitions() {
+    for p in replicas.partitions() {
         let Some(c) = p.cleanable() else { continue };
         let labels = labels(&p);
         metrics::gauge!("strata_log_cleaner_dirty_ratio", &labels).set(c.dirty_ratio);
@@ -195,34 +205,33 @@ pub struct CleanerStatus {
     pub partitions: Vec<PartitionCleanerStatus>,
 }
 
-impl Broker {
-    pub fn cleaner_status(&self) -> CleanerStatus {
-        let mut partitions: Vec<PartitionCleanerStatus> = self
-            .partitions()
-            .into_iter()
-            .filter_map(|p| {
-                let c = p.cleanable()?;
-                let stats = p.cleaner_stats();
-                Some(PartitionCleanerStatus {
-                    topic: p.topic.to_string(),
-                    partition: p.index,
-                    cleaned_offset: c.first_dirty,
-                    uncleanable_offset: c.uncleanable,
-                    clean_bytes: c.clean_bytes,
-                    dirty_bytes: c.dirty_bytes,
-                    dirty_ratio: c.dirty_ratio,
-                    lag_seconds: lag_seconds(&p, &c),
-                    due: c.due(),
-                    passes: stats.passes,
-                    reclaimed_bytes: stats.reclaimed_bytes,
-                    last_pass_ms: stats.last_pass_ms,
-                    max_compaction_lag_breaches: stats.max_compaction_lag_breaches,
-                })
+/// Every compacted partition's cleaner state here (`strata topic cleaner`).
+pub fn status(replicas: &ReplicaManager) -> CleanerStatus {
+    let mut partitions: Vec<PartitionCleanerStatus> = replicas
+        .partitions()
+        .into_iter()
+        .filter_map(|p| {
+            let c = p.cleanable()?;
+            let stats = p.cleaner_stats();
+            Some(PartitionCleanerStatus {
+                topic: p.topic.to_string(),
+                partition: p.index,
+                cleaned_offset: c.first_dirty,
+                uncleanable_offset: c.uncleanable,
+                clean_bytes: c.clean_bytes,
+                dirty_bytes: c.dirty_bytes,
+                dirty_ratio: c.dirty_ratio,
+                lag_seconds: lag_seconds(&p, &c),
+                due: c.due(),
+                passes: stats.passes,
+                reclaimed_bytes: stats.reclaimed_bytes,
+                last_pass_ms: stats.last_pass_ms,
+                max_compaction_lag_breaches: stats.max_compaction_lag_breaches,
             })
-            .collect();
-        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-        CleanerStatus { partitions }
-    }
+        })
+        .collect();
+    partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    CleanerStatus { partitions }
 }
 
 /// The age of the oldest uncleaned record, 0 when nothing is dirty.

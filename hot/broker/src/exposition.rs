@@ -4,73 +4,78 @@
 
 use std::fmt::Write as _;
 
-use crate::broker::Broker;
+use crate::fetch_sessions::FetchSessions;
+use crate::groups::Groups;
+use crate::replicas::ReplicaManager;
 
-impl Broker {
-    /// Appends these series to a Prometheus text exposition (the metrics crate's
-    /// render): per group and partition the lag (`strata_group_lag_*`), and per
-    /// partition led here that has had traffic since it opened,
-    /// `strata_partition_produce_bytes_total`, `strata_partition_produce_records_total`
-    /// and `strata_partition_fetch_bytes_total` (consumers only); the segment-file
-    /// descriptor cache (`strata_log_segment_files_*`) and the fetch sessions
-    /// (`strata_fetch_sessions`, `strata_fetch_session_partitions`), read at the scrape.
-    pub fn render_metrics(&self, out: &mut String) {
-        self.groups.render_lag_metrics(out);
-        render_segment_files(out);
-        let (sessions, partitions) = self.fetch_sessions.usage();
-        for (name, help, v) in [
-            (
-                "strata_fetch_sessions",
-                "Fetch sessions (KIP-227) held now",
-                sessions,
-            ),
-            (
-                "strata_fetch_session_partitions",
-                "Partitions all fetch sessions name together",
-                partitions,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        }
-        let mut rows = Vec::new();
-        for t in self.topics() {
-            for p in &t.partitions {
-                let totals = p.traffic().totals();
-                if totals != crate::traffic::Totals::default() {
-                    rows.push((escape_label(&t.name), p.index, totals));
-                }
+/// Appends these series to a Prometheus text exposition (the metrics crate's
+/// render): per group and partition the lag (`strata_group_lag_*`), and per
+/// partition led here that has had traffic since it opened,
+/// `strata_partition_produce_bytes_total`, `strata_partition_produce_records_total`
+/// and `strata_partition_fetch_bytes_total` (consumers only); the segment-file
+/// descriptor cache (`strata_log_segment_files_*`) and the fetch sessions
+/// (`strata_fetch_sessions`, `strata_fetch_session_partitions`), read at the scrape.
+pub fn render(
+    replicas: &ReplicaManager,
+    groups: &Groups,
+    fetch_sessions: &FetchSessions,
+    out: &mut String,
+) {
+    groups.render_lag_metrics(out);
+    render_segment_files(out);
+    let (sessions, partitions) = fetch_sessions.usage();
+    for (name, help, v) in [
+        (
+            "strata_fetch_sessions",
+            "Fetch sessions (KIP-227) held now",
+            sessions,
+        ),
+        (
+            "strata_fetch_session_partitions",
+            "Partitions all fetch sessions name together",
+            partitions,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    }
+    let mut rows = Vec::new();
+    for t in replicas.topics() {
+        for p in &t.partitions {
+            let totals = p.traffic().totals();
+            if totals != crate::traffic::Totals::default() {
+                rows.push((escape_label(&t.name), p.index, totals));
             }
         }
-        if rows.is_empty() {
-            return;
-        }
-        type Value = fn(&crate::traffic::Totals) -> u64;
-        let series: [(&str, &str, Value); 3] = [
-            (
-                "strata_partition_produce_bytes_total",
-                "Bytes produced to the partition while led here",
-                |t| t.produce_bytes,
-            ),
-            (
-                "strata_partition_produce_records_total",
-                "Records produced to the partition while led here",
-                |t| t.produce_records,
-            ),
-            (
-                "strata_partition_fetch_bytes_total",
-                "Bytes consumers fetched from the partition here",
-                |t| t.fetch_bytes,
-            ),
-        ];
-        for (name, help, value) in series {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (topic, partition, totals) in &rows {
-                let _ = writeln!(
-                    out,
-                    "{name}{{topic=\"{topic}\",partition=\"{partition}\"}} {}",
-                    value(totals)
-                );
-            }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    type Value = fn(&crate::traffic::Totals) -> u64;
+    let series: [(&str, &str, Value); 3] = [
+        (
+            "strata_partition_produce_bytes_total",
+            "Bytes produced to the partition while led here",
+            |t| t.produce_bytes,
+        ),
+        (
+            "strata_partition_produce_records_total",
+            "Records produced to the partition while led here",
+            |t| t.produce_records,
+        ),
+        (
+            "strata_partition_fetch_bytes_total",
+            "Bytes consumers fetched from the partition here",
+            |t| t.fetch_bytes,
+        ),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (topic, partition, totals) in &rows {
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                value(totals)
+            );
         }
     }
 }

@@ -196,6 +196,43 @@ impl Partition {
         r.check_enough_replicas_reach_offset(offset, min)
     }
 
+    /// Waits until every in-sync replica has `offset` (the high-water mark passed it) while
+    /// leader epoch `epoch`, the one the batch was appended in, lasts: the acks=all wait of
+    /// a produce, and of the coordinators' own appends. NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+    /// the ISR fell below min.insync.replicas, NOT_LEADER_OR_FOLLOWER if the epoch ended,
+    /// REQUEST_TIMED_OUT at `deadline`.
+    pub async fn wait_acked(
+        &self,
+        offset: Offset,
+        epoch: i32,
+        deadline: tokio::time::Instant,
+    ) -> strata_proto::ErrorCode {
+        use std::time::Duration;
+        use strata_proto::ErrorCode;
+        use strata_replica::AckStatus;
+        let mut hwm = self.watch_high_watermark();
+        loop {
+            match self.ack_status(offset, epoch) {
+                AckStatus::Done => return ErrorCode::None,
+                AckStatus::NotEnoughReplicasAfterAppend => {
+                    return ErrorCode::NotEnoughReplicasAfterAppend;
+                }
+                AckStatus::NotLeaderOrFollower => return ErrorCode::NotLeaderOrFollower,
+                AckStatus::Waiting => {}
+            }
+            // The ISR can shrink without the mark moving: look again now and then.
+            let tick = tokio::time::Instant::now() + Duration::from_millis(100);
+            match tokio::time::timeout_at(deadline.min(tick), hwm.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return ErrorCode::NotLeaderOrFollower,
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    return ErrorCode::RequestTimedOut;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
     /// The log as readers see it, local and remote (fetch, list offsets, the tier).
     pub fn log(&self) -> &Arc<TieredLog> {
         &self.log
@@ -210,6 +247,12 @@ impl Partition {
     /// The leader epoch at or below `epoch` and where it ends (OffsetForLeaderEpoch).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, Offset)> {
         self.log.local().end_offset_for_epoch(epoch)
+    }
+
+    /// A producer's state in this log (KIP-890's check that a transactional batch
+    /// continues an ongoing transaction).
+    pub fn producer_entry(&self, producer_id: i64) -> Option<strata_log::ProducerEntry> {
+        self.log.local().producer_entry(producer_id)
     }
 
     /// Moves the local log start up to `offset` (a follower following its leader's

@@ -31,10 +31,10 @@ pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
     tokio::spawn(apply_metadata_changes(broker.clone(), shutdown.clone()));
     // The heartbeats started when the broker registered ([`Broker::open`]); they end
     // with the server.
-    let (stop, shutdown_) = (broker.heartbeats_stop.clone(), shutdown.clone());
+    let (lifecycle, shutdown_) = (broker.lifecycle.clone(), shutdown.clone());
     tokio::spawn(async move {
         shutdown_.cancelled().await;
-        stop.cancel();
+        lifecycle.stop_heartbeats();
     });
     tokio::spawn(leader_ticks(broker.clone(), shutdown.clone()));
     tokio::spawn(fetcher_manager(broker.clone(), shutdown.clone()));
@@ -47,47 +47,8 @@ async fn apply_metadata_changes(broker: Arc<Broker>, shutdown: CancellationToken
             _ = shutdown.cancelled() => return,
             r = rx.changed() => if r.is_err() { return },
         }
-        if let Err(e) = broker.reconcile().await {
+        if let Err(e) = broker.replicas.reconcile().await {
             tracing::warn!(error = %e, "cannot apply metadata");
-        }
-    }
-}
-
-/// Heartbeats keep this broker unfenced (the controller fences it after 9 s of silence
-/// and moves its leaderships). A rejected heartbeat (stale epoch: the controller forgot
-/// or fenced us) registers again. They run from registration on, while the partitions
-/// are still opening, until `stop` or the broker is dropped.
-pub(crate) async fn heartbeats(broker: std::sync::Weak<Broker>, stop: CancellationToken) {
-    let Some(interval) = broker.upgrade().map(|b| b.config.heartbeat_interval) else {
-        return;
-    };
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick is immediate; registration just started the session.
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let Some(broker) = broker.upgrade() else {
-            return;
-        };
-        match broker
-            .controller()
-            .heartbeat(broker.node_id(), broker.broker_epoch())
-            .await
-        {
-            Ok(reply) if reply.fenced => {
-                tracing::warn!("the controller fenced this broker; registering again");
-                let _ = broker.register().await;
-            }
-            Ok(_) => {}
-            Err(strata_controller::ControllerError::Rejected(r)) => {
-                tracing::warn!(rejection = %r, "heartbeat refused; registering again");
-                let _ = broker.register().await;
-            }
-            Err(e) => tracing::debug!(error = %e, "heartbeat failed"),
         }
     }
 }
@@ -101,7 +62,7 @@ async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = tick.tick() => {}
         }
         let mut under = 0;
-        for p in broker.partitions() {
+        for p in broker.replicas.partitions() {
             if !p.is_leader() {
                 continue;
             }
@@ -130,7 +91,7 @@ async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
 
 fn following(broker: &Broker) -> HashMap<i32, Vec<Arc<Partition>>> {
     let mut by_leader: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
-    for p in broker.partitions() {
+    for p in broker.replicas.partitions() {
         if let Role::Follower { leader } = p.role() {
             by_leader.entry(leader).or_default().push(p);
         }
@@ -221,7 +182,7 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
             }
             continue;
         }
-        let req = session.request(broker.node_id(), broker.broker_epoch(), &parts);
+        let req = session.request(broker.node_id(), broker.lifecycle.broker_epoch(), &parts);
         let r: Result<FetchResponse, _> = tokio::select! {
             _ = token.cancelled() => return,
             r = c.call(ApiKey::Fetch, REPLICA_FETCH_VERSION, &req, Duration::from_secs(10)) => r,
@@ -237,7 +198,7 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
                         .filter(|(id, p)| throttled.contains(&(*id, p.partition_index)))
                         .map(|(_, p)| p.records.as_ref().map_or(0, |r| r.len()))
                         .sum();
-                    broker.follower_throttle.record(bytes);
+                    broker.throttles.follower.record(bytes);
                 }
                 // Every partition refused (leadership is moving): wait for the metadata
                 // instead of asking again at once (Kafka's replica.fetch.backoff.ms).
@@ -267,7 +228,7 @@ fn follower_throttle(
     let mut throttled = HashSet::new();
     let md = broker.cluster();
     let node = broker.node_id();
-    let Some(rate) = broker.follower_throttle.rate(&md, node) else {
+    let Some(rate) = broker.throttles.follower.rate(&md, node) else {
         return (parts, throttled);
     };
     let is_throttled = |p: &Partition| {
@@ -284,7 +245,8 @@ fn follower_throttle(
             }
             let ok = *admits.get_or_insert_with(|| {
                 broker
-                    .follower_throttle
+                    .throttles
+                    .follower
                     .admits(rate, std::time::Instant::now())
             });
             if ok {
@@ -390,7 +352,7 @@ impl FetchSession {
             self.epoch = 0;
         } else {
             self.id = resp.session_id;
-            self.epoch = crate::api::fetch_session::next_epoch(self.epoch);
+            self.epoch = crate::fetch_sessions::next_epoch(self.epoch);
         }
     }
 

@@ -14,11 +14,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::sasl::{SaslSession, Verdict};
 use crate::api::{self, Pending};
 use crate::broker::Broker;
 use crate::limits::{self, ConnectionCounter, HeldBytes, Refused, RequestMemory};
 use crate::listener::{ListenerConfig, SecurityProtocol};
-use crate::sasl::{SaslSession, Verdict};
 use crate::tls::TlsServer;
 
 /// Kafka's connections.max.idle.ms: a connection that sends nothing this long is closed.
@@ -81,12 +81,7 @@ impl Server {
 }
 
 async fn run(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: CancellationToken) {
-    let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
-    crate::replication::start(&broker, &shutdown);
-    crate::cleaner::start(&broker, &shutdown);
-    let offloader = tokio::spawn(crate::tiering::offloader(broker.clone(), shutdown.clone()));
-    let groups = tokio::spawn(crate::groups::run(broker.clone(), shutdown.clone()));
-    let txns = tokio::spawn(crate::txns::run(broker.clone(), shutdown.clone()));
+    let duties = broker.start(&shutdown);
     crate::tls::spawn_reloader(
         listeners.iter().filter_map(|l| l.tls.clone()).collect(),
         TLS_RELOAD_POLL,
@@ -107,10 +102,9 @@ async fn run(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: Cance
         ));
     }
     while accepting.join_next().await.is_some() {}
-    let _ = housekeeping.await;
-    let _ = offloader.await;
-    let _ = groups.await;
-    let _ = txns.await;
+    for duty in duties {
+        let _ = duty.await;
+    }
 }
 
 /// How often TLS files are looked at for a change (SIGHUP reloads at once).
@@ -276,7 +270,7 @@ pub struct Connection {
     /// `User:NAME`: from the client certificate, SASL, or `User:ANONYMOUS`.
     pub principal: Arc<str>,
     /// Until when its next request waits (a quota's throttle, KIP-219).
-    pub mute: Arc<crate::quota::Mute>,
+    pub mute: Arc<crate::security::quotas::Mute>,
 }
 
 impl Connection {
@@ -345,7 +339,7 @@ where
     let result: std::io::Result<()> = async {
         loop {
             // A connection over its quota is muted: its next request waits (KIP-219).
-            let muted = conn.mute.remaining(&broker);
+            let muted = broker.security.mute_remaining(&conn.mute);
             if !muted.is_zero() {
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
@@ -462,53 +456,6 @@ fn refused(reason: &'static str, peer: SocketAddr, message: &str) {
     }
 }
 
-/// Housekeeping on its own thread pool slot: segment.ms rolls, flush.ms, retention, checkpoints.
-async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let c = broker.config.clone();
-    let mut tick = tokio::time::interval(c.housekeeping_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_retention = tokio::time::Instant::now();
-    let mut last_checkpoint = tokio::time::Instant::now();
-    let mut last_files = tokio::time::Instant::now();
-    let mut last_traffic = tokio::time::Instant::now();
-    let mut files_warned = false;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let now = tokio::time::Instant::now();
-        let retention = now - last_retention >= c.retention_check_interval;
-        let checkpoint = now - last_checkpoint >= c.checkpoint_interval;
-        if retention {
-            last_retention = now;
-        }
-        if checkpoint {
-            last_checkpoint = now;
-        }
-        if now - last_files >= Duration::from_secs(10) {
-            last_files = now;
-            broker.quotas.expire();
-            crate::resources::watch_open_files(&mut files_warned);
-        }
-        let traffic = now - last_traffic >= crate::traffic::SAMPLE_INTERVAL;
-        if traffic {
-            last_traffic = now;
-        }
-        let b = broker.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            if traffic {
-                b.sample_traffic();
-            }
-            b.housekeeping(retention, checkpoint)
-        })
-        .await;
-    }
-}
-
-/// The principal of in-process requests (the gateway's producer): the broker itself.
-pub const INTERNAL: &str = "User:strata-internal";
-
 /// This broker as a [`strata_client::LocalBroker`]: request frames go to the same
 /// dispatch as the listener's, without a socket. What the listener would answer by
 /// closing the connection (a malformed frame) is None.
@@ -546,7 +493,7 @@ impl strata_client::LocalBroker for LocalLink {
             self.connection_id,
             std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             SecurityProtocol::Plaintext,
-            INTERNAL,
+            crate::security::INTERNAL,
         );
         let broker = self.broker.clone();
         // On a task of its own, as the listener handles each connection on its own task:

@@ -43,6 +43,23 @@ impl Side {
     }
 }
 
+/// The two throttles of a broker: on what it serves as leader and what it fetches as
+/// follower.
+#[derive(Debug)]
+pub struct Throttles {
+    pub(crate) leader: Throttle,
+    pub(crate) follower: Throttle,
+}
+
+impl Default for Throttles {
+    fn default() -> Self {
+        Throttles {
+            leader: Throttle::new(Side::Leader),
+            follower: Throttle::new(Side::Follower),
+        }
+    }
+}
+
 /// A token bucket holding at most one second of the rate.
 #[derive(Debug)]
 pub(crate) struct Throttle {

@@ -10,8 +10,24 @@ use strata_proto::{TopicConfig, TopicId};
 use strata_tier::{Archiver, Leadership};
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::partition::Partition;
+use crate::replicas::{ReplicaManager, TopicState};
+
+/// The tier scheduler (the broker's half of Kafka's `RemoteLogManager`): which hosted
+/// partitions tier or write Parquet, their archivers run on a schedule, the Iceberg
+/// tables published, and the tier's status.
+#[derive(Debug)]
+pub struct TierScheduler {
+    replicas: Arc<ReplicaManager>,
+    /// Tiered storage, when an object store is configured.
+    tier: Option<Arc<strata_tier::Tier>>,
+    clock: Arc<dyn strata_log::Clock>,
+    config: Arc<BrokerConfig>,
+    /// Partitions asked to compact their small Parquet files at their next round
+    /// (`strata tier iceberg compact`).
+    compaction_requests: std::sync::Mutex<std::collections::HashSet<(TopicId, i32)>>,
+}
 
 /// One partition's tiering state, for `strata tier status` and /v1/tier/status.
 #[derive(Clone, Debug, Serialize)]
@@ -84,7 +100,7 @@ pub enum TableAdminError {
     Failed(String),
 }
 
-/// What [`Broker::request_compaction`] asked for.
+/// What [`TierScheduler::request_compaction`] asked for.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CompactionRequest {
     pub topic: String,
@@ -105,21 +121,33 @@ pub struct IcebergStatus {
     pub compaction_pending: Vec<i32>,
 }
 
-impl Broker {
+impl TierScheduler {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        tier: Option<Arc<strata_tier::Tier>>,
+        clock: Arc<dyn strata_log::Clock>,
+        config: Arc<BrokerConfig>,
+    ) -> TierScheduler {
+        TierScheduler {
+            replicas,
+            tier,
+            clock,
+            config,
+            compaction_requests: Default::default(),
+        }
+    }
+
+    pub fn tier(&self) -> Option<&Arc<strata_tier::Tier>> {
+        self.tier.as_ref()
+    }
+
     /// The topic hosted here with parquet.enable, the tier, and the cluster id its
     /// objects are stored under.
     fn parquet_topic(
         &self,
         topic: &str,
-    ) -> Result<
-        (
-            Arc<crate::broker::TopicState>,
-            Arc<strata_tier::Tier>,
-            String,
-        ),
-        TableAdminError,
-    > {
-        let t = self.topic(topic).ok_or_else(|| {
+    ) -> Result<(Arc<TopicState>, Arc<strata_tier::Tier>, String), TableAdminError> {
+        let t = self.replicas.topic(topic).ok_or_else(|| {
             TableAdminError::NotFound(format!(
                 "topic '{topic}' has no replica on this broker; ask a broker that hosts it"
             ))
@@ -135,7 +163,7 @@ impl Broker {
         let cluster = t
             .storage_cluster_id
             .clone()
-            .unwrap_or_else(|| self.cluster_id());
+            .unwrap_or_else(|| self.replicas.cluster_id());
         Ok((t, tier, cluster))
     }
 
@@ -274,12 +302,13 @@ impl Broker {
         let now = self.clock.now_ms();
         let mut partitions = Vec::new();
         let mut iceberg_tables = std::collections::BTreeMap::new();
-        for t in self.topics() {
+        for t in self.replicas.topics() {
             if let (true, Some(p), Some(tier)) = (
                 t.config.parquet_enable && self.iceberg_publishing(),
                 t.partitions.first(),
                 self.tier(),
-            ) && let Some(catalog) = self.table_catalog(tier, &self.partition_key(p).cluster_id)
+            ) && let Some(catalog) =
+                self.table_catalog(tier, &self.replicas.partition_key(p).cluster_id)
             {
                 iceberg_tables.insert(t.name.to_string(), catalog.table_location(&t.name));
             }
@@ -335,7 +364,7 @@ impl Broker {
             } else {
                 hits as f64 / (hits + misses) as f64
             },
-            local_bytes_tiered_topics: self.tiered_local_bytes(),
+            local_bytes_tiered_topics: self.replicas.tiered_local_bytes(),
             local_disk_cap_bytes: self.tier().map_or(0, |t| t.config().local_disk_cap_bytes),
             iceberg_tables,
             partitions,
@@ -349,8 +378,8 @@ impl Broker {
 /// manifest reloads, offloads (concurrently across partitions, on the tier's upload
 /// pool), Parquet, lag metrics; remote retention and the orphan sweep on their own
 /// intervals. What each step does is [`strata_tier::Archiver`]'s.
-pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let Some(tier) = broker.tier().cloned() else {
+pub(crate) async fn offloader(broker: Arc<TierScheduler>, shutdown: CancellationToken) {
+    let Some(tier) = broker.replicas.tier().cloned() else {
         return;
     };
     let config = tier.config().clone();
@@ -366,11 +395,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        broker.attach_remotes().await;
+        broker.replicas.attach_remotes().await;
         write_descriptors(&broker, &tier, &mut described).await;
         // One archiver per partition that tiers or writes Parquet; a partition moved
         // away or deleted takes its archiver with it.
         let hosted: Vec<(Arc<Partition>, TopicConfig)> = broker
+            .replicas
             .topics()
             .into_iter()
             .filter(|t| t.config.remote_storage_enable || t.config.parquet_enable)
@@ -426,7 +456,7 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
         // Parquet for warehouse loaders: leaders convert their sealed segments in order;
         // followers read how far that got (local retention waits for it).
         for (p, _) in hosted.iter().filter(|(_, c)| c.parquet_enable) {
-            let key = broker.partition_key(p);
+            let key = broker.replicas.partition_key(p);
             let published = broker
                 .iceberg_publishing()
                 .then(|| broker.table_catalog(&tier, &key.cluster_id))
@@ -502,11 +532,12 @@ pub(crate) async fn offloader(broker: Arc<Broker>, shutdown: CancellationToken) 
 /// Keeps each tiered topic's descriptor in the bucket current (recovery reads it).
 /// (Written by the leader of partition 0, so one broker writes it.)
 async fn write_descriptors(
-    broker: &Broker,
+    broker: &TierScheduler,
     tier: &strata_tier::Tier,
     described: &mut HashMap<TopicId, strata_tier::catalog::TopicDescriptor>,
 ) {
     for t in broker
+        .replicas
         .topics()
         .into_iter()
         .filter(|t| t.config.remote_storage_enable)
@@ -517,7 +548,7 @@ async fn write_descriptors(
             cluster_id: t
                 .storage_cluster_id
                 .clone()
-                .unwrap_or_else(|| broker.cluster_id()),
+                .unwrap_or_else(|| broker.replicas.cluster_id()),
             topic: t.name.to_string(),
             topic_id: t.id,
             partitions: t.partitions.len() as i32,
@@ -555,12 +586,16 @@ const ORPHAN_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_sec
 /// as a task of its own, one at a time per topic, so a slow bucket (a round reads every
 /// partition's manifest) does not hold up this scheduler's offloads and conversions. A
 /// failure is logged and retried at the next interval.
-fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &mut Publishing) {
+fn publish_tables(
+    broker: &Arc<TierScheduler>,
+    tier: &Arc<strata_tier::Tier>,
+    state: &mut Publishing,
+) {
     let interval = broker.config.iceberg_commit_interval;
     if interval.is_zero() {
         return;
     }
-    let topics = broker.topics();
+    let topics = broker.replicas.topics();
     state
         .last
         .retain(|id, _| topics.iter().any(|t| t.id == *id));
@@ -589,7 +624,9 @@ fn publish_tables(broker: &Arc<Broker>, tier: &Arc<strata_tier::Tier>, state: &m
             state.swept.insert(t.id, Instant::now());
         }
         let now_ms = broker.clock.now_ms();
-        let Some(catalog) = broker.table_catalog(tier, &broker.partition_key(p0).cluster_id) else {
+        let Some(catalog) =
+            broker.table_catalog(tier, &broker.replicas.partition_key(p0).cluster_id)
+        else {
             return;
         };
         let (id, t) = (t.id, t.clone());

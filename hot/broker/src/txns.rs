@@ -18,18 +18,20 @@ use kafka_protocol::messages::{
     ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use strata_proto::batch::build::{NewRecord, batch};
+use strata_log::Clock;
+use strata_proto::ErrorCode;
 use strata_proto::control::{Marker, MarkerKind};
-use strata_proto::{Compression, ErrorCode};
 use strata_txn::{
     Action, Outcome, Reply, SendMarkers, TransactionCoordinator, TxnConfig, TxnWrite, WriteTicket,
 };
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::error::ApiError;
+use crate::groups::Groups;
 use crate::kafka_client::KafkaConnection;
+use crate::replicas::ReplicaManager;
 
 pub const TXN_TOPIC: &str = strata_txn::TRANSACTION_STATE_TOPIC;
 
@@ -38,8 +40,21 @@ pub const TXN_TOPIC: &str = strata_txn::TRANSACTION_STATE_TOPIC;
 /// outcome) and the markers go on in the background.
 const END_TXN_WAIT: Duration = Duration::from_secs(1);
 
-/// The transaction coordinator of this broker and what waits on it.
+/// Producer ids are reserved from the controller in blocks, as Kafka's ProducerIdManager
+/// does.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// The transaction coordinator service (Kafka's `TransactionCoordinator`): the
+/// coordinator of the `__transaction_state` partitions led here, what waits on it, and
+/// the producer ids this broker hands out.
 pub struct Txns {
+    replicas: Arc<ReplicaManager>,
+    /// Transactional offset commits end in the group coordinator.
+    groups: Arc<Groups>,
+    clock: Arc<dyn Clock>,
+    config: Arc<BrokerConfig>,
+    /// The block of producer ids being handed out: (next, end).
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
     coordinator: Mutex<TransactionCoordinator>,
     /// The `__transaction_state` partitions loaded, with the leader epoch they were
     /// loaded in (the coordinator epoch of their markers).
@@ -64,9 +79,27 @@ impl std::fmt::Debug for Txns {
 }
 
 impl Txns {
-    pub fn new(config: TxnConfig) -> Txns {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        groups: Arc<Groups>,
+        clock: Arc<dyn Clock>,
+        config: Arc<BrokerConfig>,
+    ) -> Txns {
+        let txn_config = TxnConfig {
+            transaction_max_timeout_ms: config
+                .transaction_max_timeout
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
+            transactional_id_expiration_ms: config.transactional_id_expiration.as_millis() as i64,
+            txn_state_partitions: config.transaction_state_partitions,
+        };
         Txns {
-            coordinator: Mutex::new(TransactionCoordinator::new(config)),
+            replicas,
+            groups,
+            clock,
+            config,
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            coordinator: Mutex::new(TransactionCoordinator::new(txn_config)),
             loaded: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
             wake: tokio::sync::Notify::new(),
@@ -90,12 +123,28 @@ impl Txns {
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(&partition)
     }
-}
 
-impl Broker {
+    /// Hands out a new producer id (InitProducerId; in Kafka too, the transaction
+    /// coordinator's ProducerIdManager hands them out).
+    pub(crate) async fn next_producer_id(&self) -> Result<i64, ApiError> {
+        let mut g = self.producer_ids.lock().await;
+        if g.0 >= g.1 {
+            let first = self
+                .replicas
+                .controller()
+                .allocate_producer_ids(PRODUCER_ID_BLOCK)
+                .await?;
+            *g = (first, first + PRODUCER_ID_BLOCK);
+        }
+        let id = g.0;
+        g.0 += 1;
+        Ok(id)
+    }
+
     /// The Kafka address of broker `id`, if it is registered and not fenced.
     fn unfenced_addr(&self, id: i32) -> Option<String> {
-        self.cluster()
+        self.replicas
+            .cluster()
             .broker(id)
             .filter(|b| !b.fenced)
             .map(|b| format!("{}:{}", b.host, b.port))
@@ -109,19 +158,21 @@ impl Broker {
     ) -> Result<i32, ApiError> {
         // Compacted: the latest state of each transactional id is what counts.
         let count = self
+            .replicas
             .internal_topic_partitions(TXN_TOPIC, self.config.transaction_state_partitions)
             .await?;
         let partition = strata_txn::partition_for(transactional_id, count);
         let led_here = self
+            .replicas
             .cluster()
             .topic(TXN_TOPIC)
             .and_then(|t| t.partition(partition))
-            .is_some_and(|p| p.leader == self.node_id());
+            .is_some_and(|p| p.leader == self.replicas.node_id());
         if led_here {
-            crate::groups::await_load(
-                &self.txns.loads,
-                || self.txns.is_loaded(partition),
-                || self.txns.wake(),
+            crate::coordinator::await_load(
+                &self.loads,
+                || self.is_loaded(partition),
+                || self.wake(),
                 Duration::from_secs(5),
             )
             .await;
@@ -142,8 +193,7 @@ impl Broker {
             Outcome::Reply(t) => t,
             Outcome::Write(w) => {
                 let (tx, rx) = oneshot::channel();
-                self.txns
-                    .waiters
+                self.waiters
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(w.ticket, tx);
@@ -203,9 +253,8 @@ impl Broker {
                 let _ = t.send(());
             }
             let now = b.clock.now_ms();
-            let done = b.txns.with(|c| c.on_write_complete(w.ticket, result, now));
+            let done = b.with(|c| c.on_write_complete(w.ticket, result, now));
             let waiter = b
-                .txns
                 .waiters
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -235,22 +284,15 @@ impl Broker {
     /// coordinator epoch it was asked in, and waits for the in-sync replicas.
     async fn append_txn_record(&self, w: &TxnWrite) -> Result<(), ErrorCode> {
         let p = self
+            .replicas
             .partition(TXN_TOPIC, w.partition)
             .filter(|p| p.is_leader() && p.leader_epoch() == w.coordinator_epoch)
             .ok_or(ErrorCode::NotCoordinator)?;
-        let rec = [NewRecord {
-            key: Some(w.key.clone()),
-            value: w.value.clone(),
-            headers: vec![],
-            timestamp: self.clock.now_ms(),
-        }];
-        let mut b = batch(&rec, Compression::None, None).to_vec();
-        let (info, epoch) = p.append(&mut b).map_err(|e| e.error_code())?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        match crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await {
-            ErrorCode::None => Ok(()),
-            code => Err(code),
-        }
+        let records = vec![(w.key.clone(), w.value.clone())];
+        crate::coordinator::append_and_wait(&p, &*self.clock, records)
+            .await
+            .map_err(|e| e.error_code())?
+            .map(|_| ())
     }
 
     /// Writes a transaction's markers to every partition it added, retrying (the
@@ -270,7 +312,6 @@ impl Broker {
         let mut backoff = Duration::from_millis(50);
         while !left.is_empty() {
             let owned = self
-                .txns
                 .loaded
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -288,7 +329,7 @@ impl Broker {
                 timestamp: self.clock.now_ms(),
             };
             // By leader, as the metadata has them now.
-            let md = self.cluster();
+            let md = self.replicas.cluster();
             let mut by_leader: HashMap<i32, Vec<(String, i32)>> = HashMap::new();
             let mut done = Vec::new();
             for (t, p) in &left {
@@ -307,7 +348,7 @@ impl Broker {
             let sends = by_leader.into_iter().map(|(leader, parts)| {
                 let (b, marker) = (&self, &marker);
                 async move {
-                    if leader == b.node_id() {
+                    if leader == b.replicas.node_id() {
                         futures::future::join_all(parts.into_iter().map(|(t, p)| async move {
                             let code = b.write_marker_here(&t, p, marker).await;
                             (t, p, code)
@@ -339,7 +380,7 @@ impl Broker {
             left.retain(|x| !done.contains(x));
             if !done.is_empty() {
                 let now = self.clock.now_ms();
-                if let Some(w) = self.txns.with(|c| c.on_markers_complete(&s, &done, now)) {
+                if let Some(w) = self.with(|c| c.on_markers_complete(&s, &done, now)) {
                     self.spawn_txn_write(w, completed.take());
                 }
             }
@@ -358,7 +399,7 @@ impl Broker {
         index: i32,
         marker: &Marker,
     ) -> ErrorCode {
-        let Some(p) = self.partition(topic, index) else {
+        let Some(p) = self.replicas.partition(topic, index) else {
             return ErrorCode::UnknownTopicOrPartition;
         };
         if !p.is_leader() {
@@ -369,7 +410,7 @@ impl Broker {
             Err(e) => return e.error_code(),
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        let code = crate::api::wait_for_replicas(&p, info.last_offset + 1, epoch, deadline).await;
+        let code = p.wait_acked(info.last_offset + 1, epoch, deadline).await;
         if code == ErrorCode::None && topic == crate::groups::OFFSETS_TOPIC {
             self.groups.complete_txn(
                 index,
@@ -394,7 +435,7 @@ impl Broker {
         let Some(addr) = self.unfenced_addr(leader) else {
             return fail(ErrorCode::NotLeaderOrFollower, &parts);
         };
-        let client_id = format!("strata-txn-markers-{}", self.node_id());
+        let client_id = format!("strata-txn-markers-{}", self.replicas.node_id());
         let mut conn = match KafkaConnection::connect_with(
             &addr,
             &client_id,
@@ -454,7 +495,7 @@ impl Broker {
 /// epoch): (topic, partition, producer id, epoch). Partitions not led here are left to
 /// the append, which refuses them.
 pub(crate) fn unverified_partitions(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     req: &kafka_protocol::messages::ProduceRequest,
 ) -> Vec<(String, i32, i64, i16)> {
     let mut out = Vec::new();
@@ -468,16 +509,12 @@ pub(crate) fn unverified_partitions(
             if !h.is_transactional() || h.is_control() {
                 continue;
             }
-            let Some(p) = broker.partition(name, pd.index).filter(|p| p.is_leader()) else {
+            let Some(p) = replicas.partition(name, pd.index).filter(|p| p.is_leader()) else {
                 continue;
             };
-            let ongoing = p
-                .log()
-                .local()
-                .producer_entry(h.producer_id)
-                .is_some_and(|e| {
-                    e.epoch() == h.producer_epoch && e.current_txn_first_offset().is_some()
-                });
+            let ongoing = p.producer_entry(h.producer_id).is_some_and(|e| {
+                e.epoch() == h.producer_epoch && e.current_txn_first_offset().is_some()
+            });
             if !ongoing {
                 out.push((name.to_string(), pd.index, h.producer_id, h.producer_epoch));
             }
@@ -486,7 +523,7 @@ pub(crate) fn unverified_partitions(
     out
 }
 
-impl Broker {
+impl Txns {
     /// Asks the coordinator of `transactional_id` whether its transaction is ongoing
     /// with every one of `parts` added (KIP-890 part 1): in this process when it is
     /// here, else with AddPartitionsToTxn v4 (verify only).
@@ -500,16 +537,14 @@ impl Broker {
             .await
             .map_err(|e| e.code)?;
         let leader = self
+            .replicas
             .cluster()
             .topic(TXN_TOPIC)
             .and_then(|t| t.partition(partition))
             .map_or(-1, |p| p.leader);
-        if leader == self.node_id() {
+        if leader == self.replicas.node_id() {
             for (t, p, pid, epoch) in parts {
-                match self
-                    .txns
-                    .with(|c| c.verify_partition(transactional_id, *pid, *epoch, t, *p))
-                {
+                match self.with(|c| c.verify_partition(transactional_id, *pid, *epoch, t, *p)) {
                     Ok(true) => {}
                     Ok(false) => return Err(ErrorCode::InvalidTxnState),
                     Err(code) => return Err(code),
@@ -524,7 +559,7 @@ impl Broker {
         let Some(addr) = self.unfenced_addr(leader) else {
             return Err(ErrorCode::CoordinatorNotAvailable);
         };
-        let client_id = format!("strata-txn-verify-{}", self.node_id());
+        let client_id = format!("strata-txn-verify-{}", self.replicas.node_id());
         let mut conn = KafkaConnection::connect_with(
             &addr,
             &client_id,
@@ -581,16 +616,8 @@ impl Broker {
 /// Reads a `__transaction_state` partition's log: its records, in log order.
 fn read_txn_log(p: &crate::partition::Partition) -> Result<Vec<(Bytes, Option<Bytes>)>, ApiError> {
     let mut out = Vec::new();
-    let mut at = p.log().local_start();
-    let end = p.high_watermark();
-    while at < end {
-        let r = p
-            .read_local(at, 1 << 20)
-            .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
-        if r.data.is_empty() || r.next_offset <= at {
-            break;
-        }
-        for b in strata_proto::batch::batches(&r.data) {
+    crate::coordinator::read_log(p, p.high_watermark(), |data, _| {
+        for b in strata_proto::batch::batches(data) {
             let Ok(b) = b else { break };
             if b.header().is_control() {
                 continue;
@@ -613,111 +640,90 @@ fn read_txn_log(p: &crate::partition::Partition) -> Result<Vec<(Bytes, Option<By
                 }
             }
         }
-        at = r.next_offset;
-    }
+    })
+    .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
     Ok(out)
 }
 
-/// Keeps the coordinator in line with the `__transaction_state` partitions this broker
-/// leads, and ticks it (timeouts, expiry, retries).
-pub(crate) async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let mut interval = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = interval.tick() => {}
-            _ = broker.txns.wake.notified() => {}
-        }
-        let led: HashMap<i32, i32> = broker
-            .topic(TXN_TOPIC)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|p| p.is_leader())
-                    .map(|p| (p.index, p.leader_epoch()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let loaded: Vec<(i32, i32)> = broker
-            .txns
-            .loaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(&p, &e)| (p, e))
-            .collect();
-        for (p, epoch) in &loaded {
-            if led.get(p) != Some(epoch) {
-                broker.txns.with(|c| c.unload_partition(*p));
-                broker
-                    .txns
-                    .loaded
+impl Txns {
+    /// Keeps the coordinator in line with the `__transaction_state` partitions this
+    /// broker leads, and ticks it (timeouts, expiry, retries); until `shutdown`.
+    pub(crate) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut interval = tokio::time::interval(Duration::from_millis(200));
+        let mut reconciled = self.replicas.watch_reconciled();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = interval.tick() => {}
+                _ = self.wake.notified() => {}
+                // A transaction state partition may be led here now: load it at once.
+                _ = reconciled.changed() => {}
+            }
+            let loaded: Vec<(i32, i32)> = self
+                .loaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(&p, &e)| (p, e))
+                .collect();
+            let loads = crate::coordinator::loads(&self.replicas, TXN_TOPIC, &loaded);
+            for p in &loads.unload {
+                self.with(|c| c.unload_partition(*p));
+                self.loaded
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(p);
                 tracing::info!(partition = p, "unloaded a transaction state partition");
             }
-        }
-        let now = broker.clock.now_ms();
-        let mut any = false;
-        for (&index, &epoch) in &led {
-            if loaded.iter().any(|&(p, e)| p == index && e == epoch) {
-                continue;
-            }
-            let Some(p) = broker.partition(TXN_TOPIC, index) else {
-                continue;
-            };
-            // Load only once the high-water mark covers the log.
-            if p.high_watermark() < p.log().log_end() {
-                continue;
-            }
-            let records = match tokio::task::spawn_blocking(move || read_txn_log(&p)).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    tracing::warn!(partition = index, error = %e.message, "cannot read a transaction state partition");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(partition = index, error = %e, "transaction state load panicked");
-                    continue;
-                }
-            };
-            let n = records.len();
-            let loaded = broker.txns.with(|c| {
-                c.load_partition(
-                    index,
-                    epoch,
-                    records.iter().map(|(k, v)| (k.as_ref(), v.as_deref())),
-                    now,
-                )
-            });
-            match loaded {
-                Ok(actions) => {
-                    broker
-                        .txns
-                        .loaded
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(index, epoch);
-                    tracing::info!(
-                        partition = index,
+            let now = self.clock.now_ms();
+            let mut any = false;
+            for (index, epoch, p) in loads.load {
+                let records = match tokio::task::spawn_blocking(move || read_txn_log(&p)).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => {
+                        tracing::warn!(partition = index, error = %e.message, "cannot read a transaction state partition");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = index, error = %e, "transaction state load panicked");
+                        continue;
+                    }
+                };
+                let n = records.len();
+                let loaded = self.with(|c| {
+                    c.load_partition(
+                        index,
                         epoch,
-                        records = n,
-                        resumed = actions.len(),
-                        "loaded a transaction state partition"
-                    );
-                    broker.run_txn_actions(actions);
-                    any = true;
-                }
-                Err(e) => {
-                    tracing::warn!(partition = index, error = %e, "cannot load a transaction state partition")
+                        records.iter().map(|(k, v)| (k.as_ref(), v.as_deref())),
+                        now,
+                    )
+                });
+                match loaded {
+                    Ok(actions) => {
+                        self.loaded
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(index, epoch);
+                        tracing::info!(
+                            partition = index,
+                            epoch,
+                            records = n,
+                            resumed = actions.len(),
+                            "loaded a transaction state partition"
+                        );
+                        self.run_txn_actions(actions);
+                        any = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = index, error = %e, "cannot load a transaction state partition")
+                    }
                 }
             }
+            if any {
+                self.loads.notify_waiters();
+            }
+            let actions = self.with(|c| c.tick(now));
+            self.run_txn_actions(actions);
         }
-        if any {
-            broker.txns.loads.notify_waiters();
-        }
-        let actions = broker.txns.with(|c| c.tick(now));
-        broker.run_txn_actions(actions);
     }
 }

@@ -115,7 +115,11 @@ pub(super) fn create(broker: Arc<Broker>, ctx: RequestContext, req: CreateAclsRe
         let mut applied: Vec<Option<String>> = Vec::new();
         let mut failure: Option<(ErrorCode, String)> = None;
         if !valid.is_empty() {
-            match super::change_security(&broker, SecurityChange::CreateAcls(valid)).await {
+            match broker
+                .security
+                .change(SecurityChange::CreateAcls(valid))
+                .await
+            {
                 Ok(SecurityOutcome::CreatedAcls(r)) => applied = r,
                 Ok(other) => failure = Some((ErrorCode::UnknownServerError, format!("{other:?}"))),
                 Err(e) => failure = Some(e),
@@ -244,7 +248,11 @@ pub(super) fn delete(broker: Arc<Broker>, ctx: RequestContext, req: DeleteAclsRe
         let mut deleted: Vec<Vec<AclBinding>> = Vec::new();
         let mut failure: Option<(ErrorCode, String)> = None;
         if !valid.is_empty() {
-            match super::change_security(&broker, SecurityChange::DeleteAcls(valid)).await {
+            match broker
+                .security
+                .change(SecurityChange::DeleteAcls(valid))
+                .await
+            {
                 Ok(SecurityOutcome::DeletedAcls(d)) => deleted = d,
                 Ok(other) => failure = Some((ErrorCode::UnknownServerError, format!("{other:?}"))),
                 Err(e) => failure = Some(e),

@@ -191,7 +191,7 @@ pub(super) fn create_topics(
                     Some(lists) => broker.controller().create_topic_assigned(&name, lists, configs.clone()).await?,
                     None => broker.controller().create_topic(&name, partitions, rf, configs.clone()).await?,
                 };
-                broker.refresh_and_apply().await?;
+                broker.replicas.refresh_and_apply().await?;
                 let rf = created.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 tracing::info!(topic = %name, partitions, replication_factor = rf, "created topic");
                 Ok((created.id, partitions, configs, rf))
@@ -282,7 +282,7 @@ async fn recover_topic(
     name: &str,
     validate_only: bool,
 ) -> Result<(TopicId, i32, BTreeMap<String, String>, i16), ApiError> {
-    let Some(tier) = broker.tier().cloned() else {
+    let Some(tier) = broker.replicas.tier().cloned() else {
         return Err(ApiError::new(
             ErrorCode::InvalidConfig,
             "this broker has no object store to recover from",
@@ -335,7 +335,7 @@ async fn recover_topic(
             assignment: None,
         })
         .await?;
-    broker.refresh_and_apply().await?;
+    broker.replicas.refresh_and_apply().await?;
     tracing::info!(topic = name, partitions = desc.partitions, from_cluster = %desc.cluster_id, "recovered topic from the object store");
     let rf = restored
         .partitions
@@ -388,8 +388,8 @@ pub(super) fn delete_topics(
                 continue;
             }
             let found = match &name {
-                Some(n) => broker.topic(n),
-                None => broker.topic_by_id(TopicId(id)),
+                Some(n) => broker.replicas.topic(n),
+                None => broker.replicas.topic_by_id(TopicId(id)),
             };
             if let Some(t) = &found
                 && !allowed(Operation::Delete, &t.name)
@@ -424,13 +424,13 @@ pub(super) fn delete_topics(
                     r.name = Some(TopicName(s(t.name.to_string())));
                     r.topic_id = t.id.0;
                     let deleted = match broker.controller().delete_topic(&t.name).await {
-                        Ok(_) => broker.refresh_and_apply().await,
+                        Ok(_) => broker.replicas.refresh_and_apply().await,
                         Err(e) => Err(ApiError::from(e)),
                     };
                     match deleted {
                         Ok(_) => {
                             tracing::info!(topic = %t.name, "deleted topic");
-                            broker.forget_remote_objects(&t);
+                            broker.replicas.forget_remote_objects(&t);
                         }
                         Err(e) => {
                             r.error_code = e.code.code();
@@ -465,7 +465,7 @@ pub(super) fn create_partitions(
                         format!("not authorized to alter topic '{name}'"),
                     ));
                 }
-                let current = broker.topic(&name).ok_or_else(|| {
+                let current = broker.replicas.topic(&name).ok_or_else(|| {
                     ApiError::new(
                         ErrorCode::UnknownTopicOrPartition,
                         format!("topic '{name}' does not exist"),
@@ -532,7 +532,7 @@ pub(super) fn create_partitions(
                     }
                     None => broker.controller().create_partitions(&name, t.count).await?,
                 };
-                broker.refresh_and_apply().await?;
+                broker.replicas.refresh_and_apply().await?;
                 Ok(())
             }
             .await;
@@ -579,7 +579,7 @@ pub(super) fn describe_configs(
             continue;
         }
         match res.resource_type {
-            RESOURCE_TOPIC => match broker.topic(res.resource_name.as_str()) {
+            RESOURCE_TOPIC => match broker.replicas.topic(res.resource_name.as_str()) {
                 None => {
                     out.error_code = ErrorCode::UnknownTopicOrPartition.code();
                     out.error_message = msg(format!(
@@ -729,7 +729,7 @@ async fn set_topic_configs(
             format!("resource type {resource_type} is not supported"),
         ));
     }
-    let t = broker.topic(name).ok_or_else(|| {
+    let t = broker.replicas.topic(name).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownTopicOrPartition,
             format!("topic '{name}' does not exist"),
@@ -763,7 +763,7 @@ async fn set_topic_configs(
     }
     broker.controller().set_configs(name, configs).await?;
     broker.metadata.refresh().await?;
-    broker.reconcile().await?;
+    broker.replicas.reconcile().await?;
     tracing::info!(topic = name, "altered topic configs");
     Ok(())
 }

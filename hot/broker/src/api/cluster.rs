@@ -135,7 +135,7 @@ pub(super) fn init_producer_id(
                 resp.producer_epoch = p.producer_epoch;
             }
         } else {
-            match broker.next_producer_id().await {
+            match broker.txns.next_producer_id().await {
                 Ok(id) => {
                     resp.producer_id = ProducerId(id);
                     resp.producer_epoch = 0;
@@ -157,12 +157,12 @@ async fn init_transactional(
     req: &InitProducerIdRequest,
     id: &str,
 ) -> (ErrorCode, Option<strata_txn::ProducerIdAndEpoch>) {
-    if let Err(e) = broker.txn_partition_for(id).await {
+    if let Err(e) = broker.txns.txn_partition_for(id).await {
         return (e.code, None);
     }
     // An id for the coordinator to hand out if it needs one (a new transactional id, or
     // an exhausted epoch): taken before, as the coordinator does no IO.
-    let fresh = match broker.next_producer_id().await {
+    let fresh = match broker.txns.next_producer_id().await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e, "cannot allocate producer ids");
@@ -183,6 +183,7 @@ async fn init_transactional(
         })
     });
     let result = broker
+        .txns
         .txn_request(
             outcome,
             |r| match r {
@@ -224,7 +225,7 @@ pub(super) fn unregister_broker(
         match broker.controller().unregister_broker(id).await {
             Ok(()) => {
                 tracing::info!(broker = id, "unregistered broker");
-                if let Err(e) = broker.refresh_and_apply().await {
+                if let Err(e) = broker.replicas.refresh_and_apply().await {
                     tracing::warn!(error = %e.message, "cannot refresh metadata after unregistering a broker");
                 }
             }

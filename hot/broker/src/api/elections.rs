@@ -69,7 +69,7 @@ pub(super) fn elect_leaders(
         {
             Ok(outcomes) => {
                 if outcomes.iter().any(|o| o.result.is_ok())
-                    && let Err(e) = broker.refresh_and_apply().await
+                    && let Err(e) = broker.replicas.refresh_and_apply().await
                 {
                     tracing::warn!(error = %e.message, "cannot refresh metadata after an election");
                 }

@@ -38,7 +38,7 @@ pub(super) fn handle(
         out.topic = t.topic.clone();
         let allowed =
             cluster_action || authz::topic(broker, &ctx, Operation::Describe, t.topic.0.as_str());
-        let state = broker.topic(t.topic.0.as_str());
+        let state = broker.replicas.topic(t.topic.0.as_str());
         for rp in t.partitions {
             let mut e = EpochEndOffset::default();
             e.partition = rp.partition;
@@ -46,9 +46,9 @@ pub(super) fn handle(
             e.end_offset = -1;
             let code = match state.as_ref().and_then(|s| s.partition(rp.partition)) {
                 _ if !allowed => ErrorCode::TopicAuthorizationFailed,
-                None => broker.missing_partition_code(
+                None => broker.replicas.missing_partition_code(
                     state.as_deref(),
-                    crate::broker::TopicRef::Name(t.topic.0.as_str()),
+                    crate::replicas::TopicRef::Name(t.topic.0.as_str()),
                     rp.partition,
                 ),
                 Some(p) if !p.is_leader() => ErrorCode::NotLeaderOrFollower,

@@ -1,7 +1,7 @@
 //! Fetch, with min_bytes/max_wait long polling, from the partition's tiered log (which
 //! serves below the local log start from the remote tier).
 //!
-//! Fetch sessions (KIP-227, [`super::fetch_session`]): an incremental fetch names only
+//! Fetch sessions (KIP-227, [`crate::fetch_sessions`]): an incremental fetch names only
 //! what changed and is answered with only what has news.
 //!
 //! Remote reads run concurrently across the partitions of one fetch (Kafka served one
@@ -85,9 +85,10 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest
                 );
                 // consumer_byte_rate: what this response carries (followers are exempt).
                 if replica_id(&ctx, &req) < 0 {
-                    resp.throttle_time_ms = broker.quotas.record(
-                        &broker,
-                        &ctx,
+                    resp.throttle_time_ms = broker.security.record_quota(
+                        &ctx.principal,
+                        ctx.client_id.as_deref(),
+                        &ctx.mute,
                         strata_quota::QuotaKey::ConsumerByteRate,
                         total as f64,
                     );
@@ -196,7 +197,7 @@ async fn fetch_once(
     // consumer's fetch does not look).
     let throttle = follower.and_then(|r| {
         let md = broker.cluster();
-        let rate = broker.leader_throttle.rate(&md, broker.node_id())?;
+        let rate = broker.throttles.leader.rate(&md, broker.node_id())?;
         Some((r, rate, md))
     });
     let mut budget = req.max_bytes.max(0) as usize;
@@ -212,12 +213,12 @@ async fn fetch_once(
         out.topic_id = topic.topic_id;
         let (state, unknown_code) = if ctx.version >= 13 {
             (
-                broker.topic_by_id(TopicId(topic.topic_id)),
+                broker.replicas.topic_by_id(TopicId(topic.topic_id)),
                 ErrorCode::UnknownTopicId,
             )
         } else {
             (
-                broker.topic(topic.topic.0.as_str()),
+                broker.replicas.topic(topic.topic.0.as_str()),
                 ErrorCode::UnknownTopicOrPartition,
             )
         };
@@ -234,10 +235,10 @@ async fn fetch_once(
                 _ if topic_denied => (ErrorCode::TopicAuthorizationFailed, Plan::Done),
                 (None, _) => {
                     let named = match ctx.version >= 13 {
-                        true => crate::broker::TopicRef::Id(TopicId(topic.topic_id)),
-                        false => crate::broker::TopicRef::Name(topic.topic.0.as_str()),
+                        true => crate::replicas::TopicRef::Id(TopicId(topic.topic_id)),
+                        false => crate::replicas::TopicRef::Name(topic.topic.0.as_str()),
                     };
-                    let code = match broker.missing_partition_code(
+                    let code = match broker.replicas.missing_partition_code(
                         state.as_deref(),
                         named,
                         fp.partition,
@@ -333,7 +334,8 @@ async fn fetch_once(
                     && leader_throttles(md, &p, *replica, broker.node_id())
                 {
                     if !broker
-                        .leader_throttle
+                        .throttles
+                        .leader
                         .admits(*rate, std::time::Instant::now())
                     {
                         continue;
@@ -391,7 +393,7 @@ async fn fetch_once(
                     p.traffic().on_fetch(len);
                 }
                 if throttled.contains(&si) {
-                    broker.leader_throttle.record(len);
+                    broker.throttles.leader.record(len);
                 }
                 let mut pieces = pieces.into_iter();
                 pd.records = pieces.next();

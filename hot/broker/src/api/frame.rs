@@ -7,7 +7,6 @@
 //! response with enough records is instead sent as its encoded fields with the record
 //! sets spliced in between, uncopied, written with one vectored write.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::IoSlice;
 
@@ -84,9 +83,7 @@ impl Frame {
 /// costs less than the parts.
 const SPLICE_MIN: usize = 64 * 1024;
 
-/// A fetch response's record sets past a partition's first piece, by (topic index,
-/// partition index) in the response.
-pub(crate) type MoreRecords = HashMap<(usize, usize), Vec<Bytes>>;
+pub(crate) use crate::fetch_sessions::MoreRecords;
 
 /// Encodes a fetch response, each partition's records its `records` followed by its
 /// pieces in `more`; spliced in uncopied when they are large.

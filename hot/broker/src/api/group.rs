@@ -26,11 +26,14 @@ async fn locate(
     listener: crate::listener::SecurityProtocol,
 ) -> Result<(i32, String, i32), ApiError> {
     let (topic, partition) = if transaction {
-        (crate::txns::TXN_TOPIC, broker.txn_partition_for(key).await?)
+        (
+            crate::txns::TXN_TOPIC,
+            broker.txns.txn_partition_for(key).await?,
+        )
     } else {
         (
             crate::groups::OFFSETS_TOPIC,
-            broker.offsets_partition_for(key).await?,
+            broker.groups.offsets_partition_for(key).await?,
         )
     };
     let md = broker.cluster();
@@ -235,10 +238,10 @@ pub(super) fn join_group(
             std::time::Duration::from_millis(join.rebalance_timeout_ms.max(0) as u64 + 5_000);
         let result = async {
             check_read_group(&broker, &ctx, &group)?;
-            let p = broker.offsets_partition_for(&group).await?;
+            let p = broker.groups.offsets_partition_for(&group).await?;
             let ticket = broker.groups.ticket();
             let now = broker.clock.now_ms();
-            let waiting = broker.groups.with_shard(&broker, p, |s| {
+            let waiting = broker.groups.with_shard(p, |s| {
                 let (answer, done) = s.coordinator.join(now, ticket, join);
                 let rx = answer.is_none().then(|| s.wait(ticket));
                 s.deliver(done);
@@ -312,10 +315,10 @@ pub(super) fn sync_group(
         };
         let result = async {
             check_read_group(&broker, &ctx, &group)?;
-            let p = broker.offsets_partition_for(&group).await?;
+            let p = broker.groups.offsets_partition_for(&group).await?;
             let ticket = broker.groups.ticket();
             let now = broker.clock.now_ms();
-            let waiting = broker.groups.with_shard(&broker, p, |s| {
+            let waiting = broker.groups.with_shard(p, |s| {
                 let (answer, done) = s.coordinator.sync(now, ticket, sync);
                 let rx = answer.is_none().then(|| s.wait(ticket));
                 s.deliver(done);
@@ -357,9 +360,9 @@ pub(super) fn heartbeat(
         let group = req.group_id.0.to_string();
         let code = async {
             check_read_group(&broker, &ctx, &group)?;
-            let p = broker.offsets_partition_for(&group).await?;
+            let p = broker.groups.offsets_partition_for(&group).await?;
             let now = broker.clock.now_ms();
-            broker.groups.with_shard(&broker, p, |s| {
+            broker.groups.with_shard(p, |s| {
                 s.coordinator.heartbeat(
                     now,
                     &group,
@@ -396,9 +399,9 @@ pub(super) fn leave_group(
         let result = async {
             // Kafka answers a denied LeaveGroup with the top-level error only.
             check_read_group(&broker, &ctx, &group)?;
-            let p = broker.offsets_partition_for(&group).await?;
+            let p = broker.groups.offsets_partition_for(&group).await?;
             let now = broker.clock.now_ms();
-            broker.groups.with_shard(&broker, p, |s| {
+            broker.groups.with_shard(p, |s| {
                 let (code, per_member, done) = s.coordinator.leave(now, &group, members.clone());
                 s.deliver(done);
                 (code, per_member)
@@ -477,8 +480,8 @@ pub(super) fn offset_commit(
                 // Nothing left to commit: Kafka answers without the coordinator.
                 return Ok(());
             }
-            let p = broker.offsets_partition_for(&group).await?;
-            let code = broker.groups.with_shard(&broker, p, |s| {
+            let p = broker.groups.offsets_partition_for(&group).await?;
+            let code = broker.groups.with_shard(p, |s| {
                 s.coordinator.validate_commit(
                     now,
                     &group,
@@ -522,6 +525,7 @@ pub(super) fn offset_commit(
                     }
                 });
                 broker
+                    .groups
                     .append_offsets_records(p, records, Some(apply))
                     .await?;
             }
@@ -622,8 +626,8 @@ async fn fetch_offsets(
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Fetched, ApiError> {
-    let p = broker.offsets_partition_for(group).await?;
-    broker.groups.with_shard(broker, p, |s| {
+    let p = broker.groups.offsets_partition_for(group).await?;
+    broker.groups.with_shard(p, |s| {
         let pending = |t: &str, i: i32| {
             if require_stable && s.coordinator.has_pending_txn_offsets(group, t, i) {
                 ErrorCode::UnstableOffsetCommit
@@ -861,10 +865,10 @@ pub(super) fn describe_groups(
                 if !authz::group(&broker, &ctx, Operation::Describe, &group) {
                     return Err(group_denied(&group));
                 }
-                let p = broker.offsets_partition_for(&group).await?;
+                let p = broker.groups.offsets_partition_for(&group).await?;
                 broker
                     .groups
-                    .with_shard(&broker, p, |s| s.coordinator.describe(&group))
+                    .with_shard(p, |s| s.coordinator.describe(&group))
             }
             .await;
             match result {
@@ -924,17 +928,18 @@ pub(super) fn delete_groups(
                 if !authz::group(&broker, &ctx, Operation::Delete, &group) {
                     return Err(group_denied(&group));
                 }
-                let p = broker.offsets_partition_for(&group).await?;
+                let p = broker.groups.offsets_partition_for(&group).await?;
                 // What the tombstones must cover, if the group can be deleted.
-                let (code, offsets) = broker.groups.with_shard(&broker, p, |s| {
-                    match s.coordinator.describe(&group) {
-                        None => (ErrorCode::GroupIdNotFound, Vec::new()),
-                        Some(g) if g.state != "Empty" && g.state != "Dead" => {
-                            (ErrorCode::NonEmptyGroup, Vec::new())
-                        }
-                        Some(_) => (ErrorCode::None, s.coordinator.offsets(&group)),
-                    }
-                })?;
+                let (code, offsets) =
+                    broker
+                        .groups
+                        .with_shard(p, |s| match s.coordinator.describe(&group) {
+                            None => (ErrorCode::GroupIdNotFound, Vec::new()),
+                            Some(g) if g.state != "Empty" && g.state != "Dead" => {
+                                (ErrorCode::NonEmptyGroup, Vec::new())
+                            }
+                            Some(_) => (ErrorCode::None, s.coordinator.offsets(&group)),
+                        })?;
                 if code != ErrorCode::None {
                     return Err(ApiError::new(code, "cannot delete"));
                 }
@@ -947,7 +952,10 @@ pub(super) fn delete_groups(
                 let apply: crate::groups::Apply = Box::new(move |s| {
                     let _ = s.coordinator.delete_groups(std::slice::from_ref(&g));
                 });
-                broker.append_offsets_records(p, records, Some(apply)).await
+                broker
+                    .groups
+                    .append_offsets_records(p, records, Some(apply))
+                    .await
             }
             .await;
             let mut r = DeletableGroupResult::default();
@@ -994,17 +1002,20 @@ pub(super) fn offset_delete(
             if !group_ok {
                 return Err(group_denied(&group));
             }
-            let p = broker.offsets_partition_for(&group).await?;
-            let (code, per) = broker.groups.with_shard(&broker, p, |s| {
-                s.coordinator.delete_offsets(&group, &wanted)
-            })?;
+            let p = broker.groups.offsets_partition_for(&group).await?;
+            let (code, per) = broker
+                .groups
+                .with_shard(p, |s| s.coordinator.delete_offsets(&group, &wanted))?;
             let deleted: Vec<_> = per
                 .iter()
                 .filter(|(_, _, c)| *c == ErrorCode::None)
                 .map(|(t, i, _)| (strata_group::offset_tombstone(&group, t, *i), None))
                 .collect();
             if !deleted.is_empty() {
-                broker.append_offsets_records(p, deleted, None).await?;
+                broker
+                    .groups
+                    .append_offsets_records(p, deleted, None)
+                    .await?;
             }
             Ok::<_, ApiError>((code, per))
         }

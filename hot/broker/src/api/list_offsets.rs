@@ -32,7 +32,7 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
             // Describe on the topic, checked before its existence (no leak of which
             // topics exist), as Kafka's KafkaApis.handleListOffsetRequest.
             let allowed = authz::topic(&broker, &ctx, Operation::Describe, topic.name.0.as_str());
-            let state = broker.topic(topic.name.0.as_str());
+            let state = broker.replicas.topic(topic.name.0.as_str());
             for lp in topic.partitions {
                 let mut r = ListOffsetsPartitionResponse::default();
                 r.partition_index = lp.partition_index;
@@ -42,9 +42,9 @@ pub(super) fn handle(broker: Arc<Broker>, ctx: RequestContext, req: ListOffsetsR
                 let p = state.as_ref().and_then(|t| t.partition(lp.partition_index));
                 let result = match p {
                     _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
-                    None => Err(broker.missing_partition_code(
+                    None => Err(broker.replicas.missing_partition_code(
                         state.as_deref(),
-                        crate::broker::TopicRef::Name(topic.name.0.as_str()),
+                        crate::replicas::TopicRef::Name(topic.name.0.as_str()),
                         lp.partition_index,
                     )),
                     // Offsets come from the leader only, as Kafka answers: a follower's

@@ -68,11 +68,11 @@ async fn delete_in(
     index: i32,
     offset: Offset,
 ) -> Result<Offset, ErrorCode> {
-    let state = broker.topic(topic);
+    let state = broker.replicas.topic(topic);
     let Some(p) = state.as_ref().and_then(|t| t.partition(index)).cloned() else {
-        return Err(broker.missing_partition_code(
+        return Err(broker.replicas.missing_partition_code(
             state.as_deref(),
-            crate::broker::TopicRef::Name(topic),
+            crate::replicas::TopicRef::Name(topic),
             index,
         ));
     };
@@ -155,7 +155,7 @@ pub(super) fn describe_log_dirs(
             .unwrap_or_else(|| "remote".to_string()),
     );
     (remote.total_bytes, remote.usable_bytes) = (-1, -1);
-    for t in broker.topics() {
+    for t in broker.replicas.topics() {
         let (mut lt, mut rt) = (
             DescribeLogDirsTopic::default(),
             DescribeLogDirsTopic::default(),

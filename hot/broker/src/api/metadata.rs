@@ -241,7 +241,11 @@ async fn auto_create(broker: &Arc<Broker>, name: &str) -> Result<Arc<ClusterMeta
         Err(e) if e.error_code() == ErrorCode::TopicAlreadyExists => {}
         Err(e) => return Err(e.error_code()),
     }
-    broker.refresh_and_apply().await.map_err(|e| e.code)?;
+    broker
+        .replicas
+        .refresh_and_apply()
+        .await
+        .map_err(|e| e.code)?;
     Ok(broker.cluster())
 }
 
@@ -256,7 +260,7 @@ fn error_topic(name: Option<&str>, id: uuid::Uuid, code: ErrorCode) -> MetadataR
 
 fn describe(broker: &Broker, md: &ClusterMetadata, t: &TopicRecord) -> MetadataResponseTopic {
     // Replicas of this topic that are offline here (cannot be opened).
-    let local = broker.topic(&t.name).filter(|s| s.id == t.id);
+    let local = broker.replicas.topic(&t.name).filter(|s| s.id == t.id);
     let offline_here = |p: i32| local.as_ref().is_some_and(|s| s.offline.contains_key(&p));
     let node = broker.node_id();
     let mut out = MetadataResponseTopic::default();

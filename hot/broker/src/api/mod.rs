@@ -13,7 +13,6 @@ mod cluster;
 mod elections;
 mod epochs;
 mod fetch;
-pub(crate) mod fetch_session;
 mod frame;
 mod group;
 mod list_offsets;
@@ -22,6 +21,7 @@ mod metadata;
 mod produce;
 mod quotas;
 mod reassign;
+pub(crate) mod sasl;
 mod txn;
 mod users;
 
@@ -33,10 +33,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::broker::Broker;
-pub(crate) use authz::AuthzCache;
 pub use frame::Frame;
-pub(crate) use produce::wait_for_replicas;
-pub(crate) use users::record as scram_record;
 
 /// What a request produced: a future yielding the encoded response frame (length
 /// prefix included), or `None` when no response is due (acks=0 produce).
@@ -81,7 +78,7 @@ pub struct RequestContext {
     /// Who sent it (`User:NAME`).
     pub principal: Arc<str>,
     /// The connection's quota mute (KIP-219).
-    pub mute: Arc<crate::quota::Mute>,
+    pub mute: Arc<crate::security::quotas::Mute>,
 }
 
 impl RequestContext {
@@ -281,9 +278,10 @@ pub fn dispatch(
     let pending = dispatch_parsed(broker, &ctx, req);
     // request_percentage (KIP-124): the time this request held the connection's task
     // (decoding and the synchronous part of its handling; a long poll's wait is not work).
-    broker.quotas.record(
-        broker,
-        &ctx,
+    broker.security.record_quota(
+        &ctx.principal,
+        ctx.client_id.as_deref(),
+        &ctx.mute,
         strata_quota::QuotaKey::RequestPercentage,
         started.elapsed().as_nanos() as f64 * strata_quota::NANOS_TO_PERCENTAGE_PER_SECOND,
     );
@@ -344,7 +342,7 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::AlterClientQuotas(r) => quotas::alter(b, c, r),
         // A SASL listener's connection answers these before dispatch.
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
-            ready(crate::sasl::not_a_sasl_listener(ctx, ctx.listener))
+            ready(sasl::not_a_sasl_listener(ctx, ctx.listener))
         }
     }
 }
@@ -401,24 +399,6 @@ pub(crate) fn api_name(api: ApiKey) -> &'static str {
         ApiKey::AlterClientQuotas => "alter_client_quotas",
         _ => "other",
     }
-}
-
-/// A change to users, ACLs or quotas through the controller, then this broker's metadata
-/// refreshed so the change is visible here when the request is answered.
-pub(crate) async fn change_security(
-    broker: &Broker,
-    change: strata_controller::SecurityChange,
-) -> Result<strata_controller::SecurityOutcome, (strata_proto::ErrorCode, String)> {
-    let out = broker
-        .controller()
-        .alter_security(change)
-        .await
-        .map_err(|e| {
-            let e = crate::error::ApiError::from(e);
-            (e.code, e.message)
-        });
-    let _ = broker.metadata.refresh().await;
-    out
 }
 
 /// `Option<StrBytes>` from a message.

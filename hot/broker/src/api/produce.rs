@@ -18,7 +18,6 @@ use strata_proto::batch::{self, RecordBatch};
 use super::{Pending, RequestContext, authz, encode_response, msg, ready};
 use crate::broker::Broker;
 use crate::partition::Partition;
-use strata_replica::AckStatus;
 
 /// Handles a produce request. `frame` is the request body the request was decoded from:
 /// once the decoded request (whose records are slices of `frame`) is dropped, `frame` is
@@ -70,7 +69,7 @@ pub(super) fn handle(
     let Some(id) = req.transactional_id.as_ref().map(|s| s.to_string()) else {
         return handle_verified(broker, ctx, req, frame, authorized);
     };
-    let mut unverified = crate::txns::unverified_partitions(broker, &req);
+    let mut unverified = crate::txns::unverified_partitions(&broker.replicas, &req);
     // Only the authorized partitions go on to their coordinator (Kafka verifies what it
     // would append).
     unverified.retain(|(topic, ..)| {
@@ -84,7 +83,7 @@ pub(super) fn handle(
     }
     let broker = broker.clone();
     Box::pin(async move {
-        match broker.verify_txn_partitions(&id, &unverified).await {
+        match broker.txns.verify_txn_partitions(&id, &unverified).await {
             Ok(()) => handle_verified(&broker, ctx, req, frame, authorized).await,
             Err(code) => {
                 tracing::debug!(transactional_id = %id, ?code, "transactional produce refused by its coordinator");
@@ -114,6 +113,7 @@ fn topic_name(
 ) -> Option<String> {
     if version >= 13 {
         broker
+            .replicas
             .topic_by_id(strata_proto::TopicId(topic.topic_id))
             .map(|t| t.name.to_string())
     } else {
@@ -268,9 +268,10 @@ fn handle_verified(
     }
     metrics::counter!("strata_produce_bytes_total").increment(bytes_in);
     // producer_byte_rate: the request's size, as Kafka records it.
-    resp.throttle_time_ms = broker.quotas.record(
-        broker,
-        &ctx,
+    resp.throttle_time_ms = broker.security.record_quota(
+        &ctx.principal,
+        ctx.client_id.as_deref(),
+        &ctx.mute,
         strata_quota::QuotaKey::ProducerByteRate,
         frame_len as f64,
     );
@@ -290,7 +291,7 @@ fn handle_verified(
     Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         for (ti, pi, p, offset, epoch) in waits {
-            let code = wait_for_replicas(&p, offset, epoch, deadline).await;
+            let code = p.wait_acked(offset, epoch, deadline).await;
             if code != ErrorCode::None {
                 let r = &mut resp.responses[ti].partition_responses[pi];
                 r.error_code = code.code();
@@ -302,35 +303,6 @@ fn handle_verified(
         metrics::histogram!("strata_produce_seconds").record(started.elapsed().as_secs_f64());
         encode_response(&ctx, &resp)
     })
-}
-
-/// Waits until every in-sync replica has `offset` (the high-water mark passed it) while
-/// leader epoch `epoch`, the one the batch was appended in, lasts.
-pub(crate) async fn wait_for_replicas(
-    p: &Partition,
-    offset: i64,
-    epoch: i32,
-    deadline: tokio::time::Instant,
-) -> ErrorCode {
-    let mut hwm = p.watch_high_watermark();
-    loop {
-        match p.ack_status(offset, epoch) {
-            AckStatus::Done => return ErrorCode::None,
-            AckStatus::NotEnoughReplicasAfterAppend => {
-                return ErrorCode::NotEnoughReplicasAfterAppend;
-            }
-            AckStatus::NotLeaderOrFollower => return ErrorCode::NotLeaderOrFollower,
-            AckStatus::Waiting => {}
-        }
-        // The ISR can shrink without the mark moving: look again now and then.
-        let tick = tokio::time::Instant::now() + Duration::from_millis(100);
-        match tokio::time::timeout_at(deadline.min(tick), hwm.changed()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return ErrorCode::NotLeaderOrFollower,
-            Err(_) if tokio::time::Instant::now() >= deadline => return ErrorCode::RequestTimedOut,
-            Err(_) => {}
-        }
-    }
 }
 
 /// What an append left to report.
@@ -372,7 +344,7 @@ fn produce_partition(
             format!("{name} has no partition {index}"),
         ));
     }
-    let state = broker.topic(name);
+    let state = broker.replicas.topic(name);
     if let Some(reason) = state.as_ref().and_then(|s| s.offline.get(&index)) {
         return Err((
             ErrorCode::KafkaStorageError,
@@ -485,7 +457,10 @@ fn produce_partition(
             ),
         ));
     }
-    broker.check_disk_cap(&p).map_err(|e| (e.code, e.message))?;
+    broker
+        .replicas
+        .check_disk_cap(&p)
+        .map_err(|e| (e.code, e.message))?;
     // acks=all is refused before the append when the ISR is below min.insync.replicas
     // (Kafka: NOT_ENOUGH_REPLICAS), so nothing is written that would live on too few
     // disks.
@@ -511,7 +486,7 @@ fn produce_partition(
         (e.error_code(), e.to_string())
     })?;
     if p.tiered() && !info.duplicate {
-        broker.note_tiered_append(appended);
+        broker.replicas.note_tiered_append(appended);
     }
     let wait = (acks == -1).then(|| (p.clone(), info.last_offset + 1, epoch));
     Ok(Appended {

@@ -157,7 +157,11 @@ pub(super) fn alter(
         let mut applied: Vec<Option<String>> = Vec::new();
         let mut failure: Option<(ErrorCode, String)> = None;
         if !valid.is_empty() && !req.validate_only {
-            match super::change_security(&broker, SecurityChange::AlterQuotas(valid)).await {
+            match broker
+                .security
+                .change(SecurityChange::AlterQuotas(valid))
+                .await
+            {
                 Ok(SecurityOutcome::AlteredQuotas(r)) => applied = r,
                 Ok(other) => failure = Some((ErrorCode::UnknownServerError, format!("{other:?}"))),
                 Err(e) => failure = Some(e),

@@ -111,7 +111,7 @@ pub(super) fn alter(
                             *e = outcome;
                         }
                     }
-                    if let Err(e) = broker.refresh_and_apply().await {
+                    if let Err(e) = broker.replicas.refresh_and_apply().await {
                         tracing::warn!(error = %e.message, "cannot refresh metadata after a reassignment");
                     }
                 }

@@ -40,6 +40,7 @@ use crate::groups::OFFSETS_TOPIC;
 /// when it is not loaded here (the client finds it again).
 async fn coordinated(broker: &Arc<Broker>, transactional_id: &str) -> Result<(), ErrorCode> {
     broker
+        .txns
         .txn_partition_for(transactional_id)
         .await
         .map(|_| ())
@@ -110,6 +111,7 @@ pub(super) fn add_partitions_to_txn(
                 )
             });
             let code = broker
+                .txns
                 .txn_request(
                     outcome,
                     |r| match r {
@@ -195,6 +197,7 @@ fn verify_partitions(
                         c.add_partitions(&id, txn.producer_id.0, txn.producer_epoch, &parts, now)
                     });
                     let code = broker
+                        .txns
                         .txn_request(
                             outcome,
                             |r| match r {
@@ -250,6 +253,7 @@ pub(super) fn add_offsets_to_txn(
             // The offsets topic exists (it is created on first use), so the group's
             // partition is known.
             broker
+                .groups
                 .offsets_partition_for(&group)
                 .await
                 .map_err(|e| e.code)?;
@@ -271,6 +275,7 @@ pub(super) fn add_offsets_to_txn(
             });
             Ok::<ErrorCode, ErrorCode>(
                 broker
+                    .txns
                     .txn_request(
                         outcome,
                         |r| match r {
@@ -315,6 +320,7 @@ pub(super) fn end_txn(broker: Arc<Broker>, ctx: RequestContext, req: EndTxnReque
                     )
                 });
                 broker
+                    .txns
                     .txn_request(
                         outcome,
                         |r| match r {
@@ -378,8 +384,8 @@ pub(super) fn txn_offset_commit(
                 // Nothing left to commit: Kafka answers without the coordinator.
                 return Ok(());
             }
-            let p = broker.offsets_partition_for(&group).await?;
-            let code = broker.groups.with_shard(&broker, p, |s| {
+            let p = broker.groups.offsets_partition_for(&group).await?;
+            let code = broker.groups.with_shard(p, |s| {
                 s.coordinator.validate_txn_commit(
                     now,
                     &group,
@@ -420,6 +426,7 @@ pub(super) fn txn_offset_commit(
                 return Ok(());
             }
             let partition = broker
+                .replicas
                 .partition(OFFSETS_TOPIC, p)
                 .filter(|p| p.is_leader())
                 .ok_or_else(|| ApiError::new(ErrorCode::NotCoordinator, "not the coordinator"))?;
@@ -438,7 +445,9 @@ pub(super) fn txn_offset_commit(
                 .append_coordinator(&mut b)
                 .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-            match super::wait_for_replicas(&partition, info.last_offset + 1, epoch, deadline).await
+            match partition
+                .wait_acked(info.last_offset + 1, epoch, deadline)
+                .await
             {
                 ErrorCode::None => {}
                 ErrorCode::NotLeaderOrFollower => {
@@ -449,7 +458,7 @@ pub(super) fn txn_offset_commit(
                 }
                 code => return Err(ApiError::new(code, "the commit was not replicated")),
             }
-            broker.groups.with_shard(&broker, p, |s| {
+            broker.groups.with_shard(p, |s| {
                 s.coordinator.prepare_txn_commit(
                     &group,
                     req.producer_id.0,
@@ -543,6 +552,7 @@ pub(super) fn write_txn_markers(
                         Some(code) => code,
                         None => {
                             broker
+                                .txns
                                 .write_marker_here(t.name.0.as_str(), index, &marker)
                                 .await
                         }
@@ -698,11 +708,16 @@ pub(super) fn describe_producers(
                 continue;
             }
             match broker
+                .replicas
                 .partition(t.name.0.as_str(), index)
                 .filter(|p| p.is_leader())
             {
                 None => {
-                    rp.error_code = if broker.partition(t.name.0.as_str(), index).is_some() {
+                    rp.error_code = if broker
+                        .replicas
+                        .partition(t.name.0.as_str(), index)
+                        .is_some()
+                    {
                         ErrorCode::NotLeaderOrFollower.code()
                     } else {
                         ErrorCode::UnknownTopicOrPartition.code()

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use base64::Engine as _;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
@@ -39,17 +38,6 @@ fn mechanism_code(name: &str) -> i8 {
         "SCRAM-SHA-256" => 1,
         "SCRAM-SHA-512" => 2,
         _ => 0,
-    }
-}
-
-/// The record the controller stores for a credential.
-pub(crate) fn record(c: &ScramCredential) -> ScramCredentialRecord {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    ScramCredentialRecord {
-        salt: b64.encode(c.salt()),
-        iterations: c.iterations(),
-        stored_key: b64.encode(c.stored_key()),
-        server_key: b64.encode(c.server_key()),
     }
 }
 
@@ -230,7 +218,7 @@ pub(super) fn alter(
                 Ok(c) => upsertions.push(ScramUpsertion {
                     user,
                     mechanism: m.name().to_string(),
-                    credential: record(&c),
+                    credential: crate::security::scram_record(&c),
                 }),
                 Err(e) => {
                     errors.insert(user, (ErrorCode::UnacceptableCredential, e));
@@ -244,7 +232,7 @@ pub(super) fn alter(
                 deletions,
                 only_if_absent: false,
             };
-            match super::change_security(&broker, change).await {
+            match broker.security.change(change).await {
                 Ok(SecurityOutcome::Scram(results)) => {
                     for r in results {
                         // One error per user is enough; the first one wins.

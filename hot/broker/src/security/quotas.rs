@@ -18,9 +18,6 @@ use std::time::Instant;
 
 use strata_quota::{QuotaKey, QuotaManager, QuotaManagerConfig};
 
-use crate::api::RequestContext;
-use crate::broker::Broker;
-
 /// The broker's quota state: the manager and the metadata version its configs are from.
 #[derive(Debug)]
 pub(crate) struct Quotas {
@@ -48,10 +45,9 @@ impl Default for Quotas {
 pub struct Mute(AtomicU64);
 
 impl Mute {
-    /// How long to wait before reading the next request.
-    pub(crate) fn remaining(&self, broker: &Broker) -> std::time::Duration {
+    /// How long to wait, at `now` on the quotas' clock, before reading the next request.
+    pub(crate) fn remaining(&self, now: u64) -> std::time::Duration {
         let until = self.0.load(Ordering::Relaxed);
-        let now = broker.quotas.now_ms();
         std::time::Duration::from_millis(until.saturating_sub(now))
     }
 
@@ -61,32 +57,27 @@ impl Mute {
 }
 
 impl Quotas {
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Records `value` for the request's principal and client id; the throttle time,
-    /// and the connection muted that long. Zero when no quota of `key` exists.
+    /// Records `value` for `principal` and `client_id`; the throttle time, and the
+    /// connection (`mute`) muted that long. Zero when no quota of `key` exists.
     pub(crate) fn record(
         &self,
-        broker: &Broker,
-        ctx: &RequestContext,
+        md: &strata_controller::ClusterMetadata,
+        principal: &str,
+        client_id: Option<&str>,
+        mute: &Mute,
         key: QuotaKey,
         value: f64,
     ) -> i32 {
-        if *ctx.principal == *crate::server::INTERNAL {
-            return 0;
-        }
-        let md = broker.cluster();
         if !md.security.quotas.has_quotas(key) {
             return 0;
         }
         let now = self.now_ms();
-        let user = ctx
-            .principal
-            .strip_prefix("User:")
-            .unwrap_or(&ctx.principal);
-        let client_id = ctx.client_id.as_deref().unwrap_or("");
+        let user = principal.strip_prefix("User:").unwrap_or(principal);
+        let client_id = client_id.unwrap_or("");
         let throttle = {
             let mut m = self.manager.lock().unwrap_or_else(|e| e.into_inner());
             if self.synced.load(Ordering::Relaxed) != md.version {
@@ -96,7 +87,7 @@ impl Quotas {
             m.record(key, user, client_id, value, now)
         };
         if throttle > 0 {
-            ctx.mute.extend(now + throttle);
+            mute.extend(now + throttle);
             metrics::counter!("strata_quota_throttles_total", "quota" => key.as_str()).increment(1);
             metrics::histogram!("strata_quota_throttle_seconds", "quota" => key.as_str())
                 .record(throttle as f64 / 1000.0);

@@ -9,7 +9,7 @@
 //! its next request unless the client re-authenticated first (KIP-368): the same
 //! mechanism, the same principal.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -20,33 +20,10 @@ use kafka_protocol::protocol::StrBytes;
 use strata_auth::{AuthError, Mechanism, ScramCredential, ScramDecoy, ScramServer};
 use strata_proto::ErrorCode;
 
-use crate::api::{Frame, RequestContext, encode_response};
+use super::{Frame, RequestContext, encode_response};
 use crate::broker::Broker;
 use crate::listener::SecurityProtocol;
 use crate::server::Connection;
-
-/// What SASL listeners offer.
-#[derive(Clone, Debug)]
-pub struct SaslConfig {
-    /// Enabled mechanisms (Kafka's sasl.enabled.mechanisms).
-    pub mechanisms: Vec<Mechanism>,
-    /// How OAUTHBEARER tokens are validated; `None` when OAUTHBEARER is off.
-    pub oauth: Option<Arc<strata_auth::TokenValidator>>,
-    /// Kafka's connections.max.reauth.ms: the longest a SASL session lasts before the
-    /// client must re-authenticate; `None` for no limit (a token's own expiry still
-    /// applies).
-    pub max_reauth: Option<Duration>,
-}
-
-impl Default for SaslConfig {
-    fn default() -> Self {
-        SaslConfig {
-            mechanisms: vec![Mechanism::ScramSha512, Mechanism::ScramSha256],
-            oauth: None,
-            max_reauth: None,
-        }
-    }
-}
 
 /// The secret behind the salts SCRAM shows for users that do not exist (one per
 /// broker process; see [`ScramDecoy`]).
@@ -152,14 +129,12 @@ impl SaslSession {
         let api = ApiKey::try_from(key).ok();
         match api {
             Some(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) => {
-                match crate::api::parse_request(frame.clone()) {
+                match super::parse_request(frame.clone()) {
                     Ok((head, req)) => {
                         let ctx = RequestContext::new(head, conn);
                         match req {
-                            crate::api::Request::SaslHandshake(r) => {
-                                self.handshake(broker, &ctx, r)
-                            }
-                            crate::api::Request::SaslAuthenticate(r) => {
+                            super::Request::SaslHandshake(r) => self.handshake(broker, &ctx, r),
+                            super::Request::SaslAuthenticate(r) => {
                                 self.authenticate(broker, &ctx, r)
                             }
                             _ => Verdict::Close("unexpected request".into()),
@@ -431,30 +406,4 @@ pub(crate) fn not_a_sasl_listener(
         resp.error_message = Some(StrBytes::from_string(text));
         encode_response(ctx, &resp)
     }
-}
-
-/// Creates SCRAM-SHA-512 and SCRAM-SHA-256 credentials for `user` unless it has any
-/// already (`strata serve --bootstrap-user`): a new cluster gets its first user, and a
-/// restart never resets a password changed since.
-pub async fn bootstrap_user(broker: &Broker, user: &str, password: &str) -> Result<(), String> {
-    let rng = aws_lc_rs::rand::SystemRandom::new();
-    let mut upsertions = Vec::new();
-    for m in [Mechanism::ScramSha512, Mechanism::ScramSha256] {
-        let c = ScramCredential::generate(m, password, strata_auth::scram::MIN_ITERATIONS, &rng)
-            .map_err(|e| e.to_string())?;
-        upsertions.push(strata_controller::ScramUpsertion {
-            user: user.to_string(),
-            mechanism: m.name().to_string(),
-            credential: crate::api::scram_record(&c),
-        });
-    }
-    let change = strata_controller::SecurityChange::AlterScram {
-        upsertions,
-        deletions: Vec::new(),
-        only_if_absent: true,
-    };
-    crate::api::change_security(broker, change)
-        .await
-        .map(|_| ())
-        .map_err(|(_, message)| message)
 }

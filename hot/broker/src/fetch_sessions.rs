@@ -36,8 +36,6 @@ use kafka_protocol::protocol::StrBytes;
 use strata_proto::ErrorCode;
 use uuid::Uuid;
 
-use super::frame::MoreRecords;
-
 /// A session unused this long may be evicted for a new one (Kafka's
 /// min.incremental.fetch.session.eviction.ms).
 const EVICTABLE_AFTER: Duration = Duration::from_secs(120);
@@ -270,6 +268,10 @@ fn topic_ref(uses_ids: bool, id: Uuid, name: &TopicName) -> TopicRef {
         TopicRef::Name(Arc::from(name.0.as_str()))
     }
 }
+
+/// A fetch response's record sets past a partition's first piece, by (topic index,
+/// partition index) in the response (`crate::api::Frame` splices them in uncopied).
+pub(crate) type MoreRecords = HashMap<(usize, usize), Vec<bytes::Bytes>>;
 
 /// The next epoch after `epoch` (0, the full fetch that made the session, is followed
 /// by 1; past i32::MAX it wraps to 1, as Kafka's).
