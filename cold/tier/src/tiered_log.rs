@@ -74,7 +74,8 @@ pub enum AttachError {
 /// A partition's tiered log.
 #[derive(Debug)]
 pub struct TieredLog {
-    log: Log,
+    /// The local log, shared with the partition that writes it.
+    log: Arc<Log>,
     topic: Arc<str>,
     topic_id: TopicId,
     partition: i32,
@@ -106,14 +107,14 @@ pub struct TieredLog {
 
 impl TieredLog {
     pub fn new(
-        log: Log,
+        log: impl Into<Arc<Log>>,
         topic: Arc<str>,
         topic_id: TopicId,
         partition: i32,
         tier: Option<Arc<Tier>>,
     ) -> TieredLog {
         TieredLog {
-            log,
+            log: log.into(),
             topic,
             topic_id,
             partition,
@@ -141,7 +142,9 @@ impl TieredLog {
         self.partition
     }
 
-    /// The local log: appends, truncation and replication work on it directly.
+    /// The local log, for the archiver's reads and its trims below what is offloaded.
+    /// Writes (appends, replication, truncation) are the partition's: it holds the same
+    /// log and writes it directly, never through the tier.
     pub fn local(&self) -> &Log {
         &self.log
     }

@@ -35,8 +35,11 @@ pub struct Partition {
     pub topic: Arc<str>,
     pub topic_id: TopicId,
     pub index: PartitionId,
-    /// The log, local and remote; only this file changes it (and the archiver, which
-    /// holds it while converting a segment on its own thread).
+    /// The local log. Appends, replicated appends and truncation go here, never
+    /// through the tier: a produce is broker -> partition -> log.
+    local: Arc<Log>,
+    /// The log as readers see it, local and remote (the same local log, and below its
+    /// start the bucket); the archiver reads and trims it on its own thread.
     log: Arc<TieredLog>,
     /// This partition, to hand to the AlterPartition sender.
     me: Weak<Partition>,
@@ -119,7 +122,14 @@ impl Partition {
         let hwm = crate::waker::Mark::new(hwm_seed);
         let leo = crate::waker::Mark::new(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
-        let log = Arc::new(TieredLog::new(log, topic.clone(), topic_id, index, tier));
+        let local = Arc::new(log);
+        let log = Arc::new(TieredLog::new(
+            local.clone(),
+            topic.clone(),
+            topic_id,
+            index,
+            tier,
+        ));
         log.set_policy(
             config.remote_storage_enable,
             config.parquet_enable,
@@ -130,6 +140,7 @@ impl Partition {
                 topic,
                 topic_id,
                 index,
+                local,
                 log,
                 me: me.clone(),
                 alter_partitions,
@@ -241,24 +252,36 @@ impl Partition {
     /// A read of the local log with where it ended (the offsets topic's loader, which
     /// walks it batch by batch).
     pub fn read_local(&self, offset: Offset, max_bytes: usize) -> Result<ReadResult, LogError> {
-        self.log.local().read(offset, max_bytes, None)
+        self.local.read(offset, max_bytes, None)
     }
 
     /// The leader epoch at or below `epoch` and where it ends (OffsetForLeaderEpoch).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, Offset)> {
-        self.log.local().end_offset_for_epoch(epoch)
+        self.local.end_offset_for_epoch(epoch)
     }
 
     /// A producer's state in this log (KIP-890's check that a transactional batch
     /// continues an ongoing transaction).
     pub fn producer_entry(&self, producer_id: i64) -> Option<strata_log::ProducerEntry> {
-        self.log.local().producer_entry(producer_id)
+        self.local.producer_entry(producer_id)
+    }
+
+    /// A copy of every producer's state here (DescribeProducers).
+    pub fn producer_state(&self) -> strata_log::ProducerState {
+        self.local.producer_state()
+    }
+
+    /// Whether a local read at `offset` may wait on the device (it is not in the tail
+    /// buffer or the read cache): the fetch then runs it where it cannot stall other
+    /// connections.
+    pub fn read_may_wait(&self, offset: Offset) -> bool {
+        self.local.read_may_wait(offset)
     }
 
     /// Moves the local log start up to `offset` (a follower following its leader's
     /// start, the offsets topic dropping what a checkpoint covers); returns the start.
     pub fn advance_log_start(&self, offset: Offset) -> Result<Offset, LogError> {
-        self.log.local().advance_log_start(offset)
+        self.local.advance_log_start(offset)
     }
 
     /// Periodic work on the local log: roll by segment.ms, flush by flush.ms, local
@@ -266,7 +289,7 @@ impl Partition {
     /// allows). Failures are logged; the next round tries again. Checkpoints are the
     /// broker's (`Broker::checkpoint_partitions`).
     pub fn housekeeping(&self, retention: bool) {
-        let log = self.log.local();
+        let log = &self.local;
         if let Err(e) = log.maybe_roll() {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "segment roll failed");
         }
@@ -296,7 +319,7 @@ impl Partition {
     /// follows reports it).
     pub fn cleanable(&self) -> Option<Cleanable> {
         let now = self.clock.now_ms();
-        match self.log.local().cleanable(now, self.high_watermark()) {
+        match self.local.cleanable(now, self.high_watermark()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "cannot assess the log for cleaning");
@@ -313,9 +336,7 @@ impl Partition {
         throttle: &mut dyn FnMut(u64),
     ) -> Result<CleanOutcome, LogError> {
         let now = self.clock.now_ms();
-        self.log
-            .local()
-            .clean(map, now, self.high_watermark(), throttle)
+        self.local.clean(map, now, self.high_watermark(), throttle)
     }
 
     /// The partition's clock.
@@ -344,7 +365,7 @@ impl Partition {
     /// Readies the log for a clean stop (`strata_log::Log::prepare_shutdown`; the
     /// broker then writes the checkpoints). Returns whether it could.
     pub fn prepare_shutdown(&self) -> bool {
-        match self.log.local().prepare_shutdown() {
+        match self.local.prepare_shutdown() {
             Ok(_) => true,
             Err(e) => {
                 tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "flush on shutdown failed");
@@ -405,7 +426,7 @@ impl Partition {
     /// Sets the high-water mark after the log was reset (recovery from the remote tier).
     pub fn reset_high_watermark(&self, hwm: Offset) {
         self.hwm.set(hwm);
-        self.leo.set(self.log.local().log_end_offset());
+        self.leo.set(self.local.log_end_offset());
     }
 
     /// A receiver that changes whenever the high-water mark moves.
@@ -431,7 +452,7 @@ impl Partition {
     }
 
     pub fn set_config(&self, config: TopicConfig, log_config: LogConfig) {
-        self.log.local().set_config(log_config);
+        self.local.set_config(log_config);
         self.log.set_policy(
             config.remote_storage_enable,
             config.parquet_enable,
@@ -453,9 +474,9 @@ impl Partition {
                 return Ok(());
             }
             if state.leader == node_id {
-                r.become_leader(now, state, self.log.local())
+                r.become_leader(now, state, &*self.local)
             } else {
-                r.become_follower(now, state, self.log.local())
+                r.become_follower(now, state, &*self.local)
             }
         };
         // The leader counts every ISR change it sees, its own AlterPartitions (below)
@@ -495,7 +516,7 @@ impl Partition {
         for c in cmds {
             match c {
                 Command::AssignEpochStart { leader_epoch, .. } => {
-                    self.log.local().assign_epoch_start(leader_epoch)?;
+                    self.local.assign_epoch_start(leader_epoch)?;
                 }
                 Command::AlterPartition(req) => out.push(req),
                 Command::HighWatermarkAdvanced(h) => {
@@ -514,18 +535,18 @@ impl Partition {
                     // At the log end too: the epoch cache may hold an epoch this replica
                     // started as leader and appended nothing in, which the leader lacks;
                     // kept, every fetch would name it and diverge again.
-                    let leo = self.log.local().log_end_offset();
+                    let leo = self.local.log_end_offset();
                     if offset <= leo {
                         if offset < leo {
                             tracing::info!(topic = %self.topic, partition = self.index, offset, "truncating to the leader's log");
                         }
-                        self.log.local().truncate_to(offset)?;
-                        self.leo.set(self.log.local().log_end_offset());
+                        self.local.truncate_to(offset)?;
+                        self.leo.set(self.local.log_end_offset());
                     }
                 }
                 Command::TruncateFullyAndStartAt(offset) => {
                     tracing::info!(topic = %self.topic, partition = self.index, offset, "restarting the log at the leader's start");
-                    self.log.local().truncate_fully_and_start_at(offset)?;
+                    self.local.truncate_fully_and_start_at(offset)?;
                     self.hwm.set(offset);
                     self.leo.set(offset);
                 }
@@ -543,7 +564,7 @@ impl Partition {
     /// another thread meanwhile, instead of waiting milliseconds behind one partition's
     /// fsync. Other appends (a copy into the tail buffer and one write) run inline.
     pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
-        if self.log.local().append_may_wait(records.len()) {
+        if self.local.append_may_wait(records.len()) {
             crate::blocking::may_wait("append", || self.append_inline(records))
         } else {
             self.append_inline(records)
@@ -552,7 +573,7 @@ impl Partition {
 
     fn append_inline(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
-        let info = self.log.local().append(records, epoch)?;
+        let info = self.local.append(records, epoch)?;
         self.after_local_append()?;
         if !info.duplicate {
             self.traffic
@@ -564,7 +585,7 @@ impl Partition {
     /// Appends a batch a coordinator writes for a producer (leader; TxnOffsetCommit).
     pub fn append_coordinator(&self, records: &mut [u8]) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
-        let info = self.log.local().append_coordinator(records, epoch)?;
+        let info = self.local.append_coordinator(records, epoch)?;
         self.after_local_append()?;
         Ok((info, epoch))
     }
@@ -575,14 +596,14 @@ impl Partition {
         marker: &strata_proto::control::Marker,
     ) -> Result<(AppendInfo, i32), LogError> {
         let epoch = self.leader_epoch();
-        let info = self.log.local().append_marker(marker, epoch)?;
+        let info = self.local.append_marker(marker, epoch)?;
         self.after_local_append()?;
         Ok((info, epoch))
     }
 
     /// The replica state machine's part of a leader's append.
     fn after_local_append(&self) -> Result<(), LogError> {
-        let leo = self.log.local().log_end_offset();
+        let leo = self.local.log_end_offset();
         self.leo.raise(leo);
         let cmds = self.replica().on_local_append(self.clock.now_ms(), leo);
         self.execute(cmds)
@@ -595,9 +616,9 @@ impl Partition {
         leader_hwm: Offset,
     ) -> Result<(), LogError> {
         if !records.is_empty() {
-            self.log.local().append_replicated(records)?;
+            self.local.append_replicated(records)?;
         }
-        let leo = self.log.local().log_end_offset();
+        let leo = self.local.log_end_offset();
         self.leo.set(leo);
         let cmds = self.replica().on_fetch_response(leader_hwm, leo);
         self.execute(cmds)?;
@@ -606,9 +627,9 @@ impl Partition {
 
     /// A follower's fetch (leader side).
     pub fn on_follower_fetch(&self, fetch: &FollowerFetch) -> (FetchOutcome, Result<(), LogError>) {
-        let outcome =
-            self.replica()
-                .on_follower_fetch(self.clock.now_ms(), fetch, self.log.local());
+        let outcome = self
+            .replica()
+            .on_follower_fetch(self.clock.now_ms(), fetch, &*self.local);
         let result = self.execute(outcome.commands.clone());
         (outcome, result)
     }
@@ -617,7 +638,7 @@ impl Partition {
     pub fn on_diverging_epoch(&self, epoch: i32, end_offset: Offset) -> Result<(), LogError> {
         let outcome = self
             .replica()
-            .on_epoch_end_offset(Some((epoch, end_offset)), self.log.local());
+            .on_epoch_end_offset(Some((epoch, end_offset)), &*self.local);
         self.execute(outcome.commands)?;
         Ok(())
     }
@@ -628,11 +649,9 @@ impl Partition {
         leader_log_start: Offset,
         leader_log_end: Offset,
     ) -> Result<(), LogError> {
-        let cmds = self.replica().on_fetch_out_of_range(
-            leader_log_start,
-            leader_log_end,
-            self.log.local(),
-        );
+        let cmds =
+            self.replica()
+                .on_fetch_out_of_range(leader_log_start, leader_log_end, &*self.local);
         self.execute(cmds)?;
         Ok(())
     }
@@ -659,10 +678,7 @@ impl Partition {
 
     /// The follower's fetch position: its log end and the epoch of its last batch.
     pub fn fetch_position(&self) -> (Offset, Option<i32>) {
-        (
-            self.log.local().log_end_offset(),
-            self.log.local().latest_epoch(),
-        )
+        (self.local.log_end_offset(), self.local.latest_epoch())
     }
 
     /// What the broker's checkpoint file is to hold for this partition now
@@ -671,7 +687,7 @@ impl Partition {
     pub(crate) fn checkpoint_entry(&self) -> (crate::checkpoints::Entry, SharedRecoveryPoint) {
         // The mark may be above what was fsynced; an open clamps it to the log end.
         let high_watermark = self.high_watermark();
-        let rp = self.log.local().recovery_checkpoint();
+        let rp = self.local.recovery_checkpoint();
         (
             crate::checkpoints::Entry {
                 topic_id: self.topic_id,
@@ -686,7 +702,7 @@ impl Partition {
     /// partition's own checkpoint files go (unless written since).
     pub(crate) fn checkpoint_saved(&self, rp: SharedRecoveryPoint) {
         use std::sync::atomic::Ordering;
-        if let Err(e) = self.log.local().recovery_checkpoint_saved(rp) {
+        if let Err(e) = self.local.recovery_checkpoint_saved(rp) {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "cannot remove the partition's own recovery point file");
         }
         if self.own_hw_file.swap(false, Ordering::Relaxed) {

@@ -360,7 +360,7 @@ async fn fetch_once(
                 };
                 // A read that goes to the device leaves the async worker to the other
                 // connections while it waits.
-                let read = if p.log().local().read_may_wait(offset) {
+                let read = if p.read_may_wait(offset) {
                     crate::blocking::may_wait("read", read)
                 } else {
                     read()

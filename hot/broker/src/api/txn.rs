@@ -725,8 +725,6 @@ pub(super) fn describe_producers(
                 }
                 Some(p) => {
                     rp.active_producers = p
-                        .log()
-                        .local()
                         .producer_state()
                         .entries()
                         .map(|(pid, e)| {
