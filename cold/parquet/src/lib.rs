@@ -5,6 +5,19 @@
 //! it reads its input from a [`ByteSource`] a few MiB at a time and uploads row groups as
 //! they fill ([`stream`]).
 //!
+//! The crate owns the Parquet side of the bucket: the file format (below), the converter,
+//! and the files' life in the object store. That is upload, manifest, compaction, expiry,
+//! dead letters, and Kafka batches read back from the files.
+//!
+//! # Modules
+//!
+//! * [`compact`]: small-file compaction of a partition's files of one UTC day.
+//! * [`reencode`]: Kafka record batches again, from a Parquet file (one-copy fetches).
+//! * [`sink`]: converted segments to the object store, once per offset range, with a manifest.
+//! * [`source`]: where a conversion's input comes from, read a few MiB at a time.
+//! * [`stream`]: the streaming two-pass conversion and upload that the sink runs.
+//! * [`txn`]: which batches are transaction markers or aborted data, so they never become rows.
+//!
 //! # Rows
 //!
 //! One row per record, in offset order:

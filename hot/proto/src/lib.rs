@@ -1,18 +1,17 @@
-//! Strata's wire-level model, shared by every other crate.
-//!
-//! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
-//! * [`api`]: the Kafka APIs and versions the broker serves.
-//! * [`batch`]: a zero-copy view over Kafka RecordBatch v2 bytes: header fields,
-//!   CRC-32C validation, the offset/epoch rewrites a broker makes, and record
-//!   iteration.
-//! * [`compression`]: bounded decompression of records for every Kafka codec.
-//! * [`control`]: transaction markers (control batches): encode one, read its kind.
-//! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
-//!   validation.
-//! * [`error`]: the Kafka error codes the broker answers with.
-//! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
-//!
+//! Strata's wire-level model, shared by every other crate. It owns the Kafka formats the
+//! broker stores and serves: ids, record batches, codecs, topic configs and error codes.
 //! Nothing here does IO or depends on an async runtime.
+//!
+//! * [`api`]: the Kafka APIs and versions the broker serves.
+//! * [`batch`]: a zero-copy view over RecordBatch v2 bytes, and a builder of batches.
+//! * [`compression`]: bounded decompression of records for every Kafka codec.
+//! * [`config`]: the topic-config keys Strata understands, Kafka's defaults, validation.
+//! * [`consumer_protocol`]: the consumer protocol inside JoinGroup and SyncGroup payloads.
+//! * [`control`]: transaction markers (control batches): encode one, read its kind.
+//! * [`error`]: the Kafka error codes the broker answers with.
+//! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
+//! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
+//! * [`rewrite`]: a stored batch rewritten with some of its records, as the log cleaner does.
 
 pub mod api;
 pub mod batch;
