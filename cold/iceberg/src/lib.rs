@@ -2,6 +2,20 @@
 //! published as an Iceberg format-version-2 table that engines (pyiceberg, Spark, Trino,
 //! DuckDB) read without knowing Strata.
 //!
+//! The crate owns a topic's table: its schema, partition specs, manifests, snapshots and
+//! metadata, the commits that change it, and the catalog that points at its current
+//! version. It does not own the data files: strata-parquet writes them, and the caller
+//! deletes the ones an expiry hands back.
+//!
+//! * [`bounds`]: Iceberg's single-value binary form, for file bounds and summaries.
+//! * [`catalog`]: the catalog of topics' tables ([`Catalog`], [`Table`]) and the commit.
+//! * [`datafile`]: one Parquet file to publish, described from its footer.
+//! * [`manifest`]: manifests and manifest lists, written and read back as Avro.
+//! * [`metadata`]: the table metadata JSON, with its snapshots, logs and refs.
+//! * [`rest`]: an Iceberg REST catalog client ([`RestCatalog`]).
+//! * [`schema`]: the Iceberg schema of a strata-parquet file's Arrow schema.
+//! * [`spec`]: the table's two partition specs.
+//!
 //! We write the metadata ourselves, following the Iceberg spec v2
 //! (<https://iceberg.apache.org/spec/>): the `iceberg` crate pins an older arrow than
 //! ours. Nothing is rewritten: the Parquet files stay where strata-parquet put them and
