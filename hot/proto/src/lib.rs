@@ -7,10 +7,15 @@
 //!   iteration.
 //! * [`compression`]: bounded decompression of records for every Kafka codec.
 //! * [`control`]: transaction markers (control batches): encode one, read its kind.
+//! * [`consumer_protocol`]: the consumer protocol's subscription and assignment bytes
+//!   inside JoinGroup and SyncGroup, read by the tools that describe groups.
 //! * [`config`]: the topic-config keys Strata understands, with Kafka's defaults and
 //!   validation.
 //! * [`error`]: the Kafka error codes the broker answers with.
 //! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
+//! * [`rewrite`]: a stored batch rewritten with some of its records, as the log cleaner
+//!   does.
+//! * [`topic_name`]: Kafka's rules for topic names.
 //!
 //! Nothing here does IO or depends on an async runtime.
 
@@ -24,6 +29,7 @@ pub mod error;
 pub mod ids;
 pub mod partitioner;
 pub mod rewrite;
+pub mod topic_name;
 
 pub use batch::{
     BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
@@ -34,3 +40,4 @@ pub use error::ErrorCode;
 pub use ids::{
     LeaderEpoch, Offset, PartitionId, ProducerEpoch, ProducerId, TopicId, TopicPartition,
 };
+pub use topic_name::{InvalidTopicName, validate_topic_name};
