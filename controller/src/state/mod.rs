@@ -16,6 +16,7 @@
 //!   unclean.leader.election.enable=true and no such member, from any unfenced replica
 //!   (whose ISR becomes itself alone); otherwise the partition has no leader (offline).
 //!
+//! The parts, one file each:
 //! * `records`: [`ClusterMetadata`] and the records in it (brokers, topics, partitions).
 //! * `commands`: [`Command`], what commands carry and return, and [`MetadataDelta`].
 //! * `validation`: topic names and configs, broker configs, replica assignments.
