@@ -1,24 +1,22 @@
 //! Strata's metadata quorum: an openraft cluster of controller voters that keeps the
-//! cluster's metadata (brokers, topics, partition assignments, leaders, ISRs, epochs).
+//! cluster's metadata (brokers, topics, partition assignments, leaders, ISRs, epochs,
+//! credentials, ACLs, quotas, dynamic broker configs). It owns that metadata: brokers
+//! and tools change it only through its client, and every voter applies the same
+//! commands in log order, so every voter holds the same state.
 //!
-//! * [`state`]: the replicated state ([`ClusterMetadata`]) and the commands that change
-//!   it. Pure: applying a command is a function of the state and the log index, so every
-//!   voter computes the same result.
-//! * [`assign`]: replica assignment for new topics and partitions (the leader computes
-//!   it; the command carries it).
-//! * [`duties`]: what only the raft leader does, sans-IO: broker liveness (heartbeats,
-//!   fencing after `session_timeout`) and preferred-leader rebalancing. Time comes in as
-//!   an argument, so tests drive it without sleeping.
-//! * [`store`]: the durable raft log (CRC-framed segment files), vote, and state-machine
-//!   snapshots in a directory. It passes openraft's storage suite.
-//! * [`net`]: length-prefixed JSON frames over TCP carrying openraft's RPCs and the
-//!   client RPCs, with per-call timeouts and pooled connections.
-//! * [`Controller`]: one voter (raft node, RPC server, leader duties).
-//! * [`ControllerClient`]: what brokers and tools use; follows leader hints, retries
-//!   within a deadline, long-polls metadata.
-//!
-//! Errors: [`ControllerError`] says whether a retry can help and maps to a Kafka error
-//! code in one place ([`ControllerError::error_code`]).
+//! * [`state`]: the replicated state ([`ClusterMetadata`]) and the pure commands that change it.
+//! * [`security`]: the replicated security metadata: SCRAM credentials, ACLs and quotas.
+//! * [`assign`]: replica assignment for new topics and partitions (the leader computes it).
+//! * [`duties`]: what only the raft leader does, sans-IO: broker liveness and rebalancing.
+//! * [`clock`]: the time the leader's duties read, so tests drive it without sleeping.
+//! * [`store`]: the durable raft log, vote and state-machine snapshots in a directory.
+//! * [`net`]: length-prefixed JSON frames over TCP, with per-call timeouts and pooling.
+//! * [`rpc`]: the messages voters and clients exchange over [`net`].
+//! * [`types`]: openraft's type configuration, and the voter and broker id types.
+//! * [`config`]: a voter's configuration ([`ControllerConfig`]) and its raft tuning.
+//! * [`controller`]: one voter ([`Controller`]): raft node, RPC server, leader duties.
+//! * [`client`]: [`ControllerClient`]: follows leader hints, retries, long-polls metadata.
+//! * [`error`]: [`Rejection`] and [`ControllerError`], mapped to Kafka codes in one place.
 //!
 //! # Running N voters
 //!

@@ -17,13 +17,8 @@ use tokio::sync::watch;
 
 use crate::error::ApiError;
 
-/// Why a name is not a valid topic name.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid topic name '{name}': {reason}")]
-pub struct InvalidTopicName {
-    pub name: String,
-    pub reason: &'static str,
-}
+/// Kafka's topic-name rules, shared with the controller.
+pub use strata_proto::topic_name::{InvalidTopicName, validate_topic_name};
 
 impl From<InvalidTopicName> for ApiError {
     fn from(e: InvalidTopicName) -> Self {
@@ -49,33 +44,6 @@ pub const INTERNAL_TOPIC_MUTABLE_CONFIGS: &[&str] = &[
     "flush.ms",
     "index.interval.bytes",
 ];
-
-/// Kafka's rules for topic names (Topic.validate): 1..=249 characters of
-/// `[a-zA-Z0-9._-]`, and not "." or "..".
-pub fn validate_topic_name(name: &str) -> Result<(), InvalidTopicName> {
-    let bad = |reason| {
-        Err(InvalidTopicName {
-            name: name.to_string(),
-            reason,
-        })
-    };
-    if name.is_empty() {
-        return bad("it is empty");
-    }
-    if name == "." || name == ".." {
-        return bad("'.' and '..' are not allowed");
-    }
-    if name.len() > 249 {
-        return bad("it is longer than 249 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
-    }
-    Ok(())
-}
 
 impl From<ControllerError> for ApiError {
     fn from(e: ControllerError) -> Self {
@@ -220,21 +188,6 @@ impl MetadataCache {
                 tracing::debug!(error = %e, "metadata long poll failed; retrying");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn topic_names_follow_kafka_rules() {
-        for ok in ["a", "orders.v2", "A_b-c", &"x".repeat(249)] {
-            validate_topic_name(ok).unwrap();
-        }
-        for bad in ["", ".", "..", "has space", "ünï", "a/b", &"x".repeat(250)] {
-            assert!(validate_topic_name(bad).is_err(), "{bad}");
         }
     }
 }

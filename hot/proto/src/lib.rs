@@ -12,6 +12,7 @@
 //! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
 //! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
 //! * [`rewrite`]: a stored batch rewritten with some of its records, as the log cleaner does.
+//! * [`topic_name`]: Kafka's rules for topic names.
 
 pub mod api;
 pub mod batch;
@@ -23,6 +24,7 @@ pub mod error;
 pub mod ids;
 pub mod partitioner;
 pub mod rewrite;
+pub mod topic_name;
 
 pub use batch::{
     BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
@@ -33,3 +35,4 @@ pub use error::ErrorCode;
 pub use ids::{
     LeaderEpoch, Offset, PartitionId, ProducerEpoch, ProducerId, TopicId, TopicPartition,
 };
+pub use topic_name::{InvalidTopicName, validate_topic_name};
