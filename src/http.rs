@@ -304,11 +304,11 @@ impl axum::serve::Listener for TlsListener {
 /// An Iceberg admin call's answer: its JSON, or the error as text with 404 (no such
 /// topic or table here), 409 (this broker cannot) or 502 (the store failed).
 fn table_answer<T: serde::Serialize>(
-    r: Result<T, strata_broker::tiering::TableAdminError>,
+    r: Result<T, strata_tier::tiering::TableAdminError>,
 ) -> axum::response::Response {
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
-    use strata_broker::tiering::TableAdminError as E;
+    use strata_tier::tiering::TableAdminError as E;
     match r {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => {

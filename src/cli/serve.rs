@@ -995,9 +995,6 @@ impl ServeConfig {
             transaction_max_timeout: self.transaction_max_timeout,
             transactional_id_expiration: self.transactional_id_expiration,
             retention_check_interval: self.retention_check_interval,
-            iceberg_commit_interval: self.iceberg_commit_interval,
-            iceberg_store_uri: iceberg_store_uri(&self.object_store_url),
-            iceberg_rest: self.iceberg_rest.clone(),
             log_io: self.log_io,
             log_tail_cache_bytes: self.log_tail_cache as usize,
             heartbeat_interval: self.broker_session_timeout / 6,
@@ -1129,7 +1126,16 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             .map(|t| strata_controller::ClientTls(t.client.clone())),
         ..strata_controller::ClientConfig::default()
     });
-    let tier = open_tier(&config).await?;
+    // The tier behind one handle: the broker hands it the partitions it hosts each
+    // round; the Iceberg publisher beside the broker (below) commits the tables.
+    let tiering = Arc::new(strata_tier::Tiering::new(
+        Some(open_tier(&config).await?),
+        strata_tier::TableConfig {
+            commit_interval: config.iceberg_commit_interval,
+            store_uri: iceberg_store_uri(&config.object_store_url),
+            rest: config.iceberg_rest.clone(),
+        },
+    ));
     // Bound before registering, so the advertised ports are known (port 0 picks one).
     let mut bound = Vec::new();
     for l in &config.security.listeners {
@@ -1173,7 +1179,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         config.broker_config(),
         Arc::new(client),
         Arc::new(SystemClock),
-        Some(tier),
+        tiering.clone(),
         endpoints,
     )
     .await
@@ -1268,8 +1274,21 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
     tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, voter = controller.is_some(), object_store = ?config.object_store, "controller and object store settings");
 
+    let publisher_stop = tokio_util::sync::CancellationToken::new();
+    let publisher = {
+        let b = broker.clone();
+        strata_tier::publisher::spawn(
+            tiering,
+            move || b.tiering.hosted(),
+            || strata_log::Clock::now_ms(&SystemClock),
+            publisher_stop.clone(),
+        )
+    };
+
     shutdown_signal().await;
     tracing::info!("shutting down");
+    publisher_stop.cancel();
+    let _ = publisher.await;
     // The gateway first: its Kafka clients (consumer instances leaving their groups)
     // close while the listener they talk to is still up.
     gateway_handle.close().await;

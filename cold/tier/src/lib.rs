@@ -23,10 +23,12 @@ pub mod manifest_store;
 pub mod one_copy;
 pub mod parquet_source;
 pub mod priority;
+pub mod publisher;
 pub mod remote;
 pub mod service;
 pub mod source;
 pub mod tiered_log;
+pub mod tiering;
 
 pub use archiver::{ArchiveError, Archiver, Leadership, ParquetError};
 pub use error::TierError;
@@ -37,3 +39,4 @@ pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segmen
 pub use source::StoreSource;
 pub use strata_parquet::DeadLetter;
 pub use tiered_log::{AttachError, ParquetCoverage, ReadError, TieredLog};
+pub use tiering::{HostedPartition, HostedTopic, ReplicaView, RoundSettings, TableConfig, Tiering};

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use strata_controller::{ClusterMetadata, ControllerApi, Endpoint};
 use strata_log::Clock;
-use strata_tier::Tier;
+use strata_tier::Tiering;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::BrokerConfig;
@@ -57,7 +57,8 @@ pub struct Broker {
     /// The transaction coordinator (the `__transaction_state` partitions led here) and
     /// producer ids.
     pub txns: Arc<Txns>,
-    /// Offload, remote retention and Parquet of the tiered partitions hosted here.
+    /// The tier: offload, remote retention and Parquet of the partitions hosted here
+    /// (strata-tier's `Tiering`, handed the hosted topics each round).
     pub tiering: Arc<TierScheduler>,
 }
 
@@ -72,7 +73,7 @@ impl Broker {
         config: BrokerConfig,
         controller: Arc<dyn ControllerApi>,
         clock: Arc<dyn Clock>,
-        tier: Option<Arc<Tier>>,
+        tiering: Arc<Tiering>,
         advertised: Vec<Endpoint>,
     ) -> Result<Arc<Broker>, ApiError> {
         let listener = config.inter_broker_listener.name();
@@ -110,7 +111,7 @@ impl Broker {
             metadata.clone(),
             clock.clone(),
             lifecycle.clone(),
-            tier.clone(),
+            tiering.clone(),
         );
         let security = Arc::new(Security::new(config.security.clone(), metadata.clone()));
         let fetch_sessions = Arc::new(FetchSessions::new(
@@ -126,7 +127,7 @@ impl Broker {
         ));
         let tiering = Arc::new(TierScheduler::new(
             replicas.clone(),
-            tier,
+            tiering,
             clock.clone(),
             config.clone(),
         ));
@@ -166,10 +167,7 @@ impl Broker {
         crate::cleaner::start(&self.replicas, &self.config, shutdown);
         vec![
             tokio::spawn(housekeeping(self.clone(), shutdown.clone())),
-            tokio::spawn(crate::tiering::offloader(
-                self.tiering.clone(),
-                shutdown.clone(),
-            )),
+            tokio::spawn(self.tiering.clone().run(shutdown.clone())),
             tokio::spawn(self.groups.clone().run(shutdown.clone())),
             tokio::spawn(self.txns.clone().run(shutdown.clone())),
         ]

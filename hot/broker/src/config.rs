@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Default for [`BrokerConfig::log_cleaner_io_max_bytes_per_second`]: what keeps a
@@ -53,15 +52,6 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How often recovery points are checkpointed.
     pub checkpoint_interval: Duration,
-    /// How often each parquet.enable topic's new Parquet files are committed to its
-    /// Iceberg table (`strata_tier::iceberg`); zero: never.
-    pub iceberg_commit_interval: Duration,
-    /// The object store root's absolute URI, as the table metadata names files; `None`:
-    /// no tables (an in-memory store).
-    pub iceberg_store_uri: Option<String>,
-    /// The Iceberg REST catalog the tables' metadata pointers are committed to; `None`:
-    /// the file-system catalog in the store (`{cluster}/iceberg/{topic}/metadata/`).
-    pub iceberg_rest: Option<Arc<strata_tier::iceberg::RestCatalog>>,
     /// How partition logs write (and read) their segments.
     pub log_io: strata_log::IoMode,
     /// Per partition, the newest bytes kept in memory in Direct mode (tail reads).
@@ -131,9 +121,6 @@ impl Default for BrokerConfig {
             housekeeping_interval: Duration::from_millis(500),
             retention_check_interval: Duration::from_secs(30),
             checkpoint_interval: Duration::from_secs(60),
-            iceberg_commit_interval: Duration::from_secs(60),
-            iceberg_store_uri: None,
-            iceberg_rest: None,
             log_io: strata_log::IoMode::Direct,
             log_tail_cache_bytes: strata_log::DEFAULT_TAIL_CACHE_BYTES,
             controller_timeout: Duration::from_secs(60),

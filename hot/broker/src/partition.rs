@@ -14,7 +14,7 @@ use strata_replica::{
     AlterPartitionRequest, Command, FetchOutcome, FollowerFetch, PartitionReplica, PartitionState,
     ReplicaConfig, Role,
 };
-use strata_tier::{RemotePartition, Tier, TieredLog};
+use strata_tier::{RemotePartition, TieredLog, Tiering};
 use tokio::sync::watch;
 
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -89,7 +89,7 @@ impl Partition {
         clock: Arc<dyn Clock>,
         log_config: LogConfig,
         node_id: i32,
-        tier: Option<Arc<Tier>>,
+        tiering: &Tiering,
         alter_partitions: AlterPartitionSender,
         saved: Option<crate::checkpoints::Saved>,
     ) -> Result<(Arc<Partition>, RecoveryReport), LogError> {
@@ -123,13 +123,7 @@ impl Partition {
         let leo = crate::waker::Mark::new(log.log_end_offset());
         let replica = PartitionReplica::new(node_id, ReplicaConfig::default(), hwm_seed);
         let local = Arc::new(log);
-        let log = Arc::new(TieredLog::new(
-            local.clone(),
-            topic.clone(),
-            topic_id,
-            index,
-            tier,
-        ));
+        let log = Arc::new(tiering.log(local.clone(), topic.clone(), topic_id, index));
         log.set_policy(
             config.remote_storage_enable,
             config.parquet_enable,

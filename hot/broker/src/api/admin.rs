@@ -282,43 +282,44 @@ async fn recover_topic(
     name: &str,
     validate_only: bool,
 ) -> Result<(TopicId, i32, BTreeMap<String, String>, i16), ApiError> {
-    let Some(tier) = broker.replicas.tier().cloned() else {
-        return Err(ApiError::new(
-            ErrorCode::InvalidConfig,
-            "this broker has no object store to recover from",
-        ));
-    };
-    let desc = strata_tier::catalog::read(tier.store(), name)
-        .await
-        .map_err(|e| ApiError::new(e.error_code(), format!("cannot read the catalog: {e}")))?
-        .ok_or_else(|| {
-            ApiError::new(
+    let desc = match broker.tiering.tiering().recoverable(name).await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return Err(ApiError::new(
                 ErrorCode::UnknownTopicOrPartition,
                 format!("the object store has no topic '{name}'"),
-            )
-        })?;
+            ));
+        }
+        Err(None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                "this broker has no object store to recover from",
+            ));
+        }
+        Err(Some(e)) => {
+            return Err(ApiError::new(
+                e.error_code(),
+                format!("cannot read the catalog: {e}"),
+            ));
+        }
+    };
     if broker.cluster().topics.contains_key(name) {
         return Err(ApiError::new(
             ErrorCode::TopicAlreadyExists,
             format!("topic '{name}' already exists"),
         ));
     }
-    let mut max_epoch = 0;
-    for p in 0..desc.partitions {
-        let key = strata_tier::PartitionKey {
-            cluster_id: desc.cluster_id.clone(),
-            topic: name.to_string(),
-            topic_id: desc.topic_id,
-            partition: p,
-        };
-        let r = tier.open_partition(key).await.map_err(|e| {
+    let max_epoch = broker
+        .tiering
+        .tiering()
+        .max_epoch(&desc)
+        .await
+        .map_err(|(p, e)| {
             ApiError::new(
                 e.error_code(),
                 format!("cannot load partition {p}'s manifest: {e}"),
             )
         })?;
-        max_epoch = max_epoch.max(r.manifest_snapshot().max_epoch());
-    }
     if validate_only {
         return Ok((desc.topic_id, desc.partitions, desc.configs, 1));
     }

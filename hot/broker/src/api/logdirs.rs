@@ -149,8 +149,10 @@ pub(super) fn describe_log_dirs(
     let mut remote = DescribeLogDirsResult::default();
     remote.log_dir = StrBytes::from_string(
         broker
-            .config()
-            .iceberg_store_uri
+            .tiering
+            .tiering()
+            .tables()
+            .store_uri
             .clone()
             .unwrap_or_else(|| "remote".to_string()),
     );

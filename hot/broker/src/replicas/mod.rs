@@ -22,7 +22,7 @@ use strata_controller::{ClusterMetadata, ControllerApi};
 use strata_log::Clock;
 use strata_proto::{ErrorCode, TopicConfig, TopicId};
 use strata_replica::{AlterPartitionError, AlterPartitionRequest, CommittedIsr};
-use strata_tier::{PartitionKey, Tier};
+use strata_tier::{PartitionKey, Tiering};
 
 use crate::checkpoints;
 use crate::config::BrokerConfig;
@@ -104,8 +104,8 @@ pub struct ReplicaManager {
     clock: Arc<dyn Clock>,
     /// This broker's registration (its epoch goes with every AlterPartition).
     lifecycle: Arc<Lifecycle>,
-    /// Tiered storage, when an object store is configured.
-    tier: Option<Arc<Tier>>,
+    /// The tier: partitions' tiered logs and remote tiers come from it.
+    tiering: Arc<Tiering>,
     topics: RwLock<HostedTopics>,
     /// Serialises the application of metadata to local state, and holds the metadata
     /// last applied (a topic whose record did not change since is not looked at again).
@@ -141,7 +141,7 @@ impl ReplicaManager {
         metadata: Arc<MetadataCache>,
         clock: Arc<dyn Clock>,
         lifecycle: Arc<Lifecycle>,
-        tier: Option<Arc<Tier>>,
+        tiering: Arc<Tiering>,
     ) -> Arc<ReplicaManager> {
         let (alter_partitions, mut alter_rx) = tokio::sync::mpsc::unbounded_channel();
         // The marker goes (durably) before any log opens: from here on they change.
@@ -152,7 +152,7 @@ impl ReplicaManager {
             metadata,
             clock,
             lifecycle,
-            tier,
+            tiering,
             topics: RwLock::new(HostedTopics::default()),
             reconcile_lock: tokio::sync::Mutex::new(None),
             reconciled: tokio::sync::watch::Sender::new(0),
@@ -430,10 +430,6 @@ impl ReplicaManager {
         }
     }
 
-    pub fn tier(&self) -> Option<&Arc<Tier>> {
-        self.tier.as_ref()
-    }
-
     pub fn partition_key(&self, p: &Partition) -> PartitionKey {
         let stored_under = self
             .topic(&p.topic)
@@ -452,7 +448,7 @@ impl ReplicaManager {
     /// offloader calls this on every tick); the partition keeps serving local data and
     /// keeps its local segments meanwhile.
     pub async fn attach_remotes(&self) {
-        if self.tier.is_none() {
+        if self.tiering.tier().is_none() {
             return;
         }
         for t in self.topics() {
@@ -485,9 +481,6 @@ impl ReplicaManager {
     /// A deleted tiered topic's objects are deleted from the bucket in the background
     /// (as Kafka deletes a topic's remote segments), its catalog entry with them.
     pub fn forget_remote_objects(&self, t: &TopicState) {
-        let Some(tier) = self.tier.clone() else {
-            return;
-        };
         if !t.config.remote_storage_enable {
             return;
         }
@@ -495,17 +488,7 @@ impl ReplicaManager {
             .storage_cluster_id
             .clone()
             .unwrap_or_else(|| self.cluster_id());
-        let (name, id) = (t.name.to_string(), t.id);
-        tokio::spawn(async move {
-            match strata_tier::catalog::delete_topic(tier.store(), &cluster, &name, id).await {
-                Ok(n) => {
-                    tracing::info!(topic = %name, objects = n, "deleted the topic's objects from the object store")
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %name, error = %e, "cannot delete the topic's objects; delete them by hand")
-                }
-            }
-        });
+        self.tiering.delete_topic(cluster, t.name.to_string(), t.id);
     }
 
     /// Counts bytes just appended to a tiered partition, so the disk cap sees them
@@ -524,10 +507,7 @@ impl ReplicaManager {
     /// the object store is down or slow and uploads back up (KAFKA-19952). Producers get
     /// a retriable storage error instead of the disk filling up.
     pub fn check_disk_cap(&self, p: &Partition) -> Result<(), ApiError> {
-        let Some(tier) = &self.tier else {
-            return Ok(());
-        };
-        let cap = tier.config().local_disk_cap_bytes;
+        let cap = self.tiering.local_disk_cap();
         if cap == 0 || !p.tiered() {
             return Ok(());
         }

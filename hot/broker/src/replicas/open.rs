@@ -251,7 +251,7 @@ impl ReplicaManager {
             self.clock.clone(),
             self.config.log_config(config),
             self.node_id(),
-            self.tier.clone(),
+            &self.tiering,
             self.alter_partitions.clone(),
             saved,
         )
