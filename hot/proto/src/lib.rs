@@ -24,6 +24,7 @@ pub mod error;
 pub mod ids;
 pub mod partitioner;
 pub mod rewrite;
+pub mod schema_codec;
 
 pub use batch::{
     BatchError, BatchHeader, Compression, Record, RecordBatch, TimestampType,
