@@ -150,7 +150,8 @@ impl Log {
 
     /// Readies the log for its owner's clean stop, after which nothing may write to
     /// it: flushes, fsyncs the active segment's index files (so that the next open,
-    /// told the stop was clean, may trust them: [`RecoveryCheckpoint::Shared`]) and
+    /// told the stop was clean, may trust them:
+    /// [`RecoveryCheckpoint::Shared`](super::RecoveryCheckpoint::Shared)) and
     /// snapshots the producer state at the log end (so that it replays no batch).
     /// Returns the log end, which is the recovery point now.
     pub fn prepare_shutdown(&self) -> Result<Offset, LogError> {
