@@ -1,5 +1,8 @@
 //! Strata's consumer group coordinator as a sans-IO state machine.
 //!
+//! The crate owns consumer groups: membership, generations, rebalances, committed
+//! offsets (transactional ones included) and their `__consumer_offsets` records.
+//!
 //! Modeled on Apache Kafka's classic `GroupCoordinator` / `GroupMetadata`: groups move
 //! through Empty → PreparingRebalance → CompletingRebalance → Stable (and Dead when
 //! deleted); JoinGroup/SyncGroup long-poll through caller-chosen tickets; sessions,
@@ -12,6 +15,11 @@
 //! ([`GroupCoordinator::prepare_txn_commit`], [`GroupCoordinator::complete_txn`]).
 //!
 //! Nothing here does IO, spawns tasks, or reads a clock.
+//!
+//! Public modules:
+//! * [`records`]: `__consumer_offsets` keys and values, and the partition owning a group.
+//!
+//! The state machine is the private `coordinator` module; its types are re-exported here.
 
 mod coordinator;
 pub mod records;

@@ -21,8 +21,16 @@
 //! * a tombstone (null value) deletes the offset or the group.
 //!
 //! Empty offset metadata is written as `""` (Kafka's `NoMetadata`) and read back as `None`.
+//!
+//! The field encodings (and their bounds checks) are [`strata_proto::schema_codec`]'s,
+//! shared with `__transaction_state`'s records in strata-txn.
 
 use bytes::{BufMut, Bytes, BytesMut};
+// Strings are cut at i16::MAX bytes (`put_str`); group ids, topics and metadata are
+// validated far below that upstream.
+use strata_proto::schema_codec::{
+    FieldError, Reader, put_bytes, put_len, put_nullable_str, put_str,
+};
 
 /// An offset committed by a group for one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +60,16 @@ pub enum DecodeError {
     /// A string that is not UTF-8, or a negative length where none is allowed.
     #[error("malformed field: {0}")]
     Malformed(&'static str),
+}
+
+impl From<FieldError> for DecodeError {
+    fn from(e: FieldError) -> Self {
+        match e {
+            FieldError::Truncated => DecodeError::Truncated,
+            FieldError::NullString => DecodeError::Malformed("null where a string is required"),
+            FieldError::Malformed(why) => DecodeError::Malformed(why),
+        }
+    }
 }
 
 /// One member as stored in a group metadata value.
@@ -120,27 +138,6 @@ const OFFSET_VALUE_VERSION: i16 = 3;
 const GROUP_KEY_VERSION: i16 = 2;
 const GROUP_VALUE_VERSION: i16 = 3;
 
-fn put_str(buf: &mut BytesMut, s: &str) {
-    // Kafka strings are at most i16::MAX bytes; longer ones are cut rather than corrupt
-    // the framing (group ids, topics and metadata are validated far below this upstream).
-    let bytes = s.as_bytes();
-    let len = bytes.len().min(i16::MAX as usize);
-    buf.put_i16(len as i16);
-    buf.put_slice(&bytes[..len]);
-}
-
-fn put_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_str(buf, s),
-        None => buf.put_i16(-1),
-    }
-}
-
-fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
-    buf.put_i32(i32::try_from(b.len()).unwrap_or(i32::MAX));
-    buf.put_slice(b);
-}
-
 /// The key of an offset commit record.
 pub fn offset_commit_key(group_id: &str, topic: &str, partition: i32) -> Bytes {
     let mut buf = BytesMut::with_capacity(10 + group_id.len() + topic.len());
@@ -196,7 +193,7 @@ pub fn group_metadata_record(group_id: &str, value: &GroupMetadataValue) -> (Byt
     put_nullable_str(&mut buf, value.protocol_name.as_deref());
     put_nullable_str(&mut buf, value.leader.as_deref());
     buf.put_i64(value.current_state_timestamp_ms);
-    buf.put_i32(i32::try_from(value.members.len()).unwrap_or(i32::MAX));
+    put_len(&mut buf, value.members.len());
     for m in &value.members {
         put_str(&mut buf, &m.member_id);
         put_nullable_str(&mut buf, m.group_instance_id.as_deref());
@@ -208,68 +205,6 @@ pub fn group_metadata_record(group_id: &str, value: &GroupMetadataValue) -> (Byt
         put_bytes(&mut buf, &m.assignment);
     }
     (group_metadata_key(group_id), buf.freeze())
-}
-
-/// A big-endian reader over a byte slice.
-pub(crate) struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Reader { buf }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, tail) = self.buf.split_at(n);
-        self.buf = tail;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    pub(crate) fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn nullable_str(&mut self) -> Result<Option<String>, DecodeError> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let raw = self.take(len as usize)?;
-        String::from_utf8(raw.to_vec())
-            .map(Some)
-            .map_err(|_| DecodeError::Malformed("string is not UTF-8"))
-    }
-
-    pub(crate) fn str(&mut self) -> Result<String, DecodeError> {
-        self.nullable_str()?
-            .ok_or(DecodeError::Malformed("null where a string is required"))
-    }
-
-    pub(crate) fn nullable_bytes(&mut self) -> Result<Option<Bytes>, DecodeError> {
-        let len = self.i32()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        Ok(Some(Bytes::copy_from_slice(self.take(len as usize)?)))
-    }
 }
 
 /// Decodes one `__consumer_offsets` record (`value == None` is a tombstone).

@@ -1,5 +1,10 @@
 //! Strata's local partition log.
 //!
+//! The crate owns a partition's data on local disk: appends (as leader and as
+//! follower), reads, rolls and flushes, recovery, retention and truncation,
+//! compaction, the idempotent-producer and transaction state, and the leader-epoch
+//! cache. The broker and the replica state machine drive it; it does no networking.
+//!
 //! A partition is a directory of segments. Each segment is a `.log` file holding Kafka
 //! RecordBatch v2 bytes exactly as the producer sent them (only the base offset and the
 //! partition leader epoch, which the CRC does not cover, are rewritten), plus a sparse
@@ -17,20 +22,22 @@
 //! leader-epoch-checkpoint          the first offset of every leader epoch (KIP-101)
 //! ```
 //!
-//! Modules: `log` (the [`Log`]: append, roll, flush; its children `log::loader` opens
-//! and recovers it, Kafka's `LogLoader`, `log::read` reads it, `log::retention`
-//! truncates it and applies retention), `segment` (one
-//! segment's files, scanning, header walks), `tail` (direct writes through the aligned
-//! tail buffer, and reads from it), `direct_read` (direct reads of the rest), [`index`]
-//! (sparse offset and time indexes, and their public decoder), [`window`] (the
-//! batch-window walk a read makes over segment bytes, public so that remote reads make
-//! the same one), `sealed` (what the offloader takes: [`SealedSegment`],
-//! [`Log::recut`]), [`producer`] (sans-IO idempotent-producer and transaction state
-//! and its snapshot encoding), [`txn_index`] (a segment's aborted transactions, Kafka's
-//! `.txnindex`), `snapshot` (producer snapshot files), [`epoch`] (sans-IO leader-epoch
-//! cache and its checkpoint format), `checkpoint` (checkpoint files replaced
-//! atomically), [`files`] (the bounded cache of segment descriptors), `config` and
-//! `clock`.
+//! Public modules:
+//! * [`epoch`]: the sans-IO leader-epoch cache and its checkpoint format.
+//! * [`files`]: the process-wide bounded cache of segment file descriptors.
+//! * [`index`]: sparse offset and time indexes, their lookups and public decoder.
+//! * [`producer`]: sans-IO idempotent-producer and transaction state, and its snapshot.
+//! * [`read_cache`]: recently read segment bytes, shared by every log (direct mode).
+//! * [`txn_index`]: a segment's aborted transactions (Kafka's `.txnindex`).
+//! * [`window`]: the batch-window walk of a read (public so remote reads share it).
+//!
+//! Internal modules: `log` (the [`Log`]; its children append, read, roll and flush,
+//! keep the recovery point and the epoch cache, open and recover it, apply retention
+//! and truncation, and compact it), `segment` (one segment's files, scanning, header
+//! walks), `tail` (direct writes through the aligned tail buffer, and reads from it),
+//! `direct_read` (direct reads of the rest), `sealed` (what the offloader takes:
+//! [`SealedSegment`], [`Log::recut`]), `snapshot` (producer snapshot files),
+//! `checkpoint` (checkpoint files replaced atomically), `config`, `clock` and `error`.
 //!
 //! # IO modes
 //!

@@ -12,6 +12,7 @@
 //! * [`ids`]: topic ids, partitions, offsets, leader epochs, producer ids.
 //! * [`partitioner`]: Kafka's murmur2 partitioner for keyed records.
 //! * [`rewrite`]: a stored batch rewritten with some of its records, as the log cleaner does.
+//! * [`schema_codec`]: the versioned key/value fields of the coordinators' internal topics.
 //! * [`topic_name`]: Kafka's rules for topic names.
 
 pub mod api;
@@ -24,6 +25,7 @@ pub mod error;
 pub mod ids;
 pub mod partitioner;
 pub mod rewrite;
+pub mod schema_codec;
 pub mod topic_name;
 
 pub use batch::{

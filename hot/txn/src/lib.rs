@@ -1,5 +1,8 @@
 //! Strata's transaction coordinator as a sans-IO state machine.
 //!
+//! The crate owns transactional ids: their producer ids and epochs, transaction
+//! states, markers, and their `__transaction_state` records.
+//!
 //! Modeled on Apache Kafka's `TransactionCoordinator` / `TransactionMetadata` /
 //! `TransactionStateManager` (transactions version 0/1: the producer epoch is bumped by
 //! InitProducerId and by the coordinator's own aborts, not by every EndTxn as KIP-890
@@ -17,6 +20,11 @@
 //! its log ([`TransactionCoordinator::load`]) and resumes what was half-done.
 //!
 //! Nothing here does IO, spawns tasks, allocates producer ids, or reads a clock.
+//!
+//! Public modules:
+//! * [`records`]: `__transaction_state` keys and values, and the partition owning an id.
+//!
+//! The state machine is the private `coordinator` module; its types are re-exported here.
 
 mod coordinator;
 pub mod records;

@@ -23,11 +23,15 @@
 //!
 //! Decoding is bounded: every count read off the wire is checked against the bytes that
 //! remain before anything is allocated for it, and malformed input is a
-//! [`DecodeError`], never a panic.
+//! [`DecodeError`], never a panic. The field encodings (and those checks) are
+//! [`strata_proto::schema_codec`]'s, shared with `__consumer_offsets`' records.
 
 use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
+// Strings are cut at i16::MAX bytes (`put_str`): transactional ids and topic names
+// reach the coordinator through request fields of that same limit, so nothing is cut.
+use strata_proto::schema_codec::{FieldError, Reader, put_len, put_str};
 use strata_proto::{ProducerEpoch, ProducerId};
 
 /// The internal topic that holds transaction state (Kafka's
@@ -156,21 +160,18 @@ pub enum DecodeError {
     Malformed(&'static str),
 }
 
+impl From<FieldError> for DecodeError {
+    fn from(e: FieldError) -> Self {
+        match e {
+            FieldError::Truncated => DecodeError::Truncated,
+            FieldError::NullString => DecodeError::Malformed("null string"),
+            FieldError::Malformed(why) => DecodeError::Malformed(why),
+        }
+    }
+}
+
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;
-
-fn put_str(buf: &mut BytesMut, s: &str) {
-    // Kafka strings are at most i16::MAX bytes: transactional ids and topic names reach
-    // the coordinator through request fields of that same limit, so nothing is cut.
-    let bytes = s.as_bytes();
-    let len = bytes.len().min(i16::MAX as usize);
-    buf.put_i16(len as i16);
-    buf.put_slice(&bytes[..len]);
-}
-
-fn put_len(buf: &mut BytesMut, n: usize) {
-    buf.put_i32(i32::try_from(n).unwrap_or(i32::MAX));
-}
 
 /// The key of a transactional id's record (version 0).
 pub fn txn_key(transactional_id: &str) -> Bytes {
@@ -230,127 +231,11 @@ pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
     strata_group::partition_for(transactional_id, partitions)
 }
 
-/// A big-endian reader over a byte slice that never reads past its end.
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, tail) = self.buf.split_at(n);
-        self.buf = tail;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    /// An unsigned varint of at most 5 bytes (a `u32`).
-    fn uvarint(&mut self) -> Result<u32, DecodeError> {
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let [b] = self.array::<1>()?;
-            if i == 4 && b > 0x0f {
-                return Err(DecodeError::Malformed("varint overflows 32 bits"));
-            }
-            value |= u32::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError::Malformed("varint overflows 32 bits"))
-    }
-
-    /// Checks that `count` items of at least `min_size` bytes each can still follow.
-    fn check_count(&self, count: usize, min_size: usize) -> Result<usize, DecodeError> {
-        match count.checked_mul(min_size) {
-            Some(n) if n <= self.buf.len() => Ok(count),
-            _ => Err(DecodeError::Truncated),
-        }
-    }
-
-    fn utf8(raw: &[u8]) -> Result<String, DecodeError> {
-        String::from_utf8(raw.to_vec()).map_err(|_| DecodeError::Malformed("string is not UTF-8"))
-    }
-
-    /// A classic non-nullable string (`i16` length).
-    fn str(&mut self) -> Result<String, DecodeError> {
-        let len = self.i16()?;
-        let len = usize::try_from(len).map_err(|_| DecodeError::Malformed("null string"))?;
-        Self::utf8(self.take(len)?)
-    }
-
-    /// A compact non-nullable string (varint length + 1).
-    fn compact_str(&mut self) -> Result<String, DecodeError> {
-        let n = self.uvarint()? as usize;
-        let len = n
-            .checked_sub(1)
-            .ok_or(DecodeError::Malformed("null string"))?;
-        Self::utf8(self.take(len)?)
-    }
-
-    /// A classic array count (`i32`, `-1` = null) of items of at least `min_size` bytes.
-    fn count(&mut self, min_size: usize) -> Result<Option<usize>, DecodeError> {
-        let n = self.i32()?;
-        if n < 0 {
-            return Ok(None);
-        }
-        self.check_count(n as usize, min_size).map(Some)
-    }
-
-    /// A compact array count (varint count + 1, `0` = null).
-    fn compact_count(&mut self, min_size: usize) -> Result<Option<usize>, DecodeError> {
-        let n = self.uvarint()? as usize;
-        match n.checked_sub(1) {
-            None => Ok(None),
-            Some(n) => self.check_count(n, min_size).map(Some),
-        }
-    }
-
-    /// A tagged-field section, handing each field's tag and bytes to `f`.
-    fn tagged_fields(
-        &mut self,
-        mut f: impl FnMut(u32, &[u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
-        let count = self.uvarint()? as usize;
-        // Each field is at least a tag and a size byte.
-        self.check_count(count, 2)?;
-        for _ in 0..count {
-            let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            f(tag, self.take(size)?)?;
-        }
-        Ok(())
-    }
-}
-
 /// Decodes a key: the transactional id.
 pub fn decode_key(key: &[u8]) -> Result<String, DecodeError> {
-    let mut r = Reader { buf: key };
+    let mut r = Reader::new(key);
     match r.i16()? {
-        0 => r.str(),
+        0 => Ok(r.str()?),
         v => Err(DecodeError::UnknownKeyVersion(v)),
     }
 }
@@ -362,7 +247,7 @@ fn fixed<const N: usize>(raw: &[u8]) -> Result<[u8; N], DecodeError> {
 
 /// Decodes a (non-null) value of version 0 or 1.
 pub fn decode_value(value: &[u8]) -> Result<TxnLogValue, DecodeError> {
-    let mut r = Reader { buf: value };
+    let mut r = Reader::new(value);
     let version = r.i16()?;
     let flexible = match version {
         0 => false,
@@ -396,7 +281,7 @@ pub fn decode_value(value: &[u8]) -> Result<TxnLogValue, DecodeError> {
             }
         }
         if flexible {
-            r.tagged_fields(|_, _| Ok(()))?;
+            r.skip_tagged_fields()?;
         }
     }
     let last_update_timestamp_ms = r.i64()?;
@@ -414,7 +299,7 @@ pub fn decode_value(value: &[u8]) -> Result<TxnLogValue, DecodeError> {
         client_transaction_version: 0,
     };
     if flexible {
-        r.tagged_fields(|tag, raw| {
+        r.tagged_fields(|tag, raw| -> Result<(), DecodeError> {
             match tag {
                 0 => out.previous_producer_id = i64::from_be_bytes(fixed(raw)?),
                 1 => out.next_producer_id = i64::from_be_bytes(fixed(raw)?),
@@ -440,35 +325,6 @@ pub fn decode_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn uvarint_limits() {
-        let mut r = Reader {
-            buf: &[0xff, 0xff, 0xff, 0xff, 0x0f],
-        };
-        assert_eq!(r.uvarint(), Ok(u32::MAX));
-        let mut r = Reader {
-            buf: &[0xff, 0xff, 0xff, 0xff, 0x10],
-        };
-        assert!(matches!(r.uvarint(), Err(DecodeError::Malformed(_))));
-        let mut r = Reader { buf: &[0x80] };
-        assert_eq!(r.uvarint(), Err(DecodeError::Truncated));
-        let mut r = Reader { buf: &[0xac, 0x02] };
-        assert_eq!(r.uvarint(), Ok(300));
-    }
-
-    #[test]
-    fn counts_are_checked_before_use() {
-        // A claimed 2^31-1 topics in a few bytes.
-        let mut r = Reader {
-            buf: &[0x7f, 0xff, 0xff, 0xff, 0, 0],
-        };
-        assert_eq!(r.count(6), Err(DecodeError::Truncated));
-        let mut r = Reader {
-            buf: &[0xff, 0xff, 0xff, 0xff, 0x0f],
-        };
-        assert_eq!(r.compact_count(3), Err(DecodeError::Truncated));
-    }
 
     #[test]
     fn groups_partitions_by_topic() {

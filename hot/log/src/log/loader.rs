@@ -15,8 +15,9 @@ use std::sync::{Arc, RwLock};
 
 use strata_proto::{LeaderEpoch, Offset};
 
+use super::recovery_point::OwnRecoveryFile;
 use super::{
-    GAPS_FILE, Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, OwnRecoveryFile, RECOVERY_POINT_FILE,
+    GAPS_FILE, Inner, LEADER_EPOCH_FILE, LOG_START_FILE, Log, RECOVERY_POINT_FILE,
     RecoveryCheckpoint, delete_segment_files,
 };
 use crate::checkpoint;
@@ -493,7 +494,7 @@ pub(super) fn replay_producers(
                     && let Some(done) = state.update(h, marker)
                     && done.aborted
                 {
-                    aborted.push(super::aborted_entry(state, &done));
+                    aborted.push(super::append::aborted_entry(state, &done));
                 }
             },
         )?;

@@ -70,7 +70,7 @@ impl Log {
             }
         };
         let rp = g.recovery_point.min(seg_base);
-        super::write_own_recovery_point(&self.dir, g, rp, true)?;
+        super::recovery_point::write_own_recovery_point(&self.dir, g, rp, true)?;
         g.recovery_point = rp;
         self.update_epochs(g, |c| c.truncate_from_end(offset))?;
         for o in snapshot::list(&self.dir)? {
@@ -121,11 +121,11 @@ impl Log {
             )?;
         }
         // The cut segment was fsynced, and every earlier one was when it was sealed.
-        super::sync_epochs(&self.dir, g)?;
+        super::epochs::sync_epochs(&self.dir, g)?;
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
-        super::write_own_recovery_point(&self.dir, g, offset, false)?;
+        super::recovery_point::write_own_recovery_point(&self.dir, g, offset, false)?;
         Ok(())
     }
 
@@ -169,11 +169,11 @@ impl Log {
         checkpoint::sync_directory(&self.dir)?;
         checkpoint::write(&self.dir.join(LOG_START_FILE), offset, true)?;
         g.log_start_offset = offset;
-        super::sync_epochs(&self.dir, g)?;
+        super::epochs::sync_epochs(&self.dir, g)?;
         g.recovery_point = offset;
         g.unflushed_records = 0;
         g.first_unflushed_ms = None;
-        super::write_own_recovery_point(&self.dir, g, offset, false)
+        super::recovery_point::write_own_recovery_point(&self.dir, g, offset, false)
     }
 
     /// Rebuilds the producer state from the newest snapshot at or below the log end
@@ -294,7 +294,7 @@ impl Log {
         g.log_start_offset = offset;
         g.recovery_point = offset;
         checkpoint::sync_directory(&self.dir)?;
-        super::write_own_recovery_point(&self.dir, &mut g, offset, false)?;
+        super::recovery_point::write_own_recovery_point(&self.dir, &mut g, offset, false)?;
         // What the remote part's epochs were is not known here.
         self.update_epochs(&mut g, |c| c.clear())
     }

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::sync::atomic::Ordering;
+
 use bytes::Bytes;
 use strata_proto::Compression;
 use strata_proto::batch::build::{NewRecord, batch};
@@ -9,6 +11,7 @@ use strata_proto::batch::build::{NewRecord, batch};
 use super::*;
 use crate::clock::ManualClock;
 use crate::direct_read;
+use crate::tail;
 use crate::tail::refuse::{self, Refusal};
 
 fn make_batch(seed: u8) -> Vec<u8> {
