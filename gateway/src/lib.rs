@@ -231,48 +231,52 @@ fn routes() -> Routes {
             &["get"],
             get(v2::read_partition),
         )
-        .add("/consumers/{group}", &["post"], post(consumers::create))
+        .add(
+            "/consumers/{group}",
+            &["post"],
+            post(consumers::instances::create),
+        )
         .add(
             "/consumers/{group}/instances/{instance}",
             &["delete"],
-            delete(consumers::delete_instance),
+            delete(consumers::instances::delete_instance),
         )
         .add(
             "/consumers/{group}/instances/{instance}/subscription",
             &["get", "post", "delete"],
-            get(consumers::get_subscription)
-                .post(consumers::subscribe)
-                .delete(consumers::unsubscribe),
+            get(consumers::subscription::get_subscription)
+                .post(consumers::subscription::subscribe)
+                .delete(consumers::subscription::unsubscribe),
         )
         .add(
             "/consumers/{group}/instances/{instance}/assignments",
             &["get"],
-            get(consumers::assignments),
+            get(consumers::subscription::assignments),
         )
         .add(
             "/consumers/{group}/instances/{instance}/records",
             &["get"],
-            get(consumers::records),
+            get(consumers::records::records),
         )
         .add(
             "/consumers/{group}/instances/{instance}/offsets",
             &["get", "post"],
-            get(consumers::committed).post(consumers::commit),
+            get(consumers::offsets::committed).post(consumers::offsets::commit),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions",
             &["post"],
-            post(consumers::seek),
+            post(consumers::offsets::seek),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions/beginning",
             &["post"],
-            post(consumers::seek_beginning),
+            post(consumers::offsets::seek_beginning),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions/end",
             &["post"],
-            post(consumers::seek_end),
+            post(consumers::offsets::seek_end),
         )
         .add(
             "/consumers/{group}/instances/{instance}/nack",
