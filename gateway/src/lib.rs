@@ -1,12 +1,28 @@
-//! Strata's HTTP REST gateway: Confluent REST Proxy v2 (topics, produce, consumer
-//! instances) and v3's produce endpoint, plus stateless partition reads, server-sent
-//! event streams that commit as the client acknowledges, `Idempotency-Key` on produce,
-//! /healthz and /readyz, and an OpenAPI document at /openapi.json generated from the
-//! handlers.
+//! Strata's HTTP REST gateway. It owns the REST API the broker serves: Confluent REST
+//! Proxy v2 (topics, produce, consumer instances) and v3 (produce and admin). It also
+//! serves stateless partition reads, server-sent event streams that commit as the client
+//! acknowledges, dead letters, `Idempotency-Key` on produce, /healthz and /readyz, and
+//! an OpenAPI document at /openapi.json generated from the handlers.
 //!
-//! The gateway talks to the cluster only through [`service::Service`];
+//! The gateway talks to the cluster only through [`service::Service`].
 //! [`kafka::KafkaService`] implements it with librdkafka against the broker's own Kafka
 //! listener.
+//!
+//! Public modules:
+//! - [`acl`]: authorization of each call by the Kafka ACLs a Kafka client would need.
+//! - [`auth`]: `--http-auth` identities, and the [`Caller`] a request carries.
+//! - [`consumers`]: v2 consumer instances: their registry, idle expiry and handlers.
+//! - [`dlq`]: dead letters: a rejected record is copied to its dead-letter topic.
+//! - [`error`]: errors in Confluent's shape; Kafka error codes mapped to statuses.
+//! - [`idempotency`]: `Idempotency-Key` on produce: the first answer kept and replayed.
+//! - [`kafka`]: [`kafka::KafkaService`], the [`Service`] as a Kafka client of the broker.
+//! - [`openapi`]: the OpenAPI document, generated from the handlers' annotations.
+//! - [`producer`]: the produce path: an idempotent Kafka producer over the wire protocol.
+//! - [`queue`]: the produce queue: what requests may hold in memory, in records and bytes.
+//! - [`service`]: [`Service`], the one interface between the gateway and a Kafka cluster.
+//!
+//! The other routes' handlers are private: `v2`, `v3` (produce), `v3_admin` and
+//! `v3_alter` (admin reads and writes), `sse` (streams), with `util` for their plumbing.
 
 pub mod acl;
 pub mod auth;
@@ -231,48 +247,52 @@ fn routes() -> Routes {
             &["get"],
             get(v2::read_partition),
         )
-        .add("/consumers/{group}", &["post"], post(consumers::create))
+        .add(
+            "/consumers/{group}",
+            &["post"],
+            post(consumers::instances::create),
+        )
         .add(
             "/consumers/{group}/instances/{instance}",
             &["delete"],
-            delete(consumers::delete_instance),
+            delete(consumers::instances::delete_instance),
         )
         .add(
             "/consumers/{group}/instances/{instance}/subscription",
             &["get", "post", "delete"],
-            get(consumers::get_subscription)
-                .post(consumers::subscribe)
-                .delete(consumers::unsubscribe),
+            get(consumers::subscription::get_subscription)
+                .post(consumers::subscription::subscribe)
+                .delete(consumers::subscription::unsubscribe),
         )
         .add(
             "/consumers/{group}/instances/{instance}/assignments",
             &["get"],
-            get(consumers::assignments),
+            get(consumers::subscription::assignments),
         )
         .add(
             "/consumers/{group}/instances/{instance}/records",
             &["get"],
-            get(consumers::records),
+            get(consumers::records::records),
         )
         .add(
             "/consumers/{group}/instances/{instance}/offsets",
             &["get", "post"],
-            get(consumers::committed).post(consumers::commit),
+            get(consumers::offsets::committed).post(consumers::offsets::commit),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions",
             &["post"],
-            post(consumers::seek),
+            post(consumers::offsets::seek),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions/beginning",
             &["post"],
-            post(consumers::seek_beginning),
+            post(consumers::offsets::seek_beginning),
         )
         .add(
             "/consumers/{group}/instances/{instance}/positions/end",
             &["post"],
-            post(consumers::seek_end),
+            post(consumers::offsets::seek_end),
         )
         .add(
             "/consumers/{group}/instances/{instance}/nack",

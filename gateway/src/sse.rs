@@ -31,7 +31,10 @@ use strata_authz::Operation;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
-use crate::consumers::{Offsets, StreamMember, screen, too_many};
+use crate::consumers::StreamMember;
+use crate::consumers::instances::too_many;
+use crate::consumers::offsets::Offsets;
+use crate::consumers::records::screen;
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::{ConsumerSettings, GroupConsumer, OffsetReset, PartitionOffset};
 use crate::util::{self, JSON, V2};
