@@ -714,7 +714,7 @@ async fn at_background_priority<T: Send + 'static>(
         let started = std::thread::Builder::new()
             .name("strata-parquet".into())
             .spawn(move || {
-                crate::priority::lower_this_thread("Parquet");
+                strata_log::priority::lower_this_thread("Parquet");
                 while let Ok(job) = rx.recv() {
                     job();
                 }

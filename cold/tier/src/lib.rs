@@ -22,7 +22,6 @@ pub mod manifest;
 pub mod manifest_store;
 pub mod one_copy;
 pub mod parquet_source;
-pub mod priority;
 pub mod publisher;
 pub mod remote;
 pub mod service;

@@ -66,7 +66,7 @@ fn run(
 ) {
     // Cleaning is background work: the CPU and the disk producers and consumers leave
     // idle. (The IO cap does most to keep producers' latency: benches/compaction.sh.)
-    strata_tier::priority::lower_this_thread("log cleaner");
+    strata_log::priority::lower_this_thread("log cleaner");
     // Allocated when first needed: a broker without compacted topics pays nothing.
     let mut map: Option<OffsetMap> = None;
     while !shutdown.is_cancelled() {

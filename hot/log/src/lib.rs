@@ -26,6 +26,7 @@
 //! * [`epoch`]: the sans-IO leader-epoch cache and its checkpoint format.
 //! * [`files`]: the process-wide bounded cache of segment file descriptors.
 //! * [`index`]: sparse offset and time indexes, their lookups and public decoder.
+//! * [`priority`]: background threads (the cleaner, Parquet) in the idle CPU and IO classes.
 //! * [`producer`]: sans-IO idempotent-producer and transaction state, and its snapshot.
 //! * [`read_cache`]: recently read segment bytes, shared by every log (direct mode).
 //! * [`txn_index`]: a segment's aborted transactions (Kafka's `.txnindex`).
@@ -150,6 +151,7 @@ mod error;
 pub mod files;
 pub mod index;
 mod log;
+pub mod priority;
 pub mod producer;
 pub mod read_cache;
 mod sealed;

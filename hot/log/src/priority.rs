@@ -1,5 +1,6 @@
-//! Background threads out of the way of request handlers: the Parquet conversion thread
-//! and the broker's log cleaner threads call [`lower_this_thread`] when they start.
+//! Background threads out of the way of request handlers: the broker's log cleaner
+//! threads and strata-tier's Parquet conversion thread call [`lower_this_thread`] when
+//! they start (it lives here, below both).
 
 /// Puts the calling thread in the idle CPU scheduling class (SCHED_IDLE: the kernel runs
 /// it only when no other thread wants the CPU, and a waking request handler preempts it
