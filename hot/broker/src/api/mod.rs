@@ -18,6 +18,7 @@ mod group;
 mod list_offsets;
 mod logdirs;
 mod metadata;
+mod offsets;
 mod produce;
 mod quotas;
 mod reassign;
@@ -313,17 +314,17 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::SyncGroup(r) => group::sync_group(b, c, r),
         Request::Heartbeat(r) => group::heartbeat(b, c, r),
         Request::LeaveGroup(r) => group::leave_group(b, c, r),
-        Request::OffsetCommit(r) => group::offset_commit(b, c, r),
-        Request::OffsetFetch(r) => group::offset_fetch(b, c, r),
+        Request::OffsetCommit(r) => offsets::offset_commit(b, c, r),
+        Request::OffsetFetch(r) => offsets::offset_fetch(b, c, r),
         Request::ListGroups(r) => group::list_groups(b, c, r),
         Request::DescribeGroups(r) => group::describe_groups(b, c, r),
         Request::DeleteGroups(r) => group::delete_groups(b, c, r),
-        Request::OffsetDelete(r) => group::offset_delete(b, c, r),
+        Request::OffsetDelete(r) => offsets::offset_delete(b, c, r),
         Request::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(b, c, r),
         Request::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(b, c, r),
         Request::EndTxn(r) => txn::end_txn(b, c, r),
         Request::WriteTxnMarkers(r) => txn::write_txn_markers(b, c, r),
-        Request::TxnOffsetCommit(r) => txn::txn_offset_commit(b, c, r),
+        Request::TxnOffsetCommit(r) => offsets::txn_offset_commit(b, c, r),
         Request::DescribeTransactions(r) => txn::describe_transactions(b, c, r),
         Request::ListTransactions(r) => txn::list_transactions(&b, c, r),
         Request::DescribeProducers(r) => txn::describe_producers(&b, c, r),

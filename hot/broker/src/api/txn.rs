@@ -10,9 +10,6 @@ use std::sync::Arc;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -20,20 +17,17 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, DescribeProducersRequest, DescribeProducersResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
-    ListTransactionsRequest, ListTransactionsResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    ListTransactionsRequest, ListTransactionsResponse, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use strata_authz::{Operation, ResourceType};
-use strata_group::CommittedOffset;
-use strata_proto::batch::build::{NewRecord, ProducerFields, batch};
+use strata_proto::ErrorCode;
 use strata_proto::control::{Marker, MarkerKind};
-use strata_proto::{Compression, ErrorCode};
 use strata_txn::{Reply, TxnApi, fenced_error_for_version};
 
 use super::{Pending, RequestContext, authz, encode_response};
 use crate::broker::Broker;
-use crate::error::ApiError;
 use crate::groups::OFFSETS_TOPIC;
 
 /// The coordinator's answer for a request about `transactional_id`: NOT_COORDINATOR
@@ -336,172 +330,6 @@ pub(super) fn end_txn(broker: Arc<Broker>, ctx: RequestContext, req: EndTxnReque
         resp.error_code = fenced_error_for_version(TxnApi::EndTxn, ctx.version, code).code();
         resp.producer_id = req.producer_id;
         resp.producer_epoch = req.producer_epoch;
-        encode_response(&ctx, &resp)
-    })
-}
-
-/// TxnOffsetCommit: the offsets go into the group's offsets partition in a batch of
-/// the producer's transaction (Kafka's coordinator-origin append: epoch checked, no
-/// sequence), and stay pending in the group coordinator until the transaction's marker
-/// reaches that partition.
-pub(super) fn txn_offset_commit(
-    broker: Arc<Broker>,
-    ctx: RequestContext,
-    req: TxnOffsetCommitRequest,
-) -> Pending {
-    Box::pin(async move {
-        let group = req.group_id.0.to_string();
-        let now = broker.clock.now_ms();
-        // As Kafka's KafkaApis.handleTxnOffsetCommitRequest: Write on the transactional
-        // id, then Read on the group (either denied: every partition answers it), then
-        // Read on each topic (a denied topic's partitions answer
-        // TOPIC_AUTHORIZATION_FAILED, the rest are committed).
-        let denied = if !authz::transactional_id(
-            &broker,
-            &ctx,
-            Operation::Write,
-            req.transactional_id.0.as_str(),
-        ) {
-            Some(ErrorCode::TransactionalIdAuthorizationFailed)
-        } else if !authz::group(&broker, &ctx, Operation::Read, &group) {
-            Some(ErrorCode::GroupAuthorizationFailed)
-        } else {
-            None
-        };
-        let topic_ok: Vec<bool> = if denied.is_none() {
-            req.topics
-                .iter()
-                .map(|t| authz::topic(&broker, &ctx, Operation::Read, t.name.0.as_str()))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let result: Result<(), ApiError> = async {
-            if let Some(code) = denied {
-                return Err(ApiError::new(code, "not authorized"));
-            }
-            if !topic_ok.is_empty() && !topic_ok.contains(&true) {
-                // Nothing left to commit: Kafka answers without the coordinator.
-                return Ok(());
-            }
-            let p = broker.groups.offsets_partition_for(&group).await?;
-            let code = broker.groups.with_shard(p, |s| {
-                s.coordinator.validate_txn_commit(
-                    now,
-                    &group,
-                    req.generation_id,
-                    req.member_id.as_str(),
-                    req.group_instance_id.as_ref().map(|s| s.as_str()),
-                )
-            })?;
-            if code != ErrorCode::None {
-                return Err(ApiError::new(code, "transactional commit refused"));
-            }
-            let mut records = Vec::new();
-            let mut commits = Vec::new();
-            for (t, _) in req.topics.iter().zip(&topic_ok).filter(|(_, ok)| **ok) {
-                for pr in &t.partitions {
-                    let c = CommittedOffset {
-                        offset: pr.committed_offset,
-                        leader_epoch: pr.committed_leader_epoch,
-                        metadata: pr.committed_metadata.as_ref().map(|m| m.to_string()),
-                        commit_timestamp_ms: now,
-                    };
-                    let (k, v) = strata_group::offset_commit_record(
-                        &group,
-                        t.name.0.as_str(),
-                        pr.partition_index,
-                        &c,
-                    );
-                    records.push(NewRecord {
-                        key: Some(k),
-                        value: Some(v),
-                        headers: vec![],
-                        timestamp: now,
-                    });
-                    commits.push((t.name.0.to_string(), pr.partition_index, c));
-                }
-            }
-            if records.is_empty() {
-                return Ok(());
-            }
-            let partition = broker
-                .replicas
-                .partition(OFFSETS_TOPIC, p)
-                .filter(|p| p.is_leader())
-                .ok_or_else(|| ApiError::new(ErrorCode::NotCoordinator, "not the coordinator"))?;
-            let mut b = batch(
-                &records,
-                Compression::None,
-                Some(ProducerFields {
-                    producer_id: req.producer_id.0,
-                    producer_epoch: req.producer_epoch,
-                    base_sequence: 0,
-                }),
-            )
-            .to_vec();
-            strata_proto::batch::set_transactional(&mut b);
-            let (info, epoch) = partition
-                .append_coordinator(&mut b)
-                .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-            match partition
-                .wait_acked(info.last_offset + 1, epoch, deadline)
-                .await
-            {
-                ErrorCode::None => {}
-                ErrorCode::NotLeaderOrFollower => {
-                    return Err(ApiError::new(
-                        ErrorCode::NotCoordinator,
-                        "the coordinator moved",
-                    ));
-                }
-                code => return Err(ApiError::new(code, "the commit was not replicated")),
-            }
-            broker.groups.with_shard(p, |s| {
-                s.coordinator.prepare_txn_commit(
-                    &group,
-                    req.producer_id.0,
-                    info.first_offset,
-                    commits,
-                )
-            })?;
-            Ok(())
-        }
-        .await;
-        let code = match &result {
-            Ok(()) => ErrorCode::None,
-            Err(e) => {
-                tracing::debug!(group = %group, error = %e.message, "transactional offset commit failed");
-                e.code
-            }
-        };
-        let mut resp = TxnOffsetCommitResponse::default();
-        resp.topics = req
-            .topics
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let code = if topic_ok.get(i).is_some_and(|ok| !ok) {
-                    ErrorCode::TopicAuthorizationFailed
-                } else {
-                    code
-                };
-                let mut rt = TxnOffsetCommitResponseTopic::default();
-                rt.name = t.name.clone();
-                rt.partitions = t
-                    .partitions
-                    .iter()
-                    .map(|pr| {
-                        let mut rp = TxnOffsetCommitResponsePartition::default();
-                        rp.partition_index = pr.partition_index;
-                        rp.error_code = code.code();
-                        rp
-                    })
-                    .collect();
-                rt
-            })
-            .collect();
         encode_response(&ctx, &resp)
     })
 }
