@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_auth::{Mechanism, TokenValidator, ValidatorConfig};
 use strata_broker::listener::{
     ListenerConfig, SecurityProtocol, parse_listener_list, resolve_listeners,
@@ -14,184 +14,149 @@ use strata_broker::listener::{
 use strata_broker::security::SaslConfig;
 use strata_broker::tls::{ClientAuth, TlsFiles};
 
-#[derive(Args, Debug, Default, Clone)]
+// Also read from the --config file, flattened into `ServeArgs` (see there): the same
+// keys at the top level of the file; an unset setting is left out when serialized.
+#[derive(Args, Serialize, Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "kebab-case")]
 pub struct SecurityArgs {
     /// Kafka listeners as PROTOCOL://HOST:PORT,... with PROTOCOL one of PLAINTEXT, SSL,
     /// SASL_PLAINTEXT, SASL_SSL, e.g. PLAINTEXT://127.0.0.1:9092,SSL://0.0.0.0:9094
     /// (Kafka's listeners). With --kafka-addr, that is the PLAINTEXT listener
     /// [default: PLAINTEXT://127.0.0.1:9092]
     #[arg(long, env = "STRATA_LISTENERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub listeners: Option<String>,
     /// What clients of each listener are told to connect to, PROTOCOL://HOST:PORT,...
     /// (Kafka's advertised.listeners); required for a listener binding 0.0.0.0
     /// [default: each listener's bound address]
     #[arg(long, env = "STRATA_ADVERTISED_LISTENERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub advertised_listeners: Option<String>,
     /// The listener other brokers and this broker's own clients use (Kafka's
     /// inter.broker.listener.name) [default: PLAINTEXT if there is one, else the first]
     #[arg(long, env = "STRATA_INTER_BROKER_LISTENER_NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub inter_broker_listener_name: Option<String>,
     /// The TLS certificate chain of SSL and SASL_SSL listeners, PEM (reloaded on SIGHUP
     /// and when the file changes)
     #[arg(long, env = "STRATA_TLS_CERT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_cert: Option<PathBuf>,
     /// The TLS private key, PEM
     #[arg(long, env = "STRATA_TLS_KEY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
     /// CA certificates that sign client certificates, PEM: SSL listeners then require
     /// a client certificate, whose subject is the principal
     #[arg(long, env = "STRATA_TLS_CLIENT_CA")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_client_ca: Option<PathBuf>,
     /// Whether SSL listeners require client certificates: required, requested or none
     /// (Kafka's ssl.client.auth) [default: required with --tls-client-ca, else none]
     #[arg(long, env = "STRATA_TLS_CLIENT_AUTH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_client_auth: Option<String>,
     /// How a client certificate's subject becomes a user name (Kafka's
     /// ssl.principal.mapping.rules), e.g. 'RULE:^CN=([^,]*),.*$/$1/,DEFAULT'
     /// [default: DEFAULT, the whole distinguished name]
     #[arg(long, env = "STRATA_SSL_PRINCIPAL_MAPPING_RULES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ssl_principal_mapping_rules: Option<String>,
     /// SASL mechanisms SASL listeners offer, from SCRAM-SHA-512, SCRAM-SHA-256, PLAIN and
     /// OAUTHBEARER (Kafka's sasl.enabled.mechanisms) [default: SCRAM-SHA-512,SCRAM-SHA-256]
     #[arg(long, env = "STRATA_SASL_MECHANISMS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sasl_mechanisms: Option<String>,
     /// The longest a SASL session lasts before the client must re-authenticate, e.g.
     /// 1h; a connection that has not re-authenticated by then is closed at its next
     /// request (Kafka's connections.max.reauth.ms, KIP-368) [default: none; an
     /// OAUTHBEARER token's expiry still ends its session]
     #[arg(long, env = "STRATA_CONNECTIONS_MAX_REAUTH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub connections_max_reauth: Option<String>,
     /// OAUTHBEARER: a JWKS file (RFC 7517) with the issuer's public keys (RS256/384/512,
     /// ES256/384); tokens must be signed by one of them
     #[arg(long, env = "STRATA_OAUTHBEARER_JWKS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_jwks: Option<PathBuf>,
     /// OAUTHBEARER: the issuer's public key as PEM, instead of --oauthbearer-jwks
     #[arg(long, env = "STRATA_OAUTHBEARER_PUBLIC_KEY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_public_key: Option<PathBuf>,
     /// OAUTHBEARER: accept unsigned (alg none) tokens, as Kafka's default unsecured
     /// validator: for development and tests only, since anyone can mint one for any user
     #[arg(long, env = "STRATA_OAUTHBEARER_UNSECURED")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_unsecured: Option<bool>,
     /// OAUTHBEARER: the `iss` tokens must carry
     #[arg(long, env = "STRATA_OAUTHBEARER_EXPECTED_ISSUER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_expected_issuer: Option<String>,
     /// OAUTHBEARER: audiences, comma-separated; a token's `aud` must name one
     #[arg(long, env = "STRATA_OAUTHBEARER_EXPECTED_AUDIENCE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_expected_audience: Option<String>,
     /// OAUTHBEARER: the claim naming the principal [default: sub]
     #[arg(long, env = "STRATA_OAUTHBEARER_SUB_CLAIM_NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub oauthbearer_sub_claim_name: Option<String>,
     /// NAME:PASSWORD of a SCRAM user (SCRAM-SHA-512 and -256) created at start if no
     /// user of that name exists, so a new cluster has a first (super) user
     #[arg(long, env = "STRATA_BOOTSTRAP_USER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bootstrap_user: Option<String>,
     /// ACL authorization: on or off. With it on, a request no ACL allows is refused
     /// (Kafka's authorizer.class.name) [default: off]
     #[arg(long, env = "STRATA_AUTHORIZER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub authorizer: Option<String>,
     /// Principals allowed everything, separated by ; or , (Kafka's super.users), e.g.
     /// User:admin;User:broker
     #[arg(long, env = "STRATA_SUPER_USERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub super_users: Option<String>,
     /// With the authorizer on, allow requests on resources no ACL names (Kafka's
     /// allow.everyone.if.no.acl.found) [default: false]
     #[arg(long, env = "STRATA_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_everyone_if_no_acl_found: Option<bool>,
     /// CA certificates this broker trusts when it connects to other brokers over TLS
     /// (the inter-broker listener; the gateway's connections), PEM [default:
     /// --tls-client-ca]
     #[arg(long, env = "STRATA_TLS_CA")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
     /// NAME:PASSWORD this broker authenticates as on a SASL inter-broker listener (a
     /// super user, or one with ClusterAction on the cluster)
     #[arg(long, env = "STRATA_INTER_BROKER_USER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub inter_broker_user: Option<String>,
     /// The SASL mechanism of --inter-broker-user [default: SCRAM-SHA-512]
     #[arg(long, env = "STRATA_INTER_BROKER_SASL_MECHANISM")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub inter_broker_sasl_mechanism: Option<String>,
     /// Mutual TLS on the controller quorum's port: voters and brokers present
     /// --tls-cert, and only certificates --tls-ca signed may vote, register or read the
     /// metadata. Give every node the same value [default: false]
     #[arg(long, env = "STRATA_CONTROLLER_TLS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub controller_tls: Option<bool>,
     /// Serve the HTTP address (REST gateway, /metrics) over TLS with --tls-cert
     /// (reloaded as the Kafka listeners' is); clients are not asked for certificates
     /// [default: false]
     #[arg(long, env = "STRATA_HTTP_TLS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_tls: Option<bool>,
     /// Whether HTTPS clients present a certificate --tls-client-ca signed: required,
     /// requested or none. A verified certificate's subject, mapped by
     /// --ssl-principal-mapping-rules, is the principal of calls that send no
     /// Authorization header [default: none]
     #[arg(long, env = "STRATA_HTTP_CLIENT_AUTH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_client_auth: Option<String>,
 }
 
-/// The same settings in the --config file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct SecurityFile {
-    listeners: Option<String>,
-    advertised_listeners: Option<String>,
-    inter_broker_listener_name: Option<String>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_client_ca: Option<PathBuf>,
-    tls_client_auth: Option<String>,
-    ssl_principal_mapping_rules: Option<String>,
-    sasl_mechanisms: Option<String>,
-    connections_max_reauth: Option<String>,
-    oauthbearer_jwks: Option<PathBuf>,
-    oauthbearer_public_key: Option<PathBuf>,
-    oauthbearer_unsecured: Option<bool>,
-    oauthbearer_expected_issuer: Option<String>,
-    oauthbearer_expected_audience: Option<String>,
-    oauthbearer_sub_claim_name: Option<String>,
-    bootstrap_user: Option<String>,
-    authorizer: Option<String>,
-    super_users: Option<String>,
-    allow_everyone_if_no_acl_found: Option<bool>,
-    tls_ca: Option<PathBuf>,
-    inter_broker_user: Option<String>,
-    inter_broker_sasl_mechanism: Option<String>,
-    controller_tls: Option<bool>,
-    http_tls: Option<bool>,
-    http_client_auth: Option<String>,
-}
-
-impl SecurityFile {
-    /// The --config keys these settings use (split from the rest of the file).
-    pub const KEYS: &'static [&'static str] = &[
-        "listeners",
-        "advertised-listeners",
-        "inter-broker-listener-name",
-        "tls-cert",
-        "tls-key",
-        "tls-client-ca",
-        "tls-client-auth",
-        "ssl-principal-mapping-rules",
-        "sasl-mechanisms",
-        "connections-max-reauth",
-        "oauthbearer-jwks",
-        "oauthbearer-public-key",
-        "oauthbearer-unsecured",
-        "oauthbearer-expected-issuer",
-        "oauthbearer-expected-audience",
-        "oauthbearer-sub-claim-name",
-        "bootstrap-user",
-        "authorizer",
-        "super-users",
-        "allow-everyone-if-no-acl-found",
-        "tls-ca",
-        "inter-broker-user",
-        "inter-broker-sasl-mechanism",
-        "controller-tls",
-        "http-tls",
-        "http-client-auth",
-    ];
-}
-
-/// The SASL flags, flag over file.
+/// The SASL flags.
 struct SaslSettings {
     mechanisms: Option<String>,
     max_reauth: Option<String>,
@@ -316,12 +281,11 @@ impl Security {
     /// listener, alone or next to --listeners' others.
     pub fn resolve(
         args: SecurityArgs,
-        file: SecurityFile,
         kafka_addr: Option<SocketAddr>,
         advertised_kafka_addr: Option<(String, u16)>,
     ) -> anyhow::Result<Security> {
-        let listeners = args.listeners.or(file.listeners);
-        let advertised = args.advertised_listeners.or(file.advertised_listeners);
+        let listeners = args.listeners;
+        let advertised = args.advertised_listeners;
         let mut listed = match &listeners {
             Some(v) => parse_listener_list("--listeners", v).map_err(anyhow::Error::msg)?,
             None => Vec::new(),
@@ -382,10 +346,7 @@ impl Security {
                 anyhow::Error::msg(e)
             }
         })?;
-        let inter_broker_listener = match args
-            .inter_broker_listener_name
-            .or(file.inter_broker_listener_name)
-        {
+        let inter_broker_listener = match args.inter_broker_listener_name {
             Some(v) => {
                 let p: SecurityProtocol = v
                     .parse()
@@ -402,18 +363,18 @@ impl Security {
                 .unwrap_or(listeners[0].protocol),
         };
 
-        let cert = args.tls_cert.or(file.tls_cert);
-        let key = args.tls_key.or(file.tls_key);
-        let client_ca = args.tls_client_ca.or(file.tls_client_ca);
-        let client_auth = match args.tls_client_auth.or(file.tls_client_auth) {
+        let cert = args.tls_cert;
+        let key = args.tls_key;
+        let client_ca = args.tls_client_ca;
+        let client_auth = match args.tls_client_auth {
             Some(v) => v
                 .parse::<ClientAuth>()
                 .map_err(|e| anyhow::anyhow!("--tls-client-auth {e}"))?,
             None if client_ca.is_some() => ClientAuth::Required,
             None => ClientAuth::None,
         };
-        let http_tls = args.http_tls.or(file.http_tls).unwrap_or(false);
-        let http_client_auth = match args.http_client_auth.or(file.http_client_auth) {
+        let http_tls = args.http_tls.unwrap_or(false);
+        let http_client_auth = match args.http_client_auth {
             Some(v) => v
                 .parse::<ClientAuth>()
                 .map_err(|e| anyhow::anyhow!("--http-client-auth {e}"))?,
@@ -429,7 +390,7 @@ impl Security {
                 );
             }
         }
-        let controller_wants_tls = args.controller_tls.or(file.controller_tls).unwrap_or(false);
+        let controller_wants_tls = args.controller_tls.unwrap_or(false);
         let needs_tls = listeners.iter().any(|l| l.protocol.uses_tls()) || http_tls;
         let tls = match (cert, key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
@@ -468,10 +429,7 @@ impl Security {
                 t.client_auth
             );
         }
-        let principal_mapping = match args
-            .ssl_principal_mapping_rules
-            .or(file.ssl_principal_mapping_rules)
-        {
+        let principal_mapping = match args.ssl_principal_mapping_rules {
             Some(v) => Some(
                 strata_auth::PrincipalMappingRules::parse(&v)
                     .with_context(|| format!("--ssl-principal-mapping-rules '{v}'"))?,
@@ -479,23 +437,14 @@ impl Security {
             None => None,
         };
         let sasl = sasl_config(SaslSettings {
-            mechanisms: args.sasl_mechanisms.or(file.sasl_mechanisms),
-            max_reauth: args.connections_max_reauth.or(file.connections_max_reauth),
-            jwks: args.oauthbearer_jwks.or(file.oauthbearer_jwks),
-            public_key: args.oauthbearer_public_key.or(file.oauthbearer_public_key),
-            unsecured: args
-                .oauthbearer_unsecured
-                .or(file.oauthbearer_unsecured)
-                .unwrap_or(false),
-            issuer: args
-                .oauthbearer_expected_issuer
-                .or(file.oauthbearer_expected_issuer),
-            audience: args
-                .oauthbearer_expected_audience
-                .or(file.oauthbearer_expected_audience),
-            sub_claim: args
-                .oauthbearer_sub_claim_name
-                .or(file.oauthbearer_sub_claim_name),
+            mechanisms: args.sasl_mechanisms,
+            max_reauth: args.connections_max_reauth,
+            jwks: args.oauthbearer_jwks,
+            public_key: args.oauthbearer_public_key,
+            unsecured: args.oauthbearer_unsecured.unwrap_or(false),
+            issuer: args.oauthbearer_expected_issuer,
+            audience: args.oauthbearer_expected_audience,
+            sub_claim: args.oauthbearer_sub_claim_name,
         })?;
         if !listeners.iter().any(|l| l.protocol.uses_sasl())
             && (sasl.oauth.is_some() || sasl.mechanisms != SaslConfig::default().mechanisms)
@@ -504,7 +453,7 @@ impl Security {
                 "SASL settings are given but no listener uses SASL: add SASL_PLAINTEXT://HOST:PORT or SASL_SSL://HOST:PORT to --listeners"
             );
         }
-        let bootstrap_user = match args.bootstrap_user.or(file.bootstrap_user) {
+        let bootstrap_user = match args.bootstrap_user {
             Some(v) => {
                 let (name, password) = v
                     .split_once(':')
@@ -516,11 +465,9 @@ impl Security {
             }
             None => None,
         };
-        let super_users = args.super_users.or(file.super_users);
-        let allow_everyone = args
-            .allow_everyone_if_no_acl_found
-            .or(file.allow_everyone_if_no_acl_found);
-        let authorizer = match args.authorizer.or(file.authorizer).as_deref() {
+        let super_users = args.super_users;
+        let allow_everyone = args.allow_everyone_if_no_acl_found;
+        let authorizer = match args.authorizer.as_deref() {
             None | Some("off") => {
                 if super_users.is_some() || allow_everyone.is_some() {
                     bail!(
@@ -540,8 +487,8 @@ impl Security {
             }
             Some(other) => bail!("--authorizer '{other}': use on or off"),
         };
-        let tls_ca = args.tls_ca.or(file.tls_ca);
-        let controller_tls = match args.controller_tls.or(file.controller_tls) {
+        let tls_ca = args.tls_ca;
+        let controller_tls = match args.controller_tls {
             Some(true) => Some(controller_tls(tls.as_ref(), tls_ca.clone())?),
             _ => None,
         };
@@ -549,9 +496,8 @@ impl Security {
             inter_broker_listener,
             tls.as_ref(),
             tls_ca,
-            args.inter_broker_user.or(file.inter_broker_user),
-            args.inter_broker_sasl_mechanism
-                .or(file.inter_broker_sasl_mechanism),
+            args.inter_broker_user,
+            args.inter_broker_sasl_mechanism,
         )?;
         Ok(Security {
             listeners,
