@@ -8,7 +8,7 @@
 //! catching-up consumer does not wait on a cold GET after its first.
 //!
 //! The store is reached through the narrow [`ChunkSource`] trait defined here;
-//! `cold/tier` adapts `cold/store` to it (`strata_tier::StoreSource`). The cache
+//! `cold/tier` adapts `cold/store` to it (`strata_tier::StoreSource`). The cache's
 //! memory tier evicts with S3-FIFO by default, so one scan does not flush what other
 //! readers use.
 //!
