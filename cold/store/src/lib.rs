@@ -1,4 +1,4 @@
-//! Strata's object store: one narrow async trait, [`BlobStore`], over the object_store
+//! Strata's object store (strata-store): one narrow async trait, [`BlobStore`], over the object_store
 //! crate (S3 and S3-compatible servers such as MinIO, a local directory, memory).
 //!
 //! Tiered storage keeps sealed segments, their indexes and the partition manifests in a
@@ -33,6 +33,16 @@
 //! Errors are one type, [`StoreError`], whose [`ErrorKind`] says whether retrying helps.
 //! With the `testing` feature, [`testing`] holds the conformance suite every backend
 //! passes and a helper that runs a real S3 server (s3s-fs) on loopback.
+//!
+//! Modules (private but [`testing`]; their types are re-exported here):
+//!
+//! * `store.rs`: the [`BlobStore`] trait and the types it speaks ([`PutMode`], ...).
+//! * `backend.rs`: [`ObjectBackend`] over object_store (S3, local directory, memory),
+//!   [`open_url`], and [`STAGING_PREFIX`] for create-mode multipart staging.
+//! * `upload.rs`: `put_file`, a local file to one object (multipart when large, aborted
+//!   on failure) through the trait's own calls, so every wrapper sees every request.
+//! * `retry.rs`, `timeout.rs`, `metered.rs`, `fault.rs`: the wrappers above.
+//! * `error.rs`: [`StoreError`], the one place object_store's errors are mapped.
 
 mod backend;
 mod error;

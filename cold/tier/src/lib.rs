@@ -1,16 +1,51 @@
-//! Strata's tiered storage (KIP-405's model): sealed segments move to object storage,
-//! a manifest per partition names them, and reads below the local log start come back
-//! through the chunk cache as the same batch bytes a local read returns.
+//! Strata's tiered storage (strata-tier, KIP-405's model): sealed segments move to object
+//! storage, a manifest per partition names them, and reads below the local log start come
+//! back through the chunk cache as the same batch bytes a local read returns. It also
+//! turns segments into Parquet files (strata-parquet) and publishes them as Iceberg
+//! tables (strata-iceberg).
 //!
-//! * [`manifest`]: a partition's list of remote segments (sans-IO);
-//! * [`manifest_store`]: the manifest in the bucket, as create-only delta objects plus
-//!   snapshots;
-//! * [`remote`]: one partition's remote tier: offload, read, time lookup, retention,
-//!   orphan cleanup;
-//! * [`layout`]: object names;
-//! * [`tiered_log`]: one partition's log, local and remote, as readers see it;
-//! * [`archiver`]: one partition's offload, remote retention, manifest reloads and
-//!   Parquet conversion, driven by the broker's scheduler.
+//! It has two homes per partition. What a reader sees, and what local retention may
+//! delete, is the partition's [`TieredLog`]. What moves bytes into the bucket and keeps
+//! them in shape is its [`Archiver`], driven each round by the broker's scheduler
+//! (`hot/broker/src/tiering.rs`). The broker reaches the cache, the store and Parquet only
+//! through this crate.
+//!
+//! The seam with strata-log is narrow. strata-log describes a sealed segment
+//! (`Log::sealed_segment`: its files, its producer snapshot, its slice of the epoch
+//! cache), re-cuts one that straddles the remote end (`Log::recut`), restarts an empty
+//! log at the remote end (`Log::restore_at`), reads a range (`Log::read_range`), and
+//! offers the two pure pieces a remote read shares with a local one: the index decoder
+//! (`index::Indexes`) and the batch-window walk (`window::find_window`). This crate
+//! never opens a `Log` and never builds a log file name; the `Log` it reads is the one
+//! the broker's `Partition` writes (an `Arc` both hold).
+//!
+//! * [`tiered_log`]: [`TieredLog`], one partition's log as readers see it (KIP-405's
+//!   `UnifiedLog`): log start, local start, log end, reads local or remote, time lookups,
+//!   what local retention may delete.
+//! * [`archiver`]: [`Archiver`], one partition's manifest reloads, offload with backoff,
+//!   remote retention, orphan sweep, and Parquet conversion and backfill; typed errors
+//!   [`ArchiveError`] and [`ParquetError`].
+//! * [`service`]: [`Tier`], the broker-wide service: store, cache, upload concurrency and
+//!   rate, the remote-read pool; what gets offloaded ([`offload_candidates`]) and the
+//!   re-cut of a straddling segment.
+//! * [`remote`]: [`RemotePartition`], one partition's remote tier: upload, read through
+//!   the cache, time lookup, retention, orphan cleanup, aborted-transaction indexes.
+//! * [`manifest`]: a partition's list of remote segments and its operations (sans-IO).
+//! * [`manifest_store`]: the manifest in the bucket: create-only delta objects (the
+//!   sequence number fences a second leader) plus snapshots.
+//! * [`layout`]: object names in the bucket.
+//! * [`catalog`]: topic descriptors, so the bucket alone can recover a topic.
+//! * [`compaction`]: compaction of a compacted topic's remote segments.
+//! * [`one_copy`]: a `remote.storage.format=parquet` topic's reads below the local
+//!   start, re-encoded from its Parquet files.
+//! * [`parquet_source`]: the bytes Parquet conversion reads: a sealed local segment, or
+//!   a remote segment's object by ranged GETs.
+//! * [`iceberg`]: publishing a topic's Parquet files as an Iceberg table, one snapshot
+//!   per round, by the leader of the topic's partition 0.
+//! * [`source`]: [`StoreSource`], strata-store as the chunk cache's `ChunkSource`.
+//! * [`priority`]: lowers a background thread (Parquet conversion, the log cleaner) to
+//!   the idle CPU and IO classes.
+//! * [`error`]: [`TierError`].
 
 pub mod archiver;
 pub mod catalog;

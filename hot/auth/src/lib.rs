@@ -1,4 +1,4 @@
-//! Strata's authentication, sans-IO: bytes in, bytes or a verdict out. No sockets,
+//! Strata's authentication (strata-auth), sans-IO: bytes in, bytes or a verdict out. No sockets,
 //! no runtime, no clock (the time is a parameter) and injectable randomness, so the
 //! broker's SaslHandshake / SaslAuthenticate handlers and its TLS listener drive it.
 //!
@@ -12,6 +12,10 @@
 //! * [`principal`]: client-certificate subjects as Java's `X500Principal.getName()`
 //!   prints them, and Kafka's `ssl.principal.mapping.rules` (KIP-371).
 //! * [`AuthError`]: one error type whose variants map onto Kafka error codes.
+//! * `gs2` (private): the GS2 header and `saslname` encoding SCRAM and OAUTHBEARER share.
+//!
+//! Users: the broker (`api/sasl.rs`, `api/users.rs`, `security/`), strata-client's SASL
+//! login, and the binary's security flags (`src/cli/security.rs`).
 //!
 //! Every parser bounds its input before looking at it ([`MAX_SASL_MESSAGE_LEN`],
 //! [`oauth::MAX_TOKEN_LEN`]) and never panics on arbitrary bytes (property-tested).

@@ -1,4 +1,4 @@
-//! Strata's authorizer: Kafka's ACLs and their semantics, sans IO.
+//! Strata's authorizer (strata-authz): Kafka's ACLs and their semantics, sans IO.
 //!
 //! The broker converts CreateAcls / DescribeAcls / DeleteAcls into [`AclBinding`]s and
 //! [`AclBindingFilter`]s (the enums carry Kafka's wire codes), the controller replicates
@@ -17,6 +17,15 @@
 //! An authorization is a hash lookup, one binary search over the prefixed patterns and
 //! one per applicable pattern for the principal: O(log n), no allocation (~150-250 ns
 //! with 10,000 ACLs; `benches/authorize.rs`). Nothing here does IO or reads a clock.
+//!
+//! Modules (private; their types are re-exported here):
+//!
+//! * `types.rs`: resource types, pattern types, operations, permissions, principals,
+//!   with Kafka's wire codes.
+//! * `binding.rs`: [`AclBinding`] and [`AclBindingFilter`], and CreateAcls' checks.
+//! * `acls.rs`: [`Acls`], the set and the index that makes a check a few lookups.
+//! * `authorizer.rs`: [`Authorizer`], the decision (super users, deny wins, implied
+//!   operations, `allow.everyone.if.no.acl.found`).
 
 mod acls;
 mod authorizer;

@@ -1,11 +1,22 @@
-//! A minimal Kafka client connection, for broker-to-broker requests (followers fetching
-//! from leaders) and the gateway's produce path: one request at a time, versions chosen
-//! by the caller, every call under a deadline.
+//! A minimal Kafka client connection (strata-client), for broker-to-broker requests
+//! (followers fetching from leaders, transaction markers) and the gateway's produce path:
+//! one request at a time, versions chosen by the caller, every call under a deadline.
 //!
 //! A connection is TCP, or a [`LocalBroker`]: the broker in the same process, handed
 //! the same request frames and answering with the same response frames as its
 //! listener, minus the socket (the gateway inside `strata serve` reaches partitions
-//! this broker leads that way).
+//! this broker leads that way, through `strata_broker::LocalLink`).
+//!
+//! It is one file, and owns:
+//!
+//! * [`KafkaConnection`]: connect (TCP, optionally TLS and SASL PLAIN or SCRAM through
+//!   strata-auth's client), send a request, read its response under a deadline.
+//! * [`ClientSecurity`] and [`SaslLogin`]: how a connection authenticates.
+//! * [`LocalBroker`]: the in-process broker a connection may be instead of a socket.
+//! * [`read_frame`] and [`read_frame_after`]: size-prefixed frames that grow with the
+//!   bytes that arrive (at most 1 MiB reserved before data comes); the broker's listener
+//!   reads requests with them too.
+//! * [`ClientError`]: why a call failed; every kind is worth a retry after a pause.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,4 +1,6 @@
-//! Strata's client quotas, sans-IO, with Kafka's semantics:
+//! Strata's client quotas (strata-quota), sans-IO, with Kafka's semantics. The controller
+//! replicates the configured quotas; each broker measures its own clients and mutes
+//! connections (`hot/broker/src/security/quotas.rs`). The modules:
 //!
 //! * [`entity`]: the KIP-546 model — entities of `user` and/or `client-id` (named or
 //!   `<default>`; `ip` entities are refused), the keys `producer_byte_rate`,

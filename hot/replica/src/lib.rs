@@ -81,6 +81,15 @@
 //! KIP-841's ineligible (fenced, shutting-down) replicas (the controller refuses those
 //! with INELIGIBLE_REPLICA, which reverts the change), reassignment's adding/removing
 //! replica sets.
+//!
+//! # Modules (private; their types are re-exported here)
+//!
+//! * `partition.rs`: [`PartitionReplica`], the events it takes and the [`Command`]s it
+//!   returns, the acks=all checks.
+//! * `truncation.rs`: [`truncation_decision`] and [`out_of_range_action`], where a
+//!   follower cuts its log (KIP-101, KIP-279) and what it does when out of range.
+//! * `local_log.rs`: [`LocalLog`] and [`EpochLog`], all the state machine reads of the
+//!   log.
 
 mod local_log;
 mod partition;
