@@ -6,9 +6,10 @@
 //!
 //! It has two homes per partition. What a reader sees, and what local retention may
 //! delete, is the partition's [`TieredLog`]. What moves bytes into the bucket and keeps
-//! them in shape is its [`Archiver`], driven each round by the broker's scheduler
-//! (`hot/broker/src/tiering.rs`). The broker reaches the cache, the store and Parquet only
-//! through this crate.
+//! them in shape is its [`Archiver`]. The broker sees the rest through one handle,
+//! [`Tiering`]: each round it hands over the topics it hosts and the handle runs their
+//! archivers; the [`publisher`] commits the Iceberg tables beside it. The broker reaches
+//! the cache, the store and Parquet only through this crate.
 //!
 //! The seam with strata-log is narrow. strata-log describes a sealed segment
 //! (`Log::sealed_segment`: its files, its producer snapshot, its slice of the epoch
@@ -19,6 +20,9 @@
 //! never opens a `Log` and never builds a log file name; the `Log` it reads is the one
 //! the broker's `Partition` writes (an `Arc` both hold).
 //!
+//! * [`tiering`]: [`Tiering`], the broker's one handle: rounds over the hosted topics,
+//!   the tier status, the tables' admin calls, a deleted topic's objects, recovery.
+//! * [`publisher`]: the Iceberg publisher `strata serve` starts beside the broker.
 //! * [`tiered_log`]: [`TieredLog`], one partition's log as readers see it (KIP-405's
 //!   `UnifiedLog`): log start, local start, log end, reads local or remote, time lookups,
 //!   what local retention may delete.
@@ -40,11 +44,9 @@
 //!   start, re-encoded from its Parquet files.
 //! * [`parquet_source`]: the bytes Parquet conversion reads: a sealed local segment, or
 //!   a remote segment's object by ranged GETs.
-//! * [`iceberg`]: publishing a topic's Parquet files as an Iceberg table, one snapshot
-//!   per round, by the leader of the topic's partition 0.
+//! * [`iceberg`]: a topic's Parquet files as an Iceberg table: one commit, status,
+//!   snapshot expiry, orphan removal (the [`publisher`] runs them).
 //! * [`source`]: [`StoreSource`], strata-store as the chunk cache's `ChunkSource`.
-//! * [`priority`]: lowers a background thread (Parquet conversion, the log cleaner) to
-//!   the idle CPU and IO classes.
 //! * [`error`]: [`TierError`].
 
 pub mod archiver;

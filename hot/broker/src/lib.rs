@@ -8,8 +8,8 @@
 //! Handlers in [`api`] are given the `Broker` and reach a service through its fields;
 //! only [`server`] calls into [`api`]. A produce goes handler → [`partition::Partition`]
 //! → `strata_log::Log`, never through the tier. Object storage is reached only through
-//! strata-tier (`TieredLog`, `Archiver`, `Tier`), never the cache, the store or Parquet
-//! directly. docs/overview.md walks a produce and a remote fetch through these modules.
+//! strata-tier's `TieredLog` (a partition's reads) and its one `Tiering` handle, never
+//! the cache, the store or Parquet directly. docs/overview.md walks a produce and a remote fetch through these modules.
 //!
 //! The services:
 //!
@@ -32,8 +32,9 @@
 //!   (`__transaction_state`) over strata-txn, markers and producer ids.
 //! * [`coordinator`]: what `groups` and `txns` share: the load plan, the log reader,
 //!   `append_and_wait`.
-//! * [`tiering`]: [`tiering::TierScheduler`], which runs each tiered partition's
-//!   archiver every round, publishes Iceberg tables, and reports `/v1/tier/status`.
+//! * [`tiering`]: [`tiering::TierScheduler`], which hands the hosted topics to
+//!   strata-tier's `Tiering` every round and answers `/v1/tier/status` and the table
+//!   admin calls for them.
 //!
 //! The rest:
 //!

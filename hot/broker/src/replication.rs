@@ -1,5 +1,5 @@
-//! The broker's replication duties: applying metadata as it changes, heartbeating to the
-//! controller, leader ticks (ISR shrink), and the replica fetchers that copy leaders' logs
+//! The broker's replication duties: applying metadata as it changes, stopping the
+//! heartbeats ([`crate::lifecycle`]) with the server, leader ticks (ISR shrink), and the replica fetchers that copy leaders' logs
 //! to followers over the Kafka protocol (Fetch with a replica id and the last fetched
 //! epoch, KIP-320: the leader answers with the diverging epoch, and the follower
 //! truncates to where the logs part before it appends, KIP-101/279).

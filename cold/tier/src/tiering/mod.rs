@@ -5,9 +5,9 @@
 //! calls, and deletes a deleted topic's objects. What one partition's archiver does is
 //! [`crate::Archiver`]'s; Iceberg publishing is [`crate::publisher`]'s.
 //!
-//! * [`round`]: one scheduling round over the hosted partitions;
-//! * [`status`]: the tier status report (`strata tier status`, `/v1/tier/status`);
-//! * [`tables`]: the Iceberg tables' admin calls (`strata tier iceberg`).
+//! * `round`: one scheduling round over the hosted partitions;
+//! * `status`: the tier status report (`strata tier status`, `/v1/tier/status`);
+//! * `tables`: the Iceberg tables' admin calls (`strata tier iceberg`).
 
 mod round;
 mod status;

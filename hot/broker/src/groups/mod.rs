@@ -7,9 +7,9 @@
 //! written since the last pass; offsets of groups that have been empty for
 //! `--offsets-retention` are deleted with tombstones (KIP-211).
 //!
-//! * [`offsets`]: appending commits (group commit) and expiring offsets;
-//! * [`load`]: loading and unloading shards as leadership moves, and the coordinator loop;
-//! * [`lag`]: each group's lag, its trend and the time to the retention edge.
+//! * `offsets`: appending commits (group commit) and expiring offsets;
+//! * `load`: loading and unloading shards as leadership moves, and the coordinator loop;
+//! * `lag`: each group's lag, its trend and the time to the retention edge.
 
 mod lag;
 mod load;

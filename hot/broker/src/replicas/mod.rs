@@ -3,10 +3,10 @@
 //! them, with which epochs and ISRs), their AlterPartition requests, checkpoints, local
 //! housekeeping and the attachment of their remote tier.
 //!
-//! * [`open`]: applying metadata (reconcile): opening, recovering and taking offline
+//! * `open`: applying metadata (reconcile): opening, recovering and taking offline
 //!   the replicas assigned here;
-//! * [`files`]: partition directories, the checkpoint file and a clean stop;
-//! * [`traffic`]: sampling traffic, and the hottest partitions and keys.
+//! * `files`: partition directories, the checkpoint file and a clean stop;
+//! * `traffic`: sampling traffic, and the hottest partitions and keys.
 
 mod files;
 mod open;
