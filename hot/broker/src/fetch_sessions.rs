@@ -270,7 +270,7 @@ fn topic_ref(uses_ids: bool, id: Uuid, name: &TopicName) -> TopicRef {
 }
 
 /// A fetch response's record sets past a partition's first piece, by (topic index,
-/// partition index) in the response (`crate::api::Frame` splices them in uncopied).
+/// partition index) in the response (the fetch response frame splices them in uncopied).
 pub(crate) type MoreRecords = HashMap<(usize, usize), Vec<bytes::Bytes>>;
 
 /// The next epoch after `epoch` (0, the full fetch that made the session, is followed

@@ -1,7 +1,7 @@
 //! Security as one service ([`Security`]): who a client is (TLS certificates, SASL
 //! credentials from the metadata), what it may do (the ACL authorizer, cached per metadata
 //! version) and how much (client quotas). Handlers ask it; the listener and the SASL
-//! exchange (`crate::api::sasl`) authenticate through it.
+//! exchange (in the API layer) authenticate through it.
 //!
 //! The ACLs live in the cluster metadata; the authorizer built over them is cached per
 //! metadata version (rebuilt only when the metadata changes), so a check is an atomic
