@@ -47,7 +47,7 @@
 //! * [`iceberg`]: a topic's Parquet files as an Iceberg table: one commit, status,
 //!   snapshot expiry, orphan removal (the [`publisher`] runs them).
 //! * [`source`]: [`StoreSource`], strata-store as the chunk cache's `ChunkSource`.
-//! * [`error`]: [`TierError`].
+//! * [`error`]: the tier's error type, [`TierError`].
 
 pub mod archiver;
 pub mod catalog;

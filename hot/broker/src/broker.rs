@@ -163,7 +163,16 @@ impl Broker {
         self: &Arc<Self>,
         shutdown: &CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        crate::replication::start(self, shutdown);
+        crate::replication::start(
+            &Arc::new(crate::replication::Replication {
+                replicas: self.replicas.clone(),
+                metadata: self.metadata.clone(),
+                lifecycle: self.lifecycle.clone(),
+                throttles: self.throttles.clone(),
+                config: self.config.clone(),
+            }),
+            shutdown,
+        );
         crate::cleaner::start(&self.replicas, &self.config, shutdown);
         vec![
             tokio::spawn(housekeeping(self.clone(), shutdown.clone())),

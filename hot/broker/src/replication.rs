@@ -15,9 +15,13 @@ use strata_proto::ErrorCode;
 use strata_replica::Role;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::kafka_client::KafkaConnection;
+use crate::lifecycle::Lifecycle;
+use crate::metadata::MetadataCache;
 use crate::partition::Partition;
+use crate::replicas::ReplicaManager;
+use crate::throttle::Throttles;
 
 /// Fetch version followers use: v12 carries last_fetched_epoch and diverging_epoch with
 /// topic names.
@@ -25,11 +29,32 @@ use crate::partition::Partition;
 /// leader can refuse an old incarnation's fetches; topics are named by id (v13+).
 const REPLICA_FETCH_VERSION: i16 = 15;
 
+/// What the replication duties use: the replicas, the metadata, this broker's
+/// registration, the throttles.
+#[derive(Debug)]
+pub(crate) struct Replication {
+    pub replicas: Arc<ReplicaManager>,
+    pub metadata: Arc<MetadataCache>,
+    pub lifecycle: Arc<Lifecycle>,
+    pub throttles: Arc<Throttles>,
+    pub config: Arc<BrokerConfig>,
+}
+
+impl Replication {
+    fn cluster(&self) -> Arc<strata_controller::ClusterMetadata> {
+        self.metadata.current()
+    }
+
+    fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
 /// Starts every replication duty; they stop with `shutdown`.
-pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
+pub(crate) fn start(broker: &Arc<Replication>, shutdown: &CancellationToken) {
     tokio::spawn(broker.metadata.clone().run(shutdown.clone()));
     tokio::spawn(apply_metadata_changes(broker.clone(), shutdown.clone()));
-    // The heartbeats started when the broker registered ([`Broker::open`]); they end
+    // The heartbeats started when the broker registered (`Broker::open`); they end
     // with the server.
     let (lifecycle, shutdown_) = (broker.lifecycle.clone(), shutdown.clone());
     tokio::spawn(async move {
@@ -40,7 +65,7 @@ pub(crate) fn start(broker: &Arc<Broker>, shutdown: &CancellationToken) {
     tokio::spawn(fetcher_manager(broker.clone(), shutdown.clone()));
 }
 
-async fn apply_metadata_changes(broker: Arc<Broker>, shutdown: CancellationToken) {
+async fn apply_metadata_changes(broker: Arc<Replication>, shutdown: CancellationToken) {
     let mut rx = broker.metadata.subscribe();
     loop {
         tokio::select! {
@@ -54,7 +79,7 @@ async fn apply_metadata_changes(broker: Arc<Broker>, shutdown: CancellationToken
 }
 
 /// Leader duties on a timer: the ISR shrinks after replica.lag.time.max.ms.
-async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
+async fn leader_ticks(broker: Arc<Replication>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -89,7 +114,7 @@ async fn leader_ticks(broker: Arc<Broker>, shutdown: CancellationToken) {
     }
 }
 
-fn following(broker: &Broker) -> HashMap<i32, Vec<Arc<Partition>>> {
+fn following(broker: &Replication) -> HashMap<i32, Vec<Arc<Partition>>> {
     let mut by_leader: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
     for p in broker.replicas.partitions() {
         if let Role::Follower { leader } = p.role() {
@@ -100,7 +125,7 @@ fn following(broker: &Broker) -> HashMap<i32, Vec<Arc<Partition>>> {
 }
 
 /// One fetcher task per leader broker this broker follows partitions of.
-async fn fetcher_manager(broker: Arc<Broker>, shutdown: CancellationToken) {
+async fn fetcher_manager(broker: Arc<Replication>, shutdown: CancellationToken) {
     let mut fetchers: HashMap<i32, CancellationToken> = HashMap::new();
     let mut rx = broker.metadata.subscribe();
     loop {
@@ -128,7 +153,7 @@ async fn fetcher_manager(broker: Arc<Broker>, shutdown: CancellationToken) {
 }
 
 /// Copies the logs of the partitions `leader` leads to their replicas here.
-async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
+async fn fetcher(broker: Arc<Replication>, leader: i32, token: CancellationToken) {
     let mut conn: Option<KafkaConnection> = None;
     let mut session = FetchSession::default();
     let client_id = format!("strata-replica-fetcher-{}", broker.node_id());
@@ -222,7 +247,7 @@ async fn fetcher(broker: Arc<Broker>, leader: i32, token: CancellationToken) {
 /// The partitions to fetch now, and which of them are throttled (see `crate::throttle`):
 /// when a follower rate is set and its bucket is empty, the throttled ones are left out.
 fn follower_throttle(
-    broker: &Broker,
+    broker: &Replication,
     parts: Vec<Arc<Partition>>,
 ) -> (Vec<Arc<Partition>>, HashSet<(uuid::Uuid, i32)>) {
     let mut throttled = HashSet::new();
@@ -366,7 +391,7 @@ impl FetchSession {
 /// whole fetch), so the fetcher waits before asking again. An incremental answer with no
 /// partitions (nothing new) is not a refusal.
 fn handle_fetch_response(
-    broker: &Broker,
+    broker: &Replication,
     leader: i32,
     parts: &[Arc<Partition>],
     resp: FetchResponse,

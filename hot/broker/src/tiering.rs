@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use strata_tier::tiering::{CompactionRequest, IcebergStatus, TableAdminError, TierStatus};
+use strata_tier::tiering::{
+    CompactionRequest, ExpireReport, IcebergStatus, TableAdminError, TierStatus,
+};
 use strata_tier::{HostedPartition, HostedTopic, ReplicaView, RoundSettings, Tiering};
 use tokio_util::sync::CancellationToken;
 
@@ -117,7 +119,7 @@ impl TierScheduler {
         topic: &str,
         max_age_ms: i64,
         retain_last: usize,
-    ) -> Result<strata_tier::iceberg::ExpireReport, TableAdminError> {
+    ) -> Result<ExpireReport, TableAdminError> {
         let hosted = self.hosted_named(topic);
         self.tiering
             .iceberg_expire(

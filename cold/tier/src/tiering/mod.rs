@@ -25,6 +25,7 @@ use crate::layout::PartitionKey;
 use crate::service::Tier;
 use crate::tiered_log::TieredLog;
 
+pub use crate::iceberg::ExpireReport;
 pub use round::RoundSettings;
 pub use status::{PartitionTierStatus, TierStatus};
 pub use tables::{CompactionRequest, IcebergStatus, TableAdminError};
@@ -243,6 +244,12 @@ impl Tiering {
             max_epoch = max_epoch.max(r.manifest_snapshot().max_epoch());
         }
         Ok(max_epoch)
+    }
+
+    /// Whether a topic's config may change from `old` to `new` with its Iceberg table
+    /// following (the reason when not): checked before AlterConfigs is applied.
+    pub fn check_config_change(old: &TopicConfig, new: &TopicConfig) -> Result<(), String> {
+        crate::iceberg::check_config_change(old, new)
     }
 
     /// Whether parquet.enable topics are published as Iceberg tables

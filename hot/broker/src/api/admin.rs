@@ -757,7 +757,7 @@ async fn set_topic_configs(
     let resolved =
         TopicConfig::resolve(&configs).map_err(|e| ApiError::new(e.error_code(), e.to_string()))?;
     check_topic_config(broker, &resolved)?;
-    strata_tier::iceberg::check_config_change(&t.config, &resolved)
+    strata_tier::Tiering::check_config_change(&t.config, &resolved)
         .map_err(|why| ApiError::new(ErrorCode::InvalidConfig, why))?;
     if validate_only {
         return Ok(());
