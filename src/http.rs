@@ -32,6 +32,33 @@ pub fn authorizer(broker: &Arc<Broker>) -> Option<strata_gateway::Authorizer> {
     }))
 }
 
+/// What /healthz lists besides `ok`: each partition here whose Parquet conversion keeps
+/// failing (local retention waits for it, so the local log grows until it is fixed).
+pub fn health(broker: &Arc<Broker>) -> strata_gateway::Health {
+    let broker = Arc::downgrade(broker);
+    strata_gateway::Health(Arc::new(move || {
+        let Some(broker) = broker.upgrade() else {
+            return Vec::new();
+        };
+        broker
+            .tiering
+            .tier_status()
+            .partitions
+            .into_iter()
+            .filter_map(|p| {
+                let error = p.parquet_error?;
+                Some(format!(
+                    "the Parquet conversion of {}-{} has failed {} times since {} (local retention waits for it): {error}",
+                    p.topic,
+                    p.partition,
+                    p.parquet_failures,
+                    crate::cli::format_ms(p.parquet_failing_since_ms.unwrap_or(0)),
+                ))
+            })
+            .collect()
+    }))
+}
+
 /// REST credentials that match no identity, written to the broker's audit log (as a
 /// Kafka listener's failures are).
 pub fn audit() -> strata_gateway::Audit {

@@ -199,6 +199,53 @@ impl KafkaService {
         first.map_or(Ok(()), Err)
     }
 
+    /// Sends `req` to the first bootstrap broker that answers, over strata-client (the
+    /// gateway's own security settings); `what` names it in the error when none does.
+    async fn call_any<Req, Resp>(
+        &self,
+        api: kafka_protocol::messages::ApiKey,
+        version: i16,
+        req: &Req,
+        what: &str,
+    ) -> Result<Resp, ServiceError>
+    where
+        Req: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+        Resp: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+    {
+        let timeout = self.config.request_timeout;
+        let mut last = String::from("no address");
+        for addr in self
+            .config
+            .bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            let mut conn = match strata_client::KafkaConnection::connect_with(
+                addr,
+                "strata-gateway",
+                timeout,
+                &self.config.security,
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            match conn.call(api, version, req, timeout).await {
+                Ok(r) => return Ok(r),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(ServiceError::new(
+            codes::LOCAL_ALL_BROKERS_DOWN,
+            format!("no broker answered {what}: {last}"),
+        ))
+    }
+
     async fn metadata(
         &self,
         topic: Option<String>,
@@ -452,23 +499,53 @@ impl Service for KafkaService {
     }
 
     async fn create_topic_with(&self, spec: &NewTopicSpec) -> Result<(), ServiceError> {
-        let mut t = rdkafka::admin::NewTopic::new(
-            &spec.name,
-            spec.partitions,
-            rdkafka::admin::TopicReplication::Fixed(i32::from(spec.replication_factor)),
-        );
-        for (k, v) in &spec.configs {
-            t = t.set(k, v);
+        // CreateTopics over strata-client rather than librdkafka's admin client, whose
+        // binding drops the broker's error message: a refused config (a
+        // parquet.value.schema that does not parse, say) is answered with the broker's
+        // reason, not only its code.
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::{
+            ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+        };
+        use kafka_protocol::protocol::StrBytes;
+        let mut t = CreatableTopic::default();
+        t.name = TopicName(StrBytes::from_string(spec.name.clone()));
+        t.num_partitions = spec.partitions;
+        t.replication_factor = spec.replication_factor;
+        t.configs = spec
+            .configs
+            .iter()
+            .map(|(k, v)| {
+                let mut c = CreatableTopicConfig::default();
+                c.name = StrBytes::from_string(k.clone());
+                c.value = Some(StrBytes::from_string(v.clone()));
+                c
+            })
+            .collect();
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = i32::try_from(self.config.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        req.validate_only = spec.validate_only;
+        let r: CreateTopicsResponse = self
+            .call_any(ApiKey::CreateTopics, 5, &req, "CreateTopics")
+            .await?;
+        if let Ok(mut m) = self.partitions.lock() {
+            m.remove(&spec.name);
         }
-        let opts = AdminOptions::new()
-            .operation_timeout(Some(self.config.request_timeout))
-            .validate_only(spec.validate_only);
-        let results = self
-            .admin
-            .create_topics([&t], &opts)
-            .await
-            .map_err(admin_err)?;
-        self.topic_results(results, "create")
+        for t in &r.topics {
+            if t.error_code != 0 {
+                return Err(ServiceError::new(
+                    i32::from(t.error_code),
+                    t.error_message.as_ref().map_or_else(
+                        || format!("cannot create topic '{}'", spec.name),
+                        |m| format!("cannot create topic '{}': {m}", spec.name),
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<(), ServiceError> {
@@ -514,56 +591,26 @@ impl Service for KafkaService {
         let mut req = IncrementalAlterConfigsRequest::default();
         req.resources = vec![res];
         req.validate_only = validate_only;
-        let timeout = self.config.request_timeout;
-        let mut last = String::from("no address");
-        for addr in self
-            .config
-            .bootstrap
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-        {
-            let mut conn = match strata_client::KafkaConnection::connect_with(
-                addr,
-                "strata-gateway",
-                timeout,
-                &self.config.security,
+        let r: IncrementalAlterConfigsResponse = self
+            .call_any(
+                ApiKey::IncrementalAlterConfigs,
+                1,
+                &req,
+                "IncrementalAlterConfigs",
             )
-            .await
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    last = e.to_string();
-                    continue;
-                }
-            };
-            let r: IncrementalAlterConfigsResponse = match conn
-                .call(ApiKey::IncrementalAlterConfigs, 1, &req, timeout)
-                .await
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    last = e.to_string();
-                    continue;
-                }
-            };
-            for res in &r.responses {
-                if res.error_code != 0 {
-                    return Err(ServiceError::new(
-                        i32::from(res.error_code),
-                        res.error_message.as_ref().map_or_else(
-                            || format!("cannot alter the configs of topic '{topic}'"),
-                            |m| m.to_string(),
-                        ),
-                    ));
-                }
+            .await?;
+        for res in &r.responses {
+            if res.error_code != 0 {
+                return Err(ServiceError::new(
+                    i32::from(res.error_code),
+                    res.error_message.as_ref().map_or_else(
+                        || format!("cannot alter the configs of topic '{topic}'"),
+                        |m| m.to_string(),
+                    ),
+                ));
             }
-            return Ok(());
         }
-        Err(ServiceError::new(
-            codes::LOCAL_ALL_BROKERS_DOWN,
-            format!("no broker answered IncrementalAlterConfigs: {last}"),
-        ))
+        Ok(())
     }
 
     async fn read(

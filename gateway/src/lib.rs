@@ -167,6 +167,19 @@ pub struct GatewayConfig {
     pub default_max_bytes: usize,
     /// A nacked record goes to `{topic}{dlq_suffix}` (`.dlq`).
     pub dlq_suffix: String,
+    /// What is wrong but does not stop the process (a Parquet conversion that keeps
+    /// failing, say): /healthz lists it. None: nothing to ask.
+    pub health: Option<Health>,
+}
+
+/// Problems the process knows of that a restart would not fix, one line each.
+#[derive(Clone)]
+pub struct Health(pub Arc<dyn Fn() -> Vec<String> + Send + Sync>);
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Health(..)")
+    }
 }
 
 impl Default for GatewayConfig {
@@ -185,6 +198,7 @@ impl Default for GatewayConfig {
             max_poll_timeout: Duration::from_secs(30),
             default_max_bytes: 8 << 20,
             dlq_suffix: ".dlq".to_string(),
+            health: None,
         }
     }
 }
@@ -445,11 +459,21 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Liveness: the process answers.
+/// Liveness: the process answers (always 200: a restart would not fix what it lists).
+/// The body is `ok`, then a `degraded: ...` line for each problem the broker knows of
+/// that needs an operator (a Parquet conversion that keeps failing, say).
 #[utoipa::path(get, path = "/healthz", tag = "health",
-    responses((status = 200, description = "The process is up", body = String, content_type = "text/plain")))]
-pub async fn healthz() -> &'static str {
-    "ok\n"
+    responses((status = 200, description = "The process is up; `degraded:` lines name what needs an operator", body = String, content_type = "text/plain")))]
+pub async fn healthz(State(s): State<Shared>) -> String {
+    let mut body = String::from("ok\n");
+    if let Some(health) = &s.config.health {
+        for problem in (health.0)() {
+            body.push_str("degraded: ");
+            body.push_str(&problem);
+            body.push('\n');
+        }
+    }
+    body
 }
 
 /// Readiness: the gateway reaches the broker.

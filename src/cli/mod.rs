@@ -108,3 +108,9 @@ pub(crate) fn write_out(line: std::fmt::Arguments<'_>) {
         std::process::exit(1);
     }
 }
+
+/// A time in milliseconds since the Unix epoch as RFC 3339 UTC, to the second.
+pub(crate) fn format_ms(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}

@@ -285,6 +285,9 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
                     p["offload_lag_seconds"].as_f64().unwrap_or(0.0),
                     if p["fenced"] == true { "  FENCED" } else { "" }
                 );
+                if let Some(line) = parquet_failure(p) {
+                    outln!("  {line}");
+                }
             }
             if let Some(t) = topic
                 && !parts.iter().any(|p| p["topic"] == t.as_str())
@@ -294,6 +297,17 @@ pub fn run(args: TierArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A partition whose Parquet conversion keeps failing, from its row of the tier status:
+/// the line that says so, or `None`.
+pub(super) fn parquet_failure(p: &Value) -> Option<String> {
+    let error = p["parquet_error"].as_str()?;
+    Some(format!(
+        "PARQUET STUCK: conversion failed {} times since {} (local retention waits for it): {error}",
+        p["parquet_failures"],
+        super::format_ms(p["parquet_failing_since_ms"].as_i64().unwrap_or(0)),
+    ))
 }
 
 /// What one partition still has to convert, from its row of the tier status: the backfill

@@ -419,6 +419,15 @@ fn print_iceberg_table(name: &str, http: &str, http_auth: Option<&str>) {
         let body = h.get("/v1/tier/status")?;
         Ok(serde_json::from_str::<serde_json::Value>(&body)?)
     });
+    if let Ok(v) = &status {
+        for p in v["partitions"].as_array().into_iter().flatten() {
+            if p["topic"] == name
+                && let Some(line) = super::tier::parquet_failure(p)
+            {
+                outln!("partition {}: {line}", p["partition"]);
+            }
+        }
+    }
     match status {
         Ok(v) => match v["iceberg_tables"][name].as_str() {
             Some(location) => outln!(

@@ -74,5 +74,5 @@ pub use remote::{RemotePartition, RemoteRead};
 pub use service::{Tier, TierConfig, offload_candidates, recut, straddling_segment};
 pub use source::StoreSource;
 pub use strata_parquet::DeadLetter;
-pub use tiered_log::{AttachError, ParquetCoverage, ReadError, TieredLog};
+pub use tiered_log::{AttachError, ParquetCoverage, ParquetFailure, ReadError, TieredLog};
 pub use tiering::{HostedPartition, HostedTopic, ReplicaView, RoundSettings, TableConfig, Tiering};

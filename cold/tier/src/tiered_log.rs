@@ -57,6 +57,18 @@ pub struct ParquetCoverage {
     pub last_dead_letter: Option<strata_parquet::DeadLetter>,
 }
 
+/// A Parquet conversion that keeps failing (a `parquet.value.schema` no value fits, a
+/// store that refuses writes): what it said last, since when, how many rounds. Local
+/// retention waits for the conversion meanwhile, so the local log grows; the tier status
+/// and /healthz show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParquetFailure {
+    pub error: String,
+    /// When the first failure of this run of failures happened (ms).
+    pub since_ms: i64,
+    pub failures: u64,
+}
+
 /// Why a remote tier could not be attached.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
@@ -103,6 +115,8 @@ pub struct TieredLog {
     /// Topics with parquet.enable: where the files start, and a backfill's remaining
     /// offsets below it (for the tier status; `None` unknown).
     parquet_coverage: Mutex<Option<ParquetCoverage>>,
+    /// Topics with parquet.enable: the conversion's failures since it last succeeded.
+    parquet_failure: Mutex<Option<ParquetFailure>>,
 }
 
 impl TieredLog {
@@ -127,6 +141,7 @@ impl TieredLog {
             retention_start: AtomicI64::new(-1),
             parquet_progress: AtomicI64::new(-1),
             parquet_coverage: Mutex::new(None),
+            parquet_failure: Mutex::new(None),
         }
     }
 
@@ -615,6 +630,37 @@ impl TieredLog {
 
     pub fn set_parquet_progress(&self, next: Offset) {
         self.parquet_progress.store(next, Ordering::Relaxed);
+    }
+
+    /// The conversion's failures since it last succeeded; `None` when its last round
+    /// succeeded (or none ran).
+    pub fn parquet_failure(&self) -> Option<ParquetFailure> {
+        self.parquet_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records how a Parquet round ended: an error starts (or extends) a run of
+    /// failures, a success ends it.
+    pub fn note_parquet_round(&self, result: Result<(), String>, now_ms: i64) {
+        let mut f = self
+            .parquet_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *f = match (result, f.take()) {
+            (Ok(()), _) => None,
+            (Err(error), Some(before)) => Some(ParquetFailure {
+                error,
+                since_ms: before.since_ms,
+                failures: before.failures + 1,
+            }),
+            (Err(error), None) => Some(ParquetFailure {
+                error,
+                since_ms: now_ms,
+                failures: 1,
+            }),
+        };
     }
 
     pub fn parquet_coverage(&self) -> Option<ParquetCoverage> {

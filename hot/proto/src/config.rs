@@ -405,9 +405,10 @@ impl TopicConfig {
             keys::PARQUET_VALUE_SCHEMA => {
                 let v = value.trim();
                 // Only the outline is checked here: this crate has no JSON parser, and the
-                // format belongs to strata-parquet (`ValueSchema::parse`), which the
-                // offloader applies. An empty value unsets the schema, so the default
-                // ("") round-trips through DescribeConfigs.
+                // format belongs to strata-parquet (`ValueSchema::parse`); the broker
+                // checks the whole schema when the config is set (strata-tier's
+                // `Tiering::check_config`). An empty value unsets the schema, so the
+                // default ("") round-trips through DescribeConfigs.
                 self.parquet_value_schema = if v.is_empty() {
                     None
                 } else if v.starts_with('{') && v.ends_with('}') {

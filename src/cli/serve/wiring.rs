@@ -382,6 +382,7 @@ fn gateway_router(
         consumer_idle_timeout: config.http_consumer_timeout,
         max_consumers: config.http_max_consumers,
         dlq_suffix: config.http_dlq_suffix.clone(),
+        health: Some(crate::http::health(broker)),
         ..strata_gateway::GatewayConfig::default()
     };
     Ok(strata_gateway::gateway(Arc::new(service), gateway))

@@ -246,6 +246,17 @@ impl Tiering {
         Ok(max_epoch)
     }
 
+    /// Whether the tier can carry out a topic config, checked when it is set (CreateTopics,
+    /// AlterConfigs): a `parquet.value.schema` must parse (strata-parquet's format), or
+    /// every conversion of the topic would fail until it is fixed. The reason names the
+    /// bad member and what is allowed.
+    pub fn check_config(config: &TopicConfig) -> Result<(), String> {
+        if let Some(schema) = &config.parquet_value_schema {
+            strata_parquet::ValueSchema::parse(schema).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
     /// Whether a topic's config may change from `old` to `new` with its Iceberg table
     /// following (the reason when not): checked before AlterConfigs is applied.
     pub fn check_config_change(old: &TopicConfig, new: &TopicConfig) -> Result<(), String> {

@@ -136,6 +136,8 @@ impl Tiering {
             if compact_now {
                 self.compaction_finished(t.id, p.index());
             }
+            p.log
+                .note_parquet_round(done.as_ref().map(|_| ()).map_err(|e| e.to_string()), now_ms);
             if let Err(e) = done {
                 tracing::warn!(topic = %t.name, partition = p.index(), error = %e, "parquet conversion failed; local segments are kept until it succeeds");
                 metrics::counter!("strata_parquet_failures_total", "topic" => t.name.to_string())

@@ -46,6 +46,12 @@ pub struct PartitionTierStatus {
     pub parquet_dead_letters: usize,
     /// The one recorded last: its offsets, reason and time.
     pub parquet_last_dead_letter: Option<crate::DeadLetter>,
+    /// The Parquet conversion keeps failing (local retention waits for it, so the local
+    /// log grows): its last error, since when (ms) and how many rounds; `None` when its
+    /// last round succeeded.
+    pub parquet_error: Option<String>,
+    pub parquet_failing_since_ms: Option<i64>,
+    pub parquet_failures: u64,
 }
 
 /// The whole report.
@@ -91,6 +97,7 @@ impl Tiering {
                     (0, 0.0)
                 };
                 let coverage = p.log.parquet_coverage();
+                let failure = p.log.parquet_failure();
                 partitions.push(PartitionTierStatus {
                     topic: t.name.to_string(),
                     partition: p.index(),
@@ -119,6 +126,9 @@ impl Tiering {
                     parquet_backfill_next: coverage.as_ref().and_then(|c| c.backfill_next),
                     parquet_dead_letters: coverage.as_ref().map_or(0, |c| c.dead_letters),
                     parquet_last_dead_letter: coverage.and_then(|c| c.last_dead_letter),
+                    parquet_error: failure.as_ref().map(|f| f.error.clone()),
+                    parquet_failing_since_ms: failure.as_ref().map(|f| f.since_ms),
+                    parquet_failures: failure.map_or(0, |f| f.failures),
                 });
             }
         }

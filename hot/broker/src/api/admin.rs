@@ -52,6 +52,8 @@ fn replicas_now(broker: &Broker) -> i64 {
 /// What the broker's limits ask of a topic's resolved config, beyond the key's own
 /// validation.
 pub(crate) fn check_topic_config(broker: &Broker, c: &TopicConfig) -> Result<(), ApiError> {
+    strata_tier::Tiering::check_config(c)
+        .map_err(|why| ApiError::new(ErrorCode::InvalidConfig, why))?;
     let floor = broker.config.limits.min_segment_bytes;
     if c.segment_bytes < floor {
         return Err(ApiError::new(

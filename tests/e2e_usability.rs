@@ -1,0 +1,286 @@
+//! What a new user and stricter clients trip over (issue 36), each against the real
+//! binary as a user would meet it: the CLI, a Kafka client, curl-like HTTP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::kafka::{create_topic, flush, producer, send};
+use common::{Broker, cli};
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The broker's cluster id, as REST v3 names it.
+fn cluster_id(b: &Broker) -> String {
+    let v: serde_json::Value = serde_json::from_str(&b.http_get("/v3/clusters")).unwrap();
+    v["data"][0]["cluster_id"].as_str().unwrap().to_string()
+}
+
+/// Creates topic `lake` with a JSON value schema through librdkafka's admin client: the
+/// error code the broker answered.
+fn create_with(bootstrap: &str, schema: &str) -> Result<(), rdkafka::types::RDKafkaErrorCode> {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let admin = common::kafka::admin(bootstrap);
+    let topic = NewTopic::new("lake", 1, TopicReplication::Fixed(1))
+        .set("remote.storage.enable", "true")
+        .set("parquet.enable", "true")
+        .set("parquet.value.format", "json")
+        .set("parquet.value.schema", schema);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt
+        .block_on(admin.create_topics(&[topic], &AdminOptions::new()))
+        .unwrap();
+    results
+        .into_iter()
+        .try_for_each(|r| r.map(|_| ()).map_err(|(_, e)| e))
+}
+
+/// A `parquet.value.schema` that does not parse is refused when it is set (CreateTopics
+/// from the CLI and over REST v3, AlterConfigs), naming the bad member and what is
+/// allowed, instead of failing every conversion afterwards.
+#[test]
+fn an_invalid_parquet_value_schema_is_refused_when_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let k = broker.kafka.clone();
+    let parquet = [
+        "--config",
+        "remote.storage.enable=true",
+        "--config",
+        "parquet.enable=true",
+        "--config",
+        "parquet.value.format=json",
+    ];
+    for (schema, says) in [
+        (
+            r#"{"fields":[{"name":"a","type":"int"}]}"#,
+            "fields[0]: unknown type 'int'",
+        ),
+        (
+            r#"{"fields":[{"name":"a","type":"integer"}]}"#,
+            "unknown type 'integer'",
+        ),
+        (
+            r#"{"fields":[{"name":"a","type":"utf8","nulable":true}]}"#,
+            "unknown field `nulable`",
+        ),
+        (
+            r#"{"fields":[]}"#,
+            "fields: a struct needs at least one field",
+        ),
+    ] {
+        let setting = format!("parquet.value.schema={schema}");
+        let mut args = vec!["topic", "create", "lake"];
+        args.extend(parquet);
+        args.extend(["--config", &setting]);
+        let out = cli(&k, &args);
+        assert!(!out.status.success(), "{schema} was accepted");
+        let err = stderr(&out);
+        assert!(err.contains(says), "{schema}: {err}");
+        // On the wire: INVALID_CONFIG (librdkafka's admin client).
+        assert_eq!(
+            create_with(&k, schema).unwrap_err(),
+            rdkafka::types::RDKafkaErrorCode::InvalidConfig,
+            "{schema}"
+        );
+    }
+    // The allowed types are listed.
+    let out = cli(
+        &k,
+        &[
+            "topic",
+            "create",
+            "lake",
+            "--config",
+            "remote.storage.enable=true",
+            "--config",
+            "parquet.enable=true",
+            "--config",
+            "parquet.value.format=json",
+            "--config",
+            r#"parquet.value.schema={"fields":[{"name":"a","type":"int"}]}"#,
+        ],
+    );
+    assert!(
+        stderr(&out).contains("utf8, int64, float64, bool, timestamp_ms, struct, list"),
+        "{}",
+        stderr(&out)
+    );
+    // A good schema is taken; changing it to a bad one is refused and changes nothing.
+    let good = r#"parquet.value.schema={"fields":[{"name":"a","type":"int64"}]}"#;
+    let out = cli(
+        &k,
+        &[
+            "topic",
+            "create",
+            "lake",
+            "--config",
+            "remote.storage.enable=true",
+            "--config",
+            "parquet.enable=true",
+            "--config",
+            "parquet.value.format=json",
+            "--config",
+            good,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cli(
+        &k,
+        &[
+            "topic",
+            "alter",
+            "lake",
+            "--set",
+            r#"parquet.value.schema={"fields":[{"name":"a","type":"int"}]}"#,
+        ],
+    );
+    assert!(!out.status.success(), "the alter was accepted");
+    assert!(
+        stderr(&out).contains("unknown type 'int'"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(&k, &["topic", "describe", "lake"]);
+    assert!(
+        stdout(&out).contains(r#""type":"int64""#),
+        "{}",
+        stdout(&out)
+    );
+
+    // REST v3: 400 with the broker's reason.
+    let url = format!(
+        "http://{}/v3/clusters/{}/topics",
+        broker.http,
+        cluster_id(&broker)
+    );
+    let body = serde_json::json!({
+        "topic_name": "lake2",
+        "configs": [
+            {"name": "remote.storage.enable", "value": "true"},
+            {"name": "parquet.enable", "value": "true"},
+            {"name": "parquet.value.format", "value": "json"},
+            {"name": "parquet.value.schema", "value": r#"{"fields":[{"name":"a","type":"int"}]}"#},
+        ],
+    });
+    let resp = reqwest::blocking::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let text = resp.text().unwrap();
+    assert!(text.contains("unknown type 'int'"), "{text}");
+}
+
+/// A Parquet conversion that keeps failing shows in `strata tier status`, in `strata
+/// topic describe --http` and on /healthz, and clears when the fault is gone. The fault:
+/// a plain file where the topic's Parquet directory goes in the (local) object store, so
+/// every write under it fails.
+#[test]
+fn a_stuck_parquet_conversion_shows_and_clears() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold");
+    let url = format!("file://{}", cold.display());
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        &["--object-store", &url, "--min-segment-bytes", "1"],
+    );
+    let k = broker.kafka.clone();
+    let cluster = cluster_id(&broker);
+    let blocker = cold.join(&cluster).join("parquet").join("topic=stuck");
+    std::fs::create_dir_all(blocker.parent().unwrap()).unwrap();
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    create_topic(
+        &k,
+        "stuck",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("parquet.enable", "true"),
+            ("segment.bytes", "16384"),
+        ],
+    );
+    let (p, d) = producer(
+        &k,
+        &[("acks", "all"), ("linger.ms", "2"), ("batch.size", "8192")],
+    );
+    for i in 0..2_000 {
+        send(
+            &p,
+            "stuck",
+            None,
+            format!("value-{i:06}-{}", "x".repeat(40)).as_bytes(),
+        );
+    }
+    flush(&p);
+    assert!(
+        d.errors.lock().unwrap().is_empty(),
+        "{:?}",
+        d.errors.lock().unwrap()
+    );
+
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&broker.http_get("/v1/tier/status")).unwrap()
+    };
+    let error_of = |v: &serde_json::Value| {
+        v["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["topic"] == "stuck")
+            .and_then(|p| p["parquet_error"].as_str().map(str::to_string))
+    };
+    let t0 = Instant::now();
+    let error = loop {
+        if let Some(e) = error_of(&status()) {
+            break e;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no failure reported: {}",
+            status()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!error.is_empty());
+    let health = broker.http_get("/healthz");
+    assert!(health.starts_with("ok\n"), "{health}");
+    assert!(
+        health.contains("degraded: the Parquet conversion of stuck-0 has failed"),
+        "{health}"
+    );
+    let out = cli(&k, &["tier", "status", "--http", &broker.http]);
+    assert!(stdout(&out).contains("PARQUET STUCK"), "{}", stdout(&out));
+    let out = cli(&k, &["topic", "describe", "stuck", "--http", &broker.http]);
+    assert!(
+        stdout(&out).contains("partition 0: PARQUET STUCK"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The fault gone, the next round converts and the reports clear.
+    std::fs::remove_file(&blocker).unwrap();
+    let t0 = Instant::now();
+    while error_of(&status()).is_some() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "still failing: {}",
+            status()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(broker.http_get("/healthz"), "ok\n");
+}
