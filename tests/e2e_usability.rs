@@ -284,3 +284,180 @@ fn a_stuck_parquet_conversion_shows_and_clears() {
     }
     assert_eq!(broker.http_get("/healthz"), "ok\n");
 }
+
+/// `strata topic create` says what is wrong with a name before asking a broker, in the
+/// words of the rule; a name the broker reserves is said to be reserved, not invalid.
+#[test]
+fn topic_names_are_refused_with_the_rule_or_as_reserved() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    for name in ["__consumer_offsets", "__transaction_state"] {
+        let out = cli(&broker.kafka, &["topic", "create", name]);
+        assert!(!out.status.success(), "{name} was created");
+        assert!(
+            stderr(&out).contains(&format!("'{name}' is reserved for the broker")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    for (name, says) in [
+        (
+            "bad name",
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ),
+        ("..", "'.' and '..' are not allowed"),
+    ] {
+        let out = cli(&broker.kafka, &["topic", "create", name]);
+        assert!(!out.status.success(), "{name} was created");
+        let err = stderr(&out);
+        assert!(err.contains(says), "{err}");
+        assert!(
+            err.contains("a name is 1 to 249 characters of [a-zA-Z0-9._-]"),
+            "{err}"
+        );
+    }
+    let long = "x".repeat(250);
+    let out = cli(&broker.kafka, &["topic", "create", &long]);
+    assert!(
+        stderr(&out).contains("longer than 249 characters"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `strata consume --from offset:N` past a partition's end says so (with the range) and
+/// fails, as the REST read answers 416; at the end it waits for new records; below the
+/// start it starts at the start and says so.
+#[test]
+fn consume_from_an_offset_past_the_end_fails_with_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let k = broker.kafka.clone();
+    create_topic(&k, "ten", 1, &[]);
+    let (p, _) = producer(&k, &[("acks", "all")]);
+    for i in 0..10 {
+        send(&p, "ten", None, format!("r{i}").as_bytes());
+    }
+    flush(&p);
+    let out = cli(
+        &k,
+        &[
+            "consume",
+            "--topic",
+            "ten",
+            "--from",
+            "offset:99999",
+            "--exit-at-end",
+        ],
+    );
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--from offset:99999: partition 0 of 'ten' holds offsets 0 to 9"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(
+        &k,
+        &[
+            "consume",
+            "--topic",
+            "ten",
+            "--from",
+            "offset:7",
+            "--exit-at-end",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "r7\nr8\nr9\n");
+    // The end itself is a place to wait from: nothing to print, and no error.
+    let out = cli(
+        &k,
+        &[
+            "consume",
+            "--topic",
+            "ten",
+            "--from",
+            "offset:10",
+            "--exit-at-end",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("consumed 0 records"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// segment.bytes takes Kafka 3.x's range (down to 14 bytes): 10,000 one-batch segments
+/// keep the broker's open segment files within `--log-open-files`, and every record reads
+/// back from the start.
+#[test]
+fn ten_thousand_tiny_segments_stay_within_the_descriptor_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let broker = Broker::start(&data, &["--log-open-files", "64"]);
+    let k = broker.kafka.clone();
+    // Kafka 3.x's floor is accepted (a batch larger than the segment size is refused, as
+    // Kafka refuses it: RECORD_BATCH_TOO_LARGE)...
+    create_topic(&k, "floor", 1, &[("segment.bytes", "14")]);
+    // ...and a topic of one-batch segments (a one-record batch is about 75 bytes).
+    create_topic(&k, "tiny", 1, &[("segment.bytes", "100")]);
+    const N: usize = 10_000;
+    let (p, d) = producer(
+        &k,
+        &[
+            ("acks", "1"),
+            ("linger.ms", "0"),
+            ("batch.num.messages", "1"),
+        ],
+    );
+    for i in 0..N {
+        send(&p, "tiny", None, format!("{i:06}").as_bytes());
+        if i % 200 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    flush(&p);
+    let errors = d.errors.lock().unwrap().clone();
+    assert!(
+        errors.is_empty(),
+        "{} errors, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let segments = std::fs::read_dir(data.join("tiny-0"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log")
+        })
+        .count();
+    assert!(
+        segments >= N / 2,
+        "only {segments} segments for {N} batches"
+    );
+    let open = |b: &Broker| b.metric("strata_log_segment_files_open").unwrap();
+    assert!(
+        open(&broker) <= 64.0,
+        "{} segment files open",
+        open(&broker)
+    );
+    let got = common::kafka::consume_all(&k, "tiny", 1, N, Duration::from_secs(120));
+    assert_eq!(got.len(), N, "every record reads back");
+    assert!(
+        open(&broker) <= 64.0,
+        "{} segment files open",
+        open(&broker)
+    );
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", broker.pid()))
+        .unwrap()
+        .count();
+    assert!(
+        fds < 1_000,
+        "{fds} descriptors open for {segments} segments"
+    );
+}

@@ -104,7 +104,8 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         .set("group.id", "strata-cli-consume")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        // An offset:N outside the log (deleted by retention, say) starts at the earliest.
+        // An offset:N below the log start (deleted by retention since we looked) starts
+        // at the earliest.
         .set("auto.offset.reset", "earliest")
         .set(
             "enable.partition.eof",
@@ -163,7 +164,21 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         let start = match args.from {
             From::Earliest => low,
             From::Latest => high,
-            From::Offset(o) => o.clamp(low, high),
+            // Past the end is a mistake worth saying (the REST read answers 416 with the
+            // range); below the start, retention deleted it: start at the earliest, as the
+            // consumer's auto.offset.reset would, and say so.
+            From::Offset(o) if o > high => bail!(
+                "--from offset:{o}: partition {p} of '{}' holds offsets {low} to {} (its next offset is {high}); give an offset in that range, or --from latest to wait for new records",
+                args.topic,
+                high - 1
+            ),
+            From::Offset(o) if o < low => {
+                eprintln!(
+                    "note: offset {o} of partition {p} is below its log start {low} (retention deleted it); starting at {low}"
+                );
+                low
+            }
+            From::Offset(o) => o,
             From::Timestamp(_) => {
                 let found = by_time
                     .as_ref()

@@ -268,7 +268,8 @@ pub struct ServeArgs {
     #[arg(long, env = "STRATA_MAX_DECOMPRESSED_BATCH_BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_decompressed_batch_bytes: Option<String>,
-    /// The smallest segment.bytes a topic may set (Kafka 4.0's floor) [default: 1MiB]
+    /// The smallest segment.bytes a topic may set; 1MiB is Kafka 4.0's floor (KIP-1030)
+    /// [default: 14, Kafka 3.x's]
     #[arg(long, env = "STRATA_MIN_SEGMENT_BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_segment_bytes: Option<String>,

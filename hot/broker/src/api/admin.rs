@@ -59,8 +59,7 @@ pub(crate) fn check_topic_config(broker: &Broker, c: &TopicConfig) -> Result<(),
         return Err(ApiError::new(
             ErrorCode::InvalidConfig,
             format!(
-                "segment.bytes {} is below {floor} (the broker's --min-segment-bytes): every \
-                 segment holds files open, so tiny segments exhaust descriptors",
+                "segment.bytes {} is below {floor}, the broker's floor (--min-segment-bytes)",
                 c.segment_bytes
             ),
         ));
@@ -133,7 +132,7 @@ pub(super) fn create_topics(
                 }
                 validate_topic_name(&name)?;
                 if is_internal_topic(&name) {
-                    return Err(ApiError::new(ErrorCode::InvalidTopicException, format!("'{name}' is an internal topic: the broker creates it when a group first needs it")));
+                    return Err(ApiError::new(ErrorCode::InvalidTopicException, format!("'{name}' is reserved for the broker: it is an internal topic, which the broker creates when a group or a transactional producer first needs it; pick another name")));
                 }
                 if t.configs.iter().any(|c| c.name.as_str() == RECOVER_CONFIG && c.value.as_deref() == Some("true")) {
                     return recover_topic(&broker, &name, req.validate_only).await;
