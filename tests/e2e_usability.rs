@@ -461,3 +461,41 @@ fn ten_thousand_tiny_segments_stay_within_the_descriptor_budget() {
         "{fds} descriptors open for {segments} segments"
     );
 }
+
+/// KIP-467: a batch in which some records break a per-record rule (keyless records to a
+/// compacted topic) is refused with `record_errors` naming those records, so a client
+/// (kafka-python here, Produce v8+) tells the application which records were bad and
+/// why, and the application sends the others again.
+#[test]
+fn a_batch_with_bad_records_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let k = broker.kafka.clone();
+    create_topic(&k, "keyed", 1, &[("cleanup.policy", "compact")]);
+    let v = common::python_json("record_errors.py", &[&k, "keyed", "2,5"]);
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        let i = r["index"].as_i64().unwrap();
+        let error = r["error"].as_str().unwrap();
+        assert_eq!(r["ok"], false, "the batch is refused whole: {r}");
+        if i == 2 || i == 5 {
+            assert!(
+                error.contains("Compacted topic cannot accept message without key"),
+                "record {i}: {error}"
+            );
+        } else {
+            // The client read record_errors: the others are told they were only part
+            // of a bad batch (kafka-python's words, as the Java client's).
+            assert!(
+                error.contains("part of a batch") && !error.contains("without key"),
+                "record {i}: {error}"
+            );
+        }
+    }
+    // Nothing of the refused batch was stored; the good records sent again are.
+    let v = common::python_json("record_errors.py", &[&k, "keyed", ""]);
+    assert!(v.as_array().unwrap().iter().all(|r| r["ok"] == true), "{v}");
+    let got = common::kafka::consume_all(&k, "keyed", 1, 6, Duration::from_secs(30));
+    assert_eq!(got.len(), 6);
+}

@@ -218,15 +218,15 @@ fn handle_verified(
             let mut r = PartitionProduceResponse::default();
             r.index = index;
             let result = if !allowed {
-                Err((
+                Err(Refusal::from((
                     ErrorCode::TopicAuthorizationFailed,
                     format!("not authorized to write to topic '{}'", out.name.0),
-                ))
+                )))
             } else if !matches!(acks, -1..=1) {
-                Err((
+                Err(Refusal::from((
                     ErrorCode::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, not {acks}"),
-                ))
+                )))
             } else {
                 let records = range.map(|r| &mut buf[r]);
                 bytes_in += records.as_ref().map_or(0, |r| r.len() as u64);
@@ -247,10 +247,25 @@ fn handle_verified(
                         ));
                     }
                 }
-                Err((code, message)) => {
+                Err(Refusal {
+                    code,
+                    message,
+                    records,
+                }) => {
                     r.error_code = code.code();
                     r.base_offset = -1;
-                    if ctx.version >= 8
+                    if ctx.version >= 8 && !records.is_empty() {
+                        // KIP-467: each record that broke a rule, with what it broke.
+                        r.record_errors = records
+                            .into_iter()
+                            .map(|(i, why)| {
+                                let mut e = BatchIndexAndErrorMessage::default();
+                                e.batch_index = i;
+                                e.batch_index_error_message = msg(why);
+                                e
+                            })
+                            .collect();
+                    } else if ctx.version >= 8
                         && (code == ErrorCode::InvalidRecord || code == ErrorCode::CorruptMessage)
                     {
                         let mut e = BatchIndexAndErrorMessage::default();
@@ -305,6 +320,26 @@ fn handle_verified(
     })
 }
 
+/// Why a partition's batch was refused: the error, and (KIP-467) the records that broke
+/// a per-record rule, by their index in the batch with what each broke. The batch is
+/// refused whole, as Kafka's; a client that reads `record_errors` (Produce v8+) fails
+/// those records with their own message and can send the others again.
+struct Refusal {
+    code: ErrorCode,
+    message: String,
+    records: Vec<(i32, String)>,
+}
+
+impl From<(ErrorCode, String)> for Refusal {
+    fn from((code, message): (ErrorCode, String)) -> Refusal {
+        Refusal {
+            code,
+            message,
+            records: Vec::new(),
+        }
+    }
+}
+
 /// What an append left to report.
 struct Appended {
     base_offset: i64,
@@ -322,34 +357,34 @@ fn produce_partition(
     records: Option<&mut [u8]>,
     acks: i16,
     transactional: bool,
-) -> Result<Appended, (ErrorCode, String)> {
+) -> Result<Appended, Refusal> {
     let name = topic.unwrap_or("?");
     if crate::metadata::is_internal_topic(name) {
         // Kafka: "Cannot append to internal topic" (only its coordinator writes it).
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::InvalidTopicException,
             format!("'{name}' is an internal topic: only the broker's coordinator writes to it"),
-        ));
+        )));
     }
     let md = broker.cluster();
     let Some(t) = topic.and_then(|t| md.topics.get(t)) else {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::UnknownTopicOrPartition,
             format!("topic '{name}' does not exist"),
-        ));
+        )));
     };
     if index < 0 || index as usize >= t.partitions.len() {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::UnknownTopicOrPartition,
             format!("{name} has no partition {index}"),
-        ));
+        )));
     }
     let state = broker.replicas.topic(name);
     if let Some(reason) = state.as_ref().and_then(|s| s.offline.get(&index)) {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::KafkaStorageError,
             format!("{name}-{index} is offline on this broker: {reason}"),
-        ));
+        )));
     }
     let p = state
         .and_then(|s| s.partition(index).cloned())
@@ -365,7 +400,7 @@ fn produce_partition(
         .ok_or((ErrorCode::CorruptMessage, "no records".to_string()))?;
     let config = p.config();
     if config.writes_closed {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::PolicyViolation,
             match &config.repartitioned_to {
                 Some(to) => format!(
@@ -373,7 +408,7 @@ fn produce_partition(
                 ),
                 None => format!("'{name}' is closed for writes (writes.closed=true)"),
             },
-        ));
+        )));
     }
     let compacted = config.cleanup_policy.compacts();
     let bounds = config
@@ -389,18 +424,18 @@ fn produce_partition(
         count += 1;
         let h = b.header();
         if h.is_control() {
-            return Err((
+            return Err(Refusal::from((
                 ErrorCode::InvalidRecord,
                 "producers may not write control batches".into(),
-            ));
+            )));
         }
         // Kafka: transactional records come with the producer's transactional id.
         if h.is_transactional() && !transactional {
-            return Err((
+            return Err(Refusal::from((
                 ErrorCode::InvalidRecord,
                 "transactional records must come in a produce request with a transactional id"
                     .into(),
-            ));
+            )));
         }
         // A compressed batch is small on the wire whatever it expands to: check what it
         // decompresses to (streamed, nothing kept), so no later reader of the log meets
@@ -411,24 +446,28 @@ fn produce_partition(
         // record per key, so a record without a key has no place in it (Kafka's
         // LogValidator refuses it the same way); message.timestamp.before/after.max.ms
         // (its validateTimestamp).
+        // Every record that breaks a rule is named (KIP-467), not only the first.
         if compacted || bounds.is_some() {
             let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
-            for r in records.iter() {
+            let mut bad: Vec<(i32, String)> = Vec::new();
+            let mut keyless = false;
+            for (i, r) in records.iter().enumerate() {
                 let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
+                let at = i32::try_from(i).unwrap_or(i32::MAX);
                 if compacted && r.key.is_none() {
-                    return Err((
-                        ErrorCode::InvalidRecord,
+                    keyless = true;
+                    bad.push((
+                        at,
                         format!(
                             "Compacted topic cannot accept message without key in topic partition {name}-{index}."
                         ),
                     ));
-                }
-                if let Some((before, after)) = bounds
+                } else if let Some((before, after)) = bounds
                     && (now_ms.saturating_sub(r.timestamp) > before
                         || r.timestamp.saturating_sub(now_ms) > after)
                 {
-                    return Err((
-                        ErrorCode::InvalidTimestamp,
+                    bad.push((
+                        at,
                         format!(
                             "timestamp {} of the record at offset delta {} is out of range: at most {before} ms before and {after} ms after the broker's time {now_ms} (message.timestamp.before.max.ms / after.max.ms)",
                             r.timestamp,
@@ -436,6 +475,23 @@ fn produce_partition(
                         ),
                     ));
                 }
+            }
+            if let Some((_, first)) = bad.first() {
+                let message = match bad.len() {
+                    1 => first.clone(),
+                    n => format!("{first} ({n} records of the batch break the topic's rules)"),
+                };
+                return Err(Refusal {
+                    // A missing key is an invalid record; timestamps alone, an invalid
+                    // timestamp (Kafka's LogValidator answers the same codes).
+                    code: if keyless {
+                        ErrorCode::InvalidRecord
+                    } else {
+                        ErrorCode::InvalidTimestamp
+                    },
+                    message,
+                    records: bad,
+                });
             }
         }
         if let Some(codec) = config.compression_type
@@ -450,12 +506,12 @@ fn produce_partition(
         }
     }
     if count != 1 {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::InvalidRecord,
             format!(
                 "a produce request must hold exactly one record batch per partition, not {count}"
             ),
-        ));
+        )));
     }
     broker
         .replicas
@@ -465,14 +521,14 @@ fn produce_partition(
     // (Kafka: NOT_ENOUGH_REPLICAS), so nothing is written that would live on too few
     // disks.
     if acks == -1 && !p.acks_all_allowed() {
-        return Err((
+        return Err(Refusal::from((
             ErrorCode::NotEnoughReplicas,
             format!(
                 "min.insync.replicas is {} but the in-sync replicas are {:?}",
                 p.config().min_insync_replicas,
                 p.isr()
             ),
-        ));
+        )));
     }
     let records = match recompressed.as_mut() {
         Some(r) => &mut r[..],
