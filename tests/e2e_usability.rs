@@ -264,6 +264,12 @@ fn a_stuck_parquet_conversion_shows_and_clears() {
     );
     let out = cli(&k, &["tier", "status", "--http", &broker.http]);
     assert!(stdout(&out).contains("PARQUET STUCK"), "{}", stdout(&out));
+    // The store as the user named it, not the broker's retry/timeout/metrics layers.
+    assert!(
+        stdout(&out).contains(&format!("object store {url} ")),
+        "{}",
+        stdout(&out)
+    );
     let out = cli(&k, &["topic", "describe", "stuck", "--http", &broker.http]);
     assert!(
         stdout(&out).contains("partition 0: PARQUET STUCK"),

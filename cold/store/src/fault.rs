@@ -335,8 +335,14 @@ impl FaultStore {
 }
 
 impl std::fmt::Display for FaultStore {
+    /// `fault(inner)`; the alternate form (`{:#}`) is the backend alone, as users name
+    /// it (`file:///dir`, `s3://bucket/prefix`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "fault({})", self.inner)
+        if f.alternate() {
+            write!(f, "{:#}", self.inner)
+        } else {
+            write!(f, "fault({})", self.inner)
+        }
     }
 }
 

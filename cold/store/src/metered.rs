@@ -89,8 +89,14 @@ async fn measure<T>(
 }
 
 impl std::fmt::Display for MeteredStore {
+    /// `metered(inner)`; the alternate form (`{:#}`) is the backend alone, as users name
+    /// it (`file:///dir`, `s3://bucket/prefix`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "metered({})", self.inner)
+        if f.alternate() {
+            write!(f, "{:#}", self.inner)
+        } else {
+            write!(f, "metered({})", self.inner)
+        }
     }
 }
 

@@ -235,8 +235,14 @@ impl RetryStore {
 }
 
 impl std::fmt::Display for RetryStore {
+    /// `retry(inner)`; the alternate form (`{:#}`) is the backend alone, as users name
+    /// it (`file:///dir`, `s3://bucket/prefix`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "retry({})", self.inner)
+        if f.alternate() {
+            write!(f, "{:#}", self.inner)
+        } else {
+            write!(f, "retry({})", self.inner)
+        }
     }
 }
 

@@ -153,8 +153,14 @@ async fn deadline<T>(
 }
 
 impl std::fmt::Display for TimeoutStore {
+    /// `timeout(inner)`; the alternate form (`{:#}`) is the backend alone, as users name
+    /// it (`file:///dir`, `s3://bucket/prefix`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timeout({})", self.inner)
+        if f.alternate() {
+            write!(f, "{:#}", self.inner)
+        } else {
+            write!(f, "timeout({})", self.inner)
+        }
     }
 }
 

@@ -137,7 +137,8 @@ impl Tiering {
             (s.hits, s.misses)
         });
         TierStatus {
-            object_store: self.tier().map(|t| t.store().to_string()),
+            // The store as the user named it, without the retry/timeout/metrics layers.
+            object_store: self.tier().map(|t| format!("{:#}", t.store())),
             cache_hits: hits,
             cache_misses: misses,
             cache_hit_ratio: if hits + misses == 0 {
