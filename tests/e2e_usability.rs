@@ -505,3 +505,98 @@ fn a_batch_with_bad_records_names_them() {
     let got = common::kafka::consume_all(&k, "keyed", 1, 6, Duration::from_secs(30));
     assert_eq!(got.len(), 6);
 }
+
+/// The threads of the broker process whose name starts with `prefix`.
+fn threads_named(b: &Broker, prefix: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", b.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// Kafka's dynamic broker configs that Strata has a counterpart for (the log cleaner's)
+/// change a running broker through AlterConfigs (kafka-python's admin client), show in
+/// DescribeConfigs as dynamic, and take effect without a restart; a key that cannot
+/// change is refused naming it. Kafka 3.x's deprecated topic configs are taken without
+/// effect.
+#[test]
+fn dynamic_broker_configs_apply_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let k = broker.kafka.clone();
+    assert_eq!(threads_named(&broker, "strata-cleaner"), 1);
+    let set = common::python_json(
+        "broker_configs.py",
+        &[
+            &k,
+            "1",
+            "log.cleaner.threads=3",
+            "log.cleaner.dedupe.buffer.size=33554432",
+            "log.cleaner.io.max.bytes.per.second=1048576",
+            "log.cleaner.backoff.ms=1000",
+        ],
+    );
+    assert_eq!(set["error_code"], 0, "{set}");
+    let described = common::python_json("admin_configs.py", &[&k, "broker", "1"]);
+    assert_eq!(described["log.cleaner.threads"], "3", "{described}");
+    assert_eq!(described["log.cleaner.backoff.ms"], "1000", "{described}");
+    // Applied: two more cleaner threads, and the offset maps' memory is the new budget.
+    let t0 = Instant::now();
+    while threads_named(&broker, "strata-cleaner") < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no new cleaner threads"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t0 = Instant::now();
+    while broker.metric("strata_log_cleaner_dedupe_buffer_bytes") != Some(33_554_430.0) {
+        // 32 MiB split three ways, rounded down per thread.
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            broker.metric("strata_log_cleaner_dedupe_buffer_bytes")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What Strata has no counterpart for, or cannot change running, is refused by name.
+    let refused = common::python_json("broker_configs.py", &[&k, "1", "num.io.threads=8"]);
+    assert_ne!(refused["error_code"], 0, "{refused}");
+    assert!(
+        refused["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("broker config 'num.io.threads' cannot change while the broker runs"),
+        "{refused}"
+    );
+    let bad = common::python_json("broker_configs.py", &[&k, "1", "log.cleaner.threads=0"]);
+    assert!(
+        bad["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("log.cleaner.threads is a thread count"),
+        "{bad}"
+    );
+    // Deprecated topic configs of Kafka 3.x: taken, said to do nothing.
+    let out = cli(
+        &k,
+        &[
+            "topic",
+            "create",
+            "old",
+            "--config",
+            "message.format.version=2.8",
+            "--config",
+            "message.downconversion.enable=false",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: message.format.version is deprecated"),
+        "{}",
+        stderr(&out)
+    );
+    let described = common::python_json("admin_configs.py", &[&k, "topic", "old"]);
+    assert_eq!(described["message.format.version"], "2.8", "{described}");
+}

@@ -220,6 +220,7 @@ fn create(
             e.reason
         );
     }
+    note_deprecated(configs.iter().map(|(k, _)| k.as_str()));
     let client = admin(c)?;
     // -1 asks the broker for its defaults (CreateTopics v4+, KIP-464).
     let mut topic = NewTopic::new(
@@ -654,11 +655,22 @@ fn create_refusal(
 /// AlterConfigs of topic `name` to exactly `configs`, over the wire client: the rdkafka
 /// binding reports every resource of an AlterConfigs answer as altered, whatever its
 /// error code, so a refused change would print as done.
+/// Says on stderr which of `keys` Kafka deprecated (3.x) and removed (4.0): the broker
+/// takes them, and they do nothing.
+fn note_deprecated<'a>(keys: impl Iterator<Item = &'a str>) {
+    for k in keys.filter(|k| strata_proto::config::DEPRECATED_NO_OPS.contains(k)) {
+        eprintln!(
+            "note: {k} is deprecated (Kafka 3.x; removed in 4.0): it is accepted and has no effect"
+        );
+    }
+}
+
 fn alter_configs(
     c: &ClientArgs,
     name: &str,
     configs: &BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
+    note_deprecated(configs.keys().map(String::as_str));
     use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
     use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
     use kafka_protocol::protocol::StrBytes;

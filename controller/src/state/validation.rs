@@ -10,14 +10,52 @@ use crate::error::Rejection;
 use crate::types::BrokerId;
 
 /// The broker configs that can change while brokers run (the rest are `strata serve`
-/// flags): the replication throttle rates in bytes per second, as Kafka's.
+/// flags), as Kafka's dynamic broker configs: per broker, or as the cluster-wide default.
+/// Each has a Strata counterpart the brokers apply without a restart.
 pub const DYNAMIC_BROKER_CONFIGS: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
+    "log.cleaner.threads",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
 ];
 
-/// Checks dynamic broker configs: known keys, and rates that are whole numbers of bytes
-/// per second.
+/// The largest number of log cleaner threads a broker may be told to run.
+pub const MAX_CLEANER_THREADS: u64 = 64;
+
+/// Checks one dynamic broker config's value.
+fn check_dynamic(k: &str, v: &str) -> Result<(), String> {
+    let whole = |what: &str, min: u64, max: u64| match v.trim().parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(()),
+        _ if max == u64::MAX => Err(format!("{k} is {what} (at least {min}), not '{v}'")),
+        _ => Err(format!("{k} is {what} from {min} to {max}, not '{v}'")),
+    };
+    match k {
+        "leader.replication.throttled.rate" | "follower.replication.throttled.rate" => v
+            .parse::<u64>()
+            .map(|_| ())
+            .map_err(|_| format!("{k} is a rate in bytes per second, not '{v}'")),
+        "log.cleaner.threads" => whole("a thread count", 1, MAX_CLEANER_THREADS),
+        // Kafka's type is a double (its default, Double.MAX_VALUE, means no cap); 0 is
+        // no cap too, as `--log-cleaner-io-max-bytes-per-second 0`.
+        "log.cleaner.io.max.bytes.per.second" => match v.trim().parse::<f64>() {
+            Ok(r) if r >= 0.0 && !r.is_nan() => Ok(()),
+            _ => Err(format!(
+                "{k} is a rate in bytes per second (0 for no cap), not '{v}'"
+            )),
+        },
+        "log.cleaner.dedupe.buffer.size" => whole("a size in bytes", 1 << 20, u64::MAX),
+        "log.cleaner.backoff.ms" => whole("a time in milliseconds", 0, u64::MAX),
+        _ => Err(format!(
+            "broker config '{k}' cannot change while the broker runs (the dynamic ones are \
+             {}); pass it to `strata serve`",
+            DYNAMIC_BROKER_CONFIGS.join(", ")
+        )),
+    }
+}
+
+/// Checks dynamic broker configs: known keys, and values of each key's type.
 pub fn validate_broker_configs(
     resource: &str,
     configs: &BTreeMap<String, String>,
@@ -28,20 +66,7 @@ pub fn validate_broker_configs(
         });
     }
     for (k, v) in configs {
-        if !DYNAMIC_BROKER_CONFIGS.contains(&k.as_str()) {
-            return Err(Rejection::InvalidConfig {
-                reason: format!(
-                    "broker config '{k}' cannot change while the broker runs (the dynamic ones \
-                     are {}); pass it to `strata serve`",
-                    DYNAMIC_BROKER_CONFIGS.join(", ")
-                ),
-            });
-        }
-        if v.parse::<u64>().is_err() {
-            return Err(Rejection::InvalidConfig {
-                reason: format!("{k} is a rate in bytes per second, not '{v}'"),
-            });
-        }
+        check_dynamic(k, v).map_err(|reason| Rejection::InvalidConfig { reason })?;
     }
     Ok(())
 }

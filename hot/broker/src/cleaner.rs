@@ -20,30 +20,103 @@ use crate::config::BrokerConfig;
 use crate::partition::Partition;
 use crate::replicas::ReplicaManager;
 
-/// Starts the cleaner threads; they stop when `shutdown` is cancelled.
+/// The cleaner's settings: the `strata serve` flags, overridden by Kafka's dynamic broker
+/// configs of the same names (`log.cleaner.threads`, `.io.max.bytes.per.second`,
+/// `.dedupe.buffer.size`, `.backoff.ms`; this broker's own, else the cluster default),
+/// which apply without a restart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Settings {
+    threads: usize,
+    io_bytes_per_second: u64,
+    dedupe_buffer_bytes: usize,
+    backoff: Duration,
+}
+
+impl Settings {
+    fn from_flags(c: &BrokerConfig) -> Settings {
+        Settings {
+            threads: c.log_cleaner_threads.max(1),
+            io_bytes_per_second: c.log_cleaner_io_max_bytes_per_second,
+            dedupe_buffer_bytes: c.log_cleaner_dedupe_buffer_bytes,
+            backoff: c.log_cleaner_backoff,
+        }
+    }
+
+    /// These settings with the dynamic configs `md` holds for broker `node`.
+    fn with_dynamic(self, md: &strata_controller::ClusterMetadata, node: i32) -> Settings {
+        let get = |k: &str| md.broker_config(node, k);
+        Settings {
+            threads: get("log.cleaner.threads")
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .map_or(self.threads, |n| n.max(1)),
+            // A double in Kafka; 0 and anything past u64 (Kafka's default,
+            // Double.MAX_VALUE) are no cap.
+            io_bytes_per_second: get("log.cleaner.io.max.bytes.per.second")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map_or(self.io_bytes_per_second, |r| {
+                    if r >= u64::MAX as f64 { 0 } else { r as u64 }
+                }),
+            dedupe_buffer_bytes: get("log.cleaner.dedupe.buffer.size")
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(self.dedupe_buffer_bytes),
+            backoff: get("log.cleaner.backoff.ms")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(self.backoff, Duration::from_millis),
+        }
+    }
+
+    /// Each thread's share of the offset maps' memory.
+    fn per_thread_buffer(&self) -> usize {
+        self.dedupe_buffer_bytes / self.threads.max(1)
+    }
+}
+
+/// Starts the cleaner threads, and the watcher that applies the dynamic configs (more
+/// threads start when `log.cleaner.threads` grows; past it, threads idle); all stop when
+/// `shutdown` is cancelled.
 pub(crate) fn start(
     replicas: &Arc<ReplicaManager>,
     c: &BrokerConfig,
     shutdown: &CancellationToken,
 ) {
-    let threads = c.log_cleaner_threads.max(1);
+    let flags = Settings::from_flags(c);
     let shared = Arc::new(Shared {
         busy: Mutex::new(HashSet::new()),
-        throttle: Throttle::new(c.log_cleaner_io_max_bytes_per_second),
+        throttle: Throttle::new(flags.io_bytes_per_second),
+        settings: Mutex::new(flags),
     });
-    let per_thread = c.log_cleaner_dedupe_buffer_bytes / threads;
-    metrics::gauge!("strata_log_cleaner_dedupe_buffer_bytes").set((per_thread * threads) as f64);
-    for i in 0..threads {
-        let replicas = replicas.clone();
-        let shutdown = shutdown.clone();
-        let shared = shared.clone();
-        let backoff = c.log_cleaner_backoff;
-        let spawned = std::thread::Builder::new()
-            .name(format!("strata-cleaner-{i}"))
-            .spawn(move || run(replicas, shared, per_thread, backoff, shutdown));
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start a log cleaner thread: compacted topics are not cleaned");
-        }
+    let node = c.node_id;
+    let (replicas, shutdown) = (replicas.clone(), shutdown.clone());
+    let watcher = std::thread::Builder::new()
+        // Thread names are cut to 15 bytes: these stay apart.
+        .name("strata-cleaning".into())
+        .spawn(move || {
+            let mut started = 0;
+            while !shutdown.is_cancelled() {
+                let now = flags.with_dynamic(&replicas.cluster(), node);
+                if shared.set(now) {
+                    tracing::info!(?now, "log cleaner settings");
+                }
+                metrics::gauge!("strata_log_cleaner_dedupe_buffer_bytes")
+                    .set((now.per_thread_buffer() * now.threads) as f64);
+                while started < now.threads {
+                    let (replicas, shared, shutdown) =
+                        (replicas.clone(), shared.clone(), shutdown.clone());
+                    let i = started;
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("strata-cleaner{i}"))
+                        .spawn(move || run(i, replicas, shared, shutdown));
+                    if let Err(e) = spawned {
+                        tracing::error!(error = %e, "cannot start a log cleaner thread: compacted topics are cleaned by fewer threads");
+                        break;
+                    }
+                    started += 1;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+    if let Err(e) = watcher {
+        tracing::error!(error = %e, "cannot start the log cleaner: compacted topics are not cleaned");
     }
 }
 
@@ -55,39 +128,72 @@ struct Shared {
     /// Partitions a thread is cleaning now.
     busy: Mutex<HashSet<Key>>,
     throttle: Throttle,
+    /// The settings in force (the watcher updates them).
+    settings: Mutex<Settings>,
 }
 
+impl Shared {
+    fn settings(&self) -> Settings {
+        *self.settings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `now` in force; whether it changed anything.
+    fn set(&self, now: Settings) -> bool {
+        let mut s = self.settings.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = *s != now;
+        *s = now;
+        self.throttle.set_rate(now.io_bytes_per_second);
+        changed
+    }
+}
+
+/// Cleaner thread `index`: cleans while it is one of the `threads` in force, idles past
+/// them.
 fn run(
+    index: usize,
     replicas: Arc<ReplicaManager>,
     shared: Arc<Shared>,
-    buffer: usize,
-    backoff: Duration,
     shutdown: CancellationToken,
 ) {
     // Cleaning is background work: the CPU and the disk producers and consumers leave
     // idle. (The IO cap does most to keep producers' latency: benches/compaction.sh.)
     strata_log::priority::lower_this_thread("log cleaner");
-    // Allocated when first needed: a broker without compacted topics pays nothing.
-    let mut map: Option<OffsetMap> = None;
+    // Allocated when first needed (a broker without compacted topics pays nothing), and
+    // again when the dedupe buffer's share changes.
+    let mut map: Option<(usize, OffsetMap)> = None;
     while !shutdown.is_cancelled() {
-        let worked = match pick(&replicas, &shared) {
-            Some((p, c)) => {
-                let map = map.get_or_insert_with(|| OffsetMap::with_memory(buffer));
-                clean(&p, &c, map, &shared.throttle);
-                shared
-                    .busy
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&(p.topic_id, p.index));
-                true
-            }
-            None => false,
-        };
+        let settings = shared.settings();
+        let worked = index < settings.threads
+            && match pick(&replicas, &shared) {
+                Some((p, c)) => {
+                    let buffer = settings.per_thread_buffer();
+                    if map.as_ref().is_none_or(|(b, _)| *b != buffer) {
+                        map = Some((buffer, OffsetMap::with_memory(buffer)));
+                    }
+                    if let Some((_, map)) = map.as_mut() {
+                        clean(&p, &c, map, &shared.throttle);
+                    }
+                    shared
+                        .busy
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&(p.topic_id, p.index));
+                    true
+                }
+                None => false,
+            };
         if !worked {
+            if index >= settings.threads {
+                // Not needed now: give the memory back.
+                map = None;
+            }
             // Wake up often enough to stop promptly.
+            let backoff = settings.backoff;
             let until = Instant::now() + backoff;
             while !shutdown.is_cancelled() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(100).min(backoff));
+                std::thread::sleep(
+                    Duration::from_millis(100).min(backoff.max(Duration::from_millis(1))),
+                );
             }
         }
     }
@@ -247,26 +353,32 @@ fn lag_seconds(p: &Partition, c: &Cleanable) -> f64 {
 /// earned. 0 is no cap.
 #[derive(Debug)]
 struct Throttle {
-    rate: u64,
+    /// Changed by the dynamic config `log.cleaner.io.max.bytes.per.second`.
+    rate: std::sync::atomic::AtomicU64,
     state: Mutex<(f64, Instant)>,
 }
 
 impl Throttle {
     fn new(rate: u64) -> Throttle {
         Throttle {
-            rate,
+            rate: std::sync::atomic::AtomicU64::new(rate),
             state: Mutex::new((rate as f64, Instant::now())),
         }
     }
 
+    fn set_rate(&self, rate: u64) {
+        self.rate.store(rate, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn take(&self, bytes: u64) {
-        if self.rate == 0 || bytes == 0 {
+        let rate = self.rate.load(std::sync::atomic::Ordering::Relaxed);
+        if rate == 0 || bytes == 0 {
             return;
         }
         let wait = {
             let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
-            let rate = self.rate as f64;
+            let rate = rate as f64;
             s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * rate).min(rate);
             s.1 = now;
             s.0 -= bytes as f64;

@@ -13,7 +13,7 @@ use crate::error::ErrorCode;
 
 mod table;
 
-pub use table::{ConfigType, DEFAULTS, key_info, keys};
+pub use table::{ConfigType, DEFAULTS, DEPRECATED_NO_OPS, key_info, keys};
 
 /// What to do with old data.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -418,6 +418,20 @@ impl TopicConfig {
                 };
             }
             keys::WRITES_CLOSED => self.writes_closed = parse_bool(key, value)?,
+            // Kafka 3.x's deprecated keys: taken (old clients and tools set them), checked
+            // for their type, and without effect (`table::DEPRECATED_NO_OPS`).
+            keys::MESSAGE_DOWNCONVERSION_ENABLE => {
+                parse_bool(key, value)?;
+            }
+            keys::MESSAGE_FORMAT_VERSION => {
+                if value.trim().is_empty() {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "must be a Kafka version such as 3.0-IV1",
+                    ));
+                }
+            }
             keys::REPARTITIONED_TO => {
                 let v = value.trim();
                 self.repartitioned_to = (!v.is_empty()).then(|| v.to_string());

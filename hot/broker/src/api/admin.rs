@@ -652,7 +652,8 @@ pub(super) fn describe_configs(
                         out.configs.push(e);
                     }
                     // The dynamic ones: this broker's own value, else the cluster-wide
-                    // default, else Kafka's default (no throttle).
+                    // default, else what the broker runs with (its flag, or Kafka's
+                    // default: no throttle).
                     let md = broker.cluster();
                     let own = md.broker_configs.get(&broker.node_id().to_string());
                     let default = md.broker_configs.get("");
@@ -663,17 +664,18 @@ pub(super) fn describe_configs(
                     {
                         let mut e = DescribeConfigsResourceResult::default();
                         e.name = s(k);
+                        let (base, base_source, kind) = dynamic_base(&broker.config, k);
                         let (value, source) =
                             match (own.and_then(|c| c.get(k)), default.and_then(|c| c.get(k))) {
                                 (Some(v), _) if !name.is_empty() => {
                                     (v.clone(), SOURCE_DYNAMIC_BROKER)
                                 }
                                 (_, Some(v)) => (v.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER),
-                                _ => (i64::MAX.to_string(), SOURCE_DEFAULT),
+                                _ => (base, base_source),
                             };
                         e.value = Some(s(value));
                         e.config_source = source;
-                        e.config_type = strata_proto::config::ConfigType::Long.wire_id();
+                        e.config_type = kind.wire_id();
                         out.configs.push(e);
                     }
                 }
@@ -770,9 +772,46 @@ async fn set_topic_configs(
     Ok(())
 }
 
+/// What dynamic broker config `k` is when no dynamic value is set: the `strata serve`
+/// flag behind it (a static broker config), or Kafka's default; with its type.
+fn dynamic_base(
+    c: &crate::config::BrokerConfig,
+    k: &str,
+) -> (String, i8, strata_proto::config::ConfigType) {
+    use strata_proto::config::ConfigType;
+    match k {
+        "log.cleaner.threads" => (
+            c.log_cleaner_threads.to_string(),
+            SOURCE_STATIC_BROKER,
+            ConfigType::Int,
+        ),
+        // Kafka's "no cap" is Double.MAX_VALUE; the flag's is 0.
+        "log.cleaner.io.max.bytes.per.second" => (
+            match c.log_cleaner_io_max_bytes_per_second {
+                0 => "1.7976931348623157E308".to_string(),
+                r => r.to_string(),
+            },
+            SOURCE_STATIC_BROKER,
+            ConfigType::Double,
+        ),
+        "log.cleaner.dedupe.buffer.size" => (
+            c.log_cleaner_dedupe_buffer_bytes.to_string(),
+            SOURCE_STATIC_BROKER,
+            ConfigType::Long,
+        ),
+        "log.cleaner.backoff.ms" => (
+            c.log_cleaner_backoff.as_millis().to_string(),
+            SOURCE_STATIC_BROKER,
+            ConfigType::Long,
+        ),
+        _ => (i64::MAX.to_string(), SOURCE_DEFAULT, ConfigType::Long),
+    }
+}
+
 /// The dynamic configs of broker `name` (its id), or with `""` the cluster-wide default
-/// (Kafka's `--entity-default`): only the replication throttle rates change while
-/// brokers run; every other broker setting is a `strata serve` flag.
+/// (Kafka's `--entity-default`): the keys of [`strata_controller::DYNAMIC_BROKER_CONFIGS`]
+/// (replication throttles, the log cleaner's) change while brokers run; every other
+/// broker setting is a `strata serve` flag.
 async fn set_broker_configs(
     broker: &Broker,
     name: &str,
@@ -790,8 +829,13 @@ async fn set_broker_configs(
     }
     let mut configs = md.broker_configs.get(name).cloned().unwrap_or_default();
     change(&mut configs)?;
-    strata_controller::validate_broker_configs(name, &configs)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+    strata_controller::validate_broker_configs(name, &configs).map_err(|e| match e {
+        // The reason alone: the controller's wording ("invalid topic config") is for topics.
+        strata_controller::Rejection::InvalidConfig { reason } => {
+            ApiError::new(ErrorCode::InvalidConfig, reason)
+        }
+        e => ApiError::new(ErrorCode::InvalidConfig, e.to_string()),
+    })?;
     if validate_only {
         return Ok(());
     }

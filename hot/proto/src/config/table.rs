@@ -38,7 +38,17 @@ pub mod keys {
     pub const REPARTITIONED_TO: &str = "repartitioned.to";
     pub const FOLLOWER_REPLICATION_THROTTLED_REPLICAS: &str =
         "follower.replication.throttled.replicas";
+    /// Deprecated in Kafka 3.x, removed in 4.0: accepted (Kafka 3.x clients and tools
+    /// still set them) and without effect.
+    pub const MESSAGE_FORMAT_VERSION: &str = "message.format.version";
+    pub const MESSAGE_DOWNCONVERSION_ENABLE: &str = "message.downconversion.enable";
 }
+
+/// The keys Kafka 3.x deprecated and 4.0 removed that Strata accepts without effect.
+pub const DEPRECATED_NO_OPS: &[&str] = &[
+    keys::MESSAGE_DOWNCONVERSION_ENABLE,
+    keys::MESSAGE_FORMAT_VERSION,
+];
 
 /// Every key with its default, in the order DescribeConfigs lists them.
 pub const DEFAULTS: &[(&str, &str)] = &[
@@ -63,6 +73,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
         "9223372036854775807",
     ),
     (keys::MESSAGE_TIMESTAMP_TYPE, "CreateTime"),
+    (keys::MESSAGE_DOWNCONVERSION_ENABLE, "true"),
+    (keys::MESSAGE_FORMAT_VERSION, "3.0-IV1"),
     (keys::MIN_INSYNC_REPLICAS, "1"),
     (keys::PARQUET_BACKFILL, "false"),
     (keys::PARQUET_ENABLE, "false"),
@@ -210,6 +222,14 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
         keys::FOLLOWER_REPLICATION_THROTTLED_REPLICAS => (
             List,
             "Replicas whose follower-side replication is throttled to the broker's follower.replication.throttled.rate while out of sync: PARTITION:BROKER,... or * (reassignment's adding replicas always are).",
+        ),
+        keys::MESSAGE_FORMAT_VERSION => (
+            String,
+            "Deprecated (Kafka 3.x; removed in 4.0): accepted, no effect. Batches are stored as the producer sent them (RecordBatch v2).",
+        ),
+        keys::MESSAGE_DOWNCONVERSION_ENABLE => (
+            Boolean,
+            "Deprecated (Kafka 3.x; removed in 4.0): accepted, no effect. Fetches below v4 are not served, so nothing is down-converted.",
         ),
         keys::WRITES_CLOSED => (
             Boolean,
