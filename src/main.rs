@@ -2,6 +2,7 @@
 
 mod cli;
 mod http;
+mod http_doc;
 
 use clap::Parser;
 

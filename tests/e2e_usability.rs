@@ -600,3 +600,36 @@ fn dynamic_broker_configs_apply_without_a_restart() {
     let described = common::python_json("admin_configs.py", &[&k, "topic", "old"]);
     assert_eq!(described["message.format.version"], "2.8", "{described}");
 }
+
+/// /openapi.json lists every path the HTTP address serves: the gateway's and the
+/// broker's own (/metrics, /v1/...).
+#[test]
+fn the_openapi_document_lists_the_brokers_own_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let doc: serde_json::Value = serde_json::from_str(&broker.http_get("/openapi.json")).unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/metrics",
+        "/v1/tier/status",
+        "/v1/partitions/hot",
+        "/v1/cleaner/status",
+        "/v1/tier/iceberg/{topic}",
+        "/v1/tier/iceberg/{topic}/compact",
+        "/v1/tier/iceberg/{topic}/expire",
+        "/topics",
+        "/healthz",
+    ] {
+        assert!(paths.contains_key(p), "{p} is not in /openapi.json");
+    }
+    // Each documented broker path answers as documented (here: no such topic).
+    let status = |path: &str| {
+        reqwest::blocking::Client::new()
+            .post(format!("http://{}{path}", broker.http))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status("/v1/tier/iceberg/nope/compact"), 404);
+}

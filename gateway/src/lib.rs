@@ -170,6 +170,19 @@ pub struct GatewayConfig {
     /// What is wrong but does not stop the process (a Parquet conversion that keeps
     /// failing, say): /healthz lists it. None: nothing to ask.
     pub health: Option<Health>,
+    /// Paths the process serves beside the gateway (the broker's /metrics and /v1/...),
+    /// merged into /openapi.json so that it lists every path of the HTTP address.
+    pub extra_openapi: Option<ExtraOpenApi>,
+}
+
+/// The OpenAPI description of paths served beside the gateway.
+#[derive(Clone)]
+pub struct ExtraOpenApi(pub utoipa::openapi::OpenApi);
+
+impl std::fmt::Debug for ExtraOpenApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExtraOpenApi(..)")
+    }
 }
 
 /// Problems the process knows of that a restart would not fix, one line each.
@@ -199,6 +212,7 @@ impl Default for GatewayConfig {
             default_max_bytes: 8 << 20,
             dlq_suffix: ".dlq".to_string(),
             health: None,
+            extra_openapi: None,
         }
     }
 }

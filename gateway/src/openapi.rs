@@ -87,6 +87,10 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "health",
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
-pub async fn serve() -> Response {
-    axum::Json(document()).into_response()
+pub async fn serve(axum::extract::State(s): axum::extract::State<crate::Shared>) -> Response {
+    let mut doc = document();
+    if let Some(extra) = &s.config.extra_openapi {
+        doc.merge(extra.0.clone());
+    }
+    axum::Json(doc).into_response()
 }

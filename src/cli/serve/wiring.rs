@@ -383,6 +383,7 @@ fn gateway_router(
         max_consumers: config.http_max_consumers,
         dlq_suffix: config.http_dlq_suffix.clone(),
         health: Some(crate::http::health(broker)),
+        extra_openapi: Some(strata_gateway::ExtraOpenApi(crate::http_doc::document())),
         ..strata_gateway::GatewayConfig::default()
     };
     Ok(strata_gateway::gateway(Arc::new(service), gateway))
