@@ -54,14 +54,26 @@ fn an_invalid_parquet_value_schema_is_refused_when_set() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("data"), &[]);
     let k = broker.kafka.clone();
-    let parquet = [
-        "--config",
-        "remote.storage.enable=true",
-        "--config",
-        "parquet.enable=true",
-        "--config",
-        "parquet.value.format=json",
-    ];
+    // `strata topic create lake` with a typed JSON value schema.
+    let create = |schema: &str| {
+        let setting = format!("parquet.value.schema={schema}");
+        cli(
+            &k,
+            &[
+                "topic",
+                "create",
+                "lake",
+                "--config",
+                "remote.storage.enable=true",
+                "--config",
+                "parquet.enable=true",
+                "--config",
+                "parquet.value.format=json",
+                "--config",
+                &setting,
+            ],
+        )
+    };
     for (schema, says) in [
         (
             r#"{"fields":[{"name":"a","type":"int"}]}"#,
@@ -80,11 +92,7 @@ fn an_invalid_parquet_value_schema_is_refused_when_set() {
             "fields: a struct needs at least one field",
         ),
     ] {
-        let setting = format!("parquet.value.schema={schema}");
-        let mut args = vec!["topic", "create", "lake"];
-        args.extend(parquet);
-        args.extend(["--config", &setting]);
-        let out = cli(&k, &args);
+        let out = create(schema);
         assert!(!out.status.success(), "{schema} was accepted");
         let err = stderr(&out);
         assert!(err.contains(says), "{schema}: {err}");
@@ -96,45 +104,14 @@ fn an_invalid_parquet_value_schema_is_refused_when_set() {
         );
     }
     // The allowed types are listed.
-    let out = cli(
-        &k,
-        &[
-            "topic",
-            "create",
-            "lake",
-            "--config",
-            "remote.storage.enable=true",
-            "--config",
-            "parquet.enable=true",
-            "--config",
-            "parquet.value.format=json",
-            "--config",
-            r#"parquet.value.schema={"fields":[{"name":"a","type":"int"}]}"#,
-        ],
-    );
+    let out = create(r#"{"fields":[{"name":"a","type":"int"}]}"#);
     assert!(
         stderr(&out).contains("utf8, int64, float64, bool, timestamp_ms, struct, list"),
         "{}",
         stderr(&out)
     );
     // A good schema is taken; changing it to a bad one is refused and changes nothing.
-    let good = r#"parquet.value.schema={"fields":[{"name":"a","type":"int64"}]}"#;
-    let out = cli(
-        &k,
-        &[
-            "topic",
-            "create",
-            "lake",
-            "--config",
-            "remote.storage.enable=true",
-            "--config",
-            "parquet.enable=true",
-            "--config",
-            "parquet.value.format=json",
-            "--config",
-            good,
-        ],
-    );
+    let out = create(r#"{"fields":[{"name":"a","type":"int64"}]}"#);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = cli(
         &k,
