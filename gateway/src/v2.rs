@@ -112,6 +112,7 @@ pub fn compact_json(text: String) -> Vec<u8> {
 
 /// A header of a record (value base64, or null).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HeaderJson {
     pub name: String,
     #[serde(default)]
@@ -294,8 +295,10 @@ pub async fn get_topic(
 }
 
 /// A record to produce. In the binary format key and value are base64 strings; in the
-/// json format any JSON value. Null or absent: no key / a null value.
+/// json format any JSON value. Null or absent: no key / a null value. Any other member
+/// is refused (422), not ignored.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ProduceRecordJson {
     // Raw: a value's text is produced as sent (minus whitespace), without building and
     // re-encoding a tree for every record.
@@ -310,10 +313,26 @@ pub struct ProduceRecordJson {
     pub partition: Option<i32>,
 }
 
-/// A v2 produce request.
+/// A v2 produce request. Confluent's `key_schema`, `key_schema_id`, `value_schema` and
+/// `value_schema_id` need a schema registry, which Strata does not have yet: they are
+/// refused (422) unless null. Any other member is refused too, not ignored.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ProduceRequest {
     pub records: Vec<ProduceRecordJson>,
+    // Parsed only to be refused by name (an unknown member's error would not say why).
+    #[serde(default)]
+    #[schema(ignore)]
+    pub key_schema: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub key_schema_id: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub value_schema: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub value_schema_id: Option<Value>,
 }
 
 /// Where one record went, or why it did not.
@@ -356,7 +375,7 @@ pub struct ProduceResponse {
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 422, description = "Invalid body (42201, a member Strata does not know included) or field (42202, a schema-registry member such as value_schema_id included: there is no schema registry yet)", body = ErrorBody),
         (status = 429, description = "Throttled: the produce queue is full", body = ErrorBody),
         (status = 503, description = "The broker cannot take writes (e.g. not enough in-sync replicas)", body = ErrorBody),
     ))]
@@ -392,7 +411,7 @@ pub async fn produce(
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 422, description = "Invalid body (42201, a member Strata does not know included) or field (42202, a schema-registry member such as value_schema_id included: there is no schema registry yet)", body = ErrorBody),
         (status = 429, description = "Throttled", body = ErrorBody),
         (status = 503, description = "The broker cannot take writes", body = ErrorBody),
     ))]
@@ -457,6 +476,12 @@ async fn produce_v2_inner(
     bytes: &[u8],
 ) -> ApiResult<Response> {
     let req: ProduceRequest = util::parse_json(bytes)?;
+    util::refuse_schema_members([
+        ("key_schema".to_string(), &req.key_schema),
+        ("key_schema_id".to_string(), &req.key_schema_id),
+        ("value_schema".to_string(), &req.value_schema),
+        ("value_schema_id".to_string(), &req.value_schema_id),
+    ])?;
     if req.records.is_empty() {
         return Err(ApiError::invalid_body("records must not be empty"));
     }
