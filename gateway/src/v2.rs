@@ -41,14 +41,12 @@ impl Format {
         }
     }
 
-    /// Bytes as this format shows them.
-    pub fn encode(self, what: &str, bytes: Option<&[u8]>) -> Result<Value, String> {
+    /// Bytes as this format shows them (json: an error for bytes that are not JSON).
+    pub fn encode(self, bytes: Option<&[u8]>) -> Result<Value, serde_json::Error> {
         match (self, bytes) {
             (_, None) => Ok(Value::Null),
             (Format::Binary, Some(b)) => Ok(Value::String(util::b64(b))),
-            (Format::Json, Some(b)) => serde_json::from_slice(b).map_err(|e| {
-                format!("the {what} is not JSON ({e}); read it with the binary format")
-            }),
+            (Format::Json, Some(b)) => serde_json::from_slice(b),
         }
     }
 
@@ -135,17 +133,21 @@ pub struct ConsumerRecord {
     pub headers: Vec<HeaderJson>,
 }
 
+/// A record as `format` shows it; an error names the record (topic/partition/offset)
+/// and says what is not JSON.
 pub fn encode_record(r: &Record, format: Format) -> Result<ConsumerRecord, String> {
-    let at = |e: String| {
-        format!(
-            "{} at {}/{}/{}: {e}",
-            "record", r.topic, r.partition, r.offset
-        )
+    let field = |what: &str, bytes: Option<&[u8]>| {
+        format.encode(bytes).map_err(|e| {
+            format!(
+                "The {what} of the record at topic '{}' partition {} offset {} is not JSON ({e})",
+                r.topic, r.partition, r.offset
+            )
+        })
     };
     Ok(ConsumerRecord {
         topic: r.topic.clone(),
-        key: format.encode("key", r.key.as_deref()).map_err(at)?,
-        value: format.encode("value", r.value.as_deref()).map_err(at)?,
+        key: field("key", r.key.as_deref())?,
+        value: field("value", r.value.as_deref())?,
         partition: r.partition,
         offset: r.offset,
         timestamp: r.timestamp,
@@ -683,7 +685,13 @@ pub async fn read_partition(
         .iter()
         .map(|x| encode_record(x, format))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error::NOT_JSON_RECORD, e))?;
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                error::NOT_JSON_RECORD,
+                format!("{e}; read it with the binary format"),
+            )
+        })?;
     Ok(util::json_response(
         StatusCode::OK,
         V2,
