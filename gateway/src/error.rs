@@ -38,7 +38,14 @@ pub const CONFIG_NOT_FOUND: u32 = 40407;
 /// invalid (a topic that exists, a bad partition count, replication factor or config).
 pub const BAD_REQUEST: u32 = 40002;
 pub const CONSUMER_FORMAT_MISMATCH: u32 = 40601;
+/// The member does not own the partition (not assigned yet, or moved by a rebalance),
+/// or its group moved to a new generation.
+pub const NOT_OWNED: u32 = 40901;
 pub const CONSUMER_ALREADY_EXISTS: u32 = 40902;
+/// Confluent's ILLEGAL_STATE_ERROR_CODE: the consumer cannot do it in its state (a
+/// partition without a committed offset under auto.offset.reset none, which its Kafka
+/// client stopped reading).
+pub const ILLEGAL_STATE: u32 = 40903;
 pub const IDEMPOTENCY_KEY_REUSED: u32 = 42206;
 pub const BODY_TOO_LARGE: u32 = 41301;
 pub const RECORD_TOO_LARGE: u32 = 41302;
@@ -157,7 +164,10 @@ impl ApiError {
             codes::OFFSET_OUT_OF_RANGE => {
                 (StatusCode::RANGE_NOT_SATISFIABLE, self::OFFSET_OUT_OF_RANGE)
             }
-            LOCAL_STATE | ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID => (StatusCode::CONFLICT, 40901),
+            LOCAL_STATE | ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID | codes::NOT_ASSIGNED => {
+                (StatusCode::CONFLICT, NOT_OWNED)
+            }
+            LOCAL_AUTO_OFFSET_RESET => (StatusCode::CONFLICT, ILLEGAL_STATE),
             TOPIC_ALREADY_EXISTS
             | INVALID_PARTITIONS
             | INVALID_REPLICATION_FACTOR

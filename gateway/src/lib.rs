@@ -12,7 +12,8 @@
 //! - [`acl`]: authorization of each call by the Kafka ACLs a Kafka client would need.
 //! - [`auth`]: `--http-auth` identities, and the [`Caller`] a request carries.
 //! - [`consumers`]: v2 consumer instances: their registry, idle expiry and handlers.
-//! - [`dlq`]: dead letters: a rejected record is copied to its dead-letter topic.
+//! - [`dlq`]: dead letters: a rejected record is copied to its dead-letter topic; what
+//!   json readers do with a record that is not JSON.
 //! - [`error`]: errors in Confluent's shape; Kafka error codes mapped to statuses.
 //! - [`idempotency`]: `Idempotency-Key` on produce: the first answer kept and replayed.
 //! - [`kafka`]: [`kafka::KafkaService`], the [`Service`] as a Kafka client of the broker.

@@ -61,8 +61,14 @@ pub mod codes {
     pub const LOCAL_STATE: i32 = -172;
     /// librdkafka: Local: Invalid argument or configuration.
     pub const LOCAL_INVALID_ARG: i32 = -186;
+    /// librdkafka: Local: No offset to automatically reset to (auto.offset.reset none,
+    /// and the group has no committed offset). librdkafka then stops reading the
+    /// partition, and a seek of it is refused: the gateway answers that with it too.
+    pub const LOCAL_AUTO_OFFSET_RESET: i32 = -140;
     /// No Kafka code: the gateway itself refused (its produce queue is full).
     pub const GATEWAY_QUEUE_FULL: i32 = -10_001;
+    /// No Kafka code: the member is not assigned the partition (not yet, or no more).
+    pub const NOT_ASSIGNED: i32 = -10_002;
 }
 
 /// An error from the cluster, with the Kafka error code the HTTP layer maps to a status
@@ -430,9 +436,21 @@ pub trait GroupConsumer: Send + Sync + 'static {
         &self,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<PartitionOffset>, ServiceError>;
-    /// The next poll returns these offsets.
+    /// The next poll returns these offsets (a held partition is read again). Each
+    /// partition must be assigned to the member (NOT_ASSIGNED otherwise, and nothing
+    /// moves).
     async fn seek(&self, offsets: Vec<PartitionOffset>) -> Result<(), ServiceError>;
     async fn seek_to(&self, partitions: Vec<TopicPartition>, end: End) -> Result<(), ServiceError>;
+    /// Moves the member past `record` (its next poll of the partition starts after it)
+    /// unless it is past it already, and reads a held partition again: after a nack,
+    /// the member itself moves on, not only its group's committed offset (which a
+    /// member reads only when it is assigned the partition). A partition assigned to
+    /// another member is left to it.
+    async fn move_past(&self, record: &PartitionOffset) -> Result<(), ServiceError>;
+    /// Stops at `record`: its partition is read from it again, and not before a
+    /// [`GroupConsumer::move_past`] or a seek (a stream waiting for the client's nack of
+    /// a record it cannot show does not read the same record over and over).
+    async fn hold(&self, record: &PartitionOffset) -> Result<(), ServiceError>;
     async fn assignment(&self) -> Result<Vec<TopicPartition>, ServiceError>;
     /// Leaves the group.
     async fn close(&self);

@@ -15,6 +15,12 @@
 //! stream whose ACLs are removed ends with an `error` event, its unacknowledged records
 //! left for the next member. Only the principal that opened a session may acknowledge
 //! on it.
+//!
+//! In the json format, a record whose key or value is not JSON is handled as a v2
+//! instance handles it (`strata.on.decode.error`, see `crate::dlq`): by default an
+//! `error` event names it and its partition is held there (the other partitions go on)
+//! until the client nacks it; with `dead-letter` it is copied to the dead-letter topic
+//! and a `dead-letter` event with the record's id takes its place.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -35,8 +41,9 @@ use crate::consumers::StreamMember;
 use crate::consumers::instances::too_many;
 use crate::consumers::offsets::Offsets;
 use crate::consumers::records::screen;
+use crate::dlq::{DeadLetterAt, OnDecodeError, on_decode_error};
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
-use crate::service::{ConsumerSettings, GroupConsumer, OffsetReset, PartitionOffset};
+use crate::service::{ConsumerSettings, GroupConsumer, OffsetReset, PartitionOffset, Record};
 use crate::util::{self, JSON, V2};
 use crate::v2::{Format, encode_record};
 use crate::{Shared, acl};
@@ -53,6 +60,25 @@ pub struct StreamQuery {
     #[serde(rename = "auto.offset.reset")]
     #[param(rename = "auto.offset.reset")]
     pub auto_offset_reset: Option<String>,
+    /// In the json format, a record whose key or value is not JSON: fail (the default:
+    /// an `error` event naming it, and its partition is held there until the client
+    /// nacks it) or dead-letter (copied to the dead-letter topic as a nack does, with
+    /// the decode error as the reason, and a `dead-letter` event in its place)
+    #[serde(rename = "strata.on.decode.error")]
+    #[param(rename = "strata.on.decode.error")]
+    pub on_decode_error: Option<String>,
+}
+
+/// A `dead-letter` event: a record the stream could not show, copied to the
+/// dead-letter topic by itself (`strata.on.decode.error=dead-letter`). Its id is the
+/// record's, so acknowledging it (or reconnecting past it) commits past it as a record.
+#[derive(Debug, Serialize)]
+struct DeadLetterEvent {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    reason: String,
+    dead_letter: DeadLetterAt,
 }
 
 /// The first event of a stream.
@@ -66,7 +92,11 @@ pub struct SessionJson {
 }
 
 /// Server-sent events: `event: session` first, then `event: record` with id
-/// `topic/partition/offset` and a record (as the v2 consumer records) as data.
+/// `topic/partition/offset` and a record (as the v2 consumer records) as data. In the
+/// json format, a record that is not JSON is an `event: error` naming it, its partition
+/// held there until the client nacks it (`strata.on.decode.error=fail`, the default),
+/// or an `event: dead-letter` with the record's id once it is copied to the
+/// dead-letter topic (`dead-letter`).
 #[utoipa::path(get, path = "/consumers/{group}/stream", tag = "strata",
     params(
         ("group" = String, Path, description = "Consumer group"),
@@ -77,7 +107,7 @@ pub struct SessionJson {
         (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown topic (40401)", body = ErrorBody),
-        (status = 422, description = "Invalid query", body = ErrorBody),
+        (status = 422, description = "Invalid query (42202)", body = ErrorBody),
         (status = 429, description = "Too many open streams and instances", body = ErrorBody),
     ))]
 pub async fn stream(
@@ -123,6 +153,8 @@ pub async fn stream(
         }
     };
     let format = q.format.unwrap_or_default();
+    let policy =
+        OnDecodeError::parse(q.on_decode_error.as_deref()).map_err(ApiError::invalid_field)?;
     if !s.consumers.has_room() {
         return Err(too_many());
     }
@@ -178,7 +210,7 @@ pub async fn stream(
     let first = Event::default().event("session").json_data(SessionJson {
         session_id: session.clone(),
         ack_uri,
-        nack_uri,
+        nack_uri: nack_uri.clone(),
     });
     if let Ok(e) = first {
         let _ = tx.try_send(e);
@@ -215,13 +247,34 @@ pub async fn stream(
             };
             match got {
                 Ok(records) => {
+                    // Partitions held at a record this batch could not show: their
+                    // records after it wait for the client's nack.
+                    let mut held: Vec<(&str, i32)> = Vec::new();
                     for r in &records {
+                        if held.contains(&(r.topic.as_str(), r.partition)) {
+                            continue;
+                        }
                         let ev = match encode_record(r, format) {
                             Ok(rec) => Event::default()
                                 .event("record")
                                 .id(format!("{}/{}/{}", r.topic, r.partition, r.offset))
                                 .json_data(rec),
-                            Err(e) => Ok(Event::default().event("error").data(e)),
+                            Err(e) => {
+                                let (ev, held_now) = undecodable(
+                                    &state,
+                                    &caller,
+                                    consumer.as_ref(),
+                                    policy,
+                                    &nack_uri,
+                                    r,
+                                    e,
+                                )
+                                .await;
+                                if held_now {
+                                    held.push((r.topic.as_str(), r.partition));
+                                }
+                                ev
+                            }
                         };
                         let Ok(ev) = ev else { continue };
                         if tx.send(ev).await.is_err() {
@@ -256,6 +309,60 @@ pub async fn stream(
         r.headers_mut().insert("strata-stream-session", v);
     }
     Ok(r)
+}
+
+/// The event for a record the stream cannot show in its format: `dead-letter` once
+/// `policy` dead-lettered it (with the record's id, so acknowledging it commits past it
+/// as a record); or the `error` that stops its partition, held at the record until the
+/// client nacks it (true).
+async fn undecodable(
+    s: &Shared,
+    caller: &Caller,
+    consumer: &dyn GroupConsumer,
+    policy: OnDecodeError,
+    nack_uri: &str,
+    r: &Record,
+    error: String,
+) -> (Result<Event, axum::Error>, bool) {
+    let stop = format!(
+        "The stream holds partition {} of '{}' at it until you nack it (POST {nack_uri}: \
+         it goes to the dead-letter topic); the other partitions go on. Or read the topic \
+         with format=binary, or open the stream with {}=dead-letter.",
+        r.partition,
+        r.topic,
+        OnDecodeError::NAME
+    );
+    match on_decode_error(s, caller, policy, r, error.clone(), &stop).await {
+        Ok(dead_letter) => {
+            let ev = Event::default()
+                .event("dead-letter")
+                .id(format!("{}/{}/{}", r.topic, r.partition, r.offset))
+                .json_data(DeadLetterEvent {
+                    topic: r.topic.clone(),
+                    partition: r.partition,
+                    offset: r.offset,
+                    reason: error,
+                    dead_letter,
+                });
+            (ev, false)
+        }
+        Err(e) => {
+            let at = PartitionOffset {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                offset: r.offset,
+            };
+            // Not held (a rebalance moved the partition away): its new member reads it
+            // from the group's committed offset.
+            if let Err(h) = consumer.hold(&at).await {
+                tracing::info!(error = %h, "cannot hold a partition at a record");
+            }
+            (
+                Ok(Event::default().event("error").data(e.body.message)),
+                true,
+            )
+        }
+    }
 }
 
 /// `topic/partition/offset`.

@@ -26,7 +26,8 @@ struct Fake {
     produce_calls: AtomicUsize,
     /// What every consumer's poll answers (nothing: it waits, as a real member).
     feed: Arc<Mutex<Vec<Record>>>,
-    /// Every consumer's seeks, in order.
+    /// Every consumer's seeks, in order: where each said its next read of a partition
+    /// starts (a move past a record or a hold too).
     seeks: Arc<Mutex<Vec<PartitionOffset>>>,
     /// What list_groups answers.
     groups: Mutex<Vec<GroupInfo>>,
@@ -315,6 +316,17 @@ impl GroupConsumer for FakeConsumer {
     async fn seek_to(&self, _: Vec<TopicPartition>, _: End) -> Result<(), ServiceError> {
         Ok(())
     }
+    async fn move_past(&self, record: &PartitionOffset) -> Result<(), ServiceError> {
+        self.seeks.lock().unwrap().push(PartitionOffset {
+            offset: record.offset + 1,
+            ..record.clone()
+        });
+        Ok(())
+    }
+    async fn hold(&self, record: &PartitionOffset) -> Result<(), ServiceError> {
+        self.seeks.lock().unwrap().push(record.clone());
+        Ok(())
+    }
     async fn assignment(&self) -> Result<Vec<TopicPartition>, ServiceError> {
         Ok(Vec::new())
     }
@@ -393,6 +405,7 @@ fn app(fake: &Arc<Fake>, config: GatewayConfig) -> axum::Router {
 
 mod acl;
 mod bodies;
+mod strict;
 
 #[tokio::test]
 async fn produce_answers_offsets_in_confluents_shape() {

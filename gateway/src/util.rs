@@ -93,6 +93,26 @@ pub fn unb64(field: &str, s: &str) -> Result<Vec<u8>, ApiError> {
         .map_err(|e| ApiError::invalid_field(format!("{field} is not valid base64: {e}")))
 }
 
+/// Refuses a produce body's schema-registry members (`key_schema_id`, v3's `schema_id`,
+/// ...), each named as the client wrote it: Strata has no schema registry yet, and
+/// ignoring one would write plain bytes while the client believes it wrote Avro,
+/// Protobuf or JSON Schema. A member sent as null is absent, as in Confluent's own
+/// answers (`"value_schema_id": null`).
+pub fn refuse_schema_members<'a>(
+    members: impl IntoIterator<Item = (String, &'a Option<serde_json::Value>)>,
+) -> Result<(), ApiError> {
+    for (name, v) in members {
+        if v.is_some() {
+            return Err(ApiError::invalid_field(format!(
+                "{name} is not supported: it needs a schema registry, which Strata does not \
+                 have yet (not built), so nothing was produced; send the data without it \
+                 (v2: the json or binary format; v3: type BINARY, JSON or STRING)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Kafka's legal topic names: 1 to 249 of [a-zA-Z0-9._-]. Anything else cannot exist.
 pub fn valid_topic_name(t: &str) -> bool {
     !t.is_empty()

@@ -41,14 +41,12 @@ impl Format {
         }
     }
 
-    /// Bytes as this format shows them.
-    pub fn encode(self, what: &str, bytes: Option<&[u8]>) -> Result<Value, String> {
+    /// Bytes as this format shows them (json: an error for bytes that are not JSON).
+    pub fn encode(self, bytes: Option<&[u8]>) -> Result<Value, serde_json::Error> {
         match (self, bytes) {
             (_, None) => Ok(Value::Null),
             (Format::Binary, Some(b)) => Ok(Value::String(util::b64(b))),
-            (Format::Json, Some(b)) => serde_json::from_slice(b).map_err(|e| {
-                format!("the {what} is not JSON ({e}); read it with the binary format")
-            }),
+            (Format::Json, Some(b)) => serde_json::from_slice(b),
         }
     }
 
@@ -112,6 +110,7 @@ pub fn compact_json(text: String) -> Vec<u8> {
 
 /// A header of a record (value base64, or null).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HeaderJson {
     pub name: String,
     #[serde(default)]
@@ -134,17 +133,21 @@ pub struct ConsumerRecord {
     pub headers: Vec<HeaderJson>,
 }
 
+/// A record as `format` shows it; an error names the record (topic/partition/offset)
+/// and says what is not JSON.
 pub fn encode_record(r: &Record, format: Format) -> Result<ConsumerRecord, String> {
-    let at = |e: String| {
-        format!(
-            "{} at {}/{}/{}: {e}",
-            "record", r.topic, r.partition, r.offset
-        )
+    let field = |what: &str, bytes: Option<&[u8]>| {
+        format.encode(bytes).map_err(|e| {
+            format!(
+                "The {what} of the record at topic '{}' partition {} offset {} is not JSON ({e})",
+                r.topic, r.partition, r.offset
+            )
+        })
     };
     Ok(ConsumerRecord {
         topic: r.topic.clone(),
-        key: format.encode("key", r.key.as_deref()).map_err(at)?,
-        value: format.encode("value", r.value.as_deref()).map_err(at)?,
+        key: field("key", r.key.as_deref())?,
+        value: field("value", r.value.as_deref())?,
         partition: r.partition,
         offset: r.offset,
         timestamp: r.timestamp,
@@ -294,8 +297,10 @@ pub async fn get_topic(
 }
 
 /// A record to produce. In the binary format key and value are base64 strings; in the
-/// json format any JSON value. Null or absent: no key / a null value.
+/// json format any JSON value. Null or absent: no key / a null value. Any other member
+/// is refused (422), not ignored.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ProduceRecordJson {
     // Raw: a value's text is produced as sent (minus whitespace), without building and
     // re-encoding a tree for every record.
@@ -310,10 +315,26 @@ pub struct ProduceRecordJson {
     pub partition: Option<i32>,
 }
 
-/// A v2 produce request.
+/// A v2 produce request. Confluent's `key_schema`, `key_schema_id`, `value_schema` and
+/// `value_schema_id` need a schema registry, which Strata does not have yet: they are
+/// refused (422) unless null. Any other member is refused too, not ignored.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ProduceRequest {
     pub records: Vec<ProduceRecordJson>,
+    // Parsed only to be refused by name (an unknown member's error would not say why).
+    #[serde(default)]
+    #[schema(ignore)]
+    pub key_schema: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub key_schema_id: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub value_schema: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub value_schema_id: Option<Value>,
 }
 
 /// Where one record went, or why it did not.
@@ -356,7 +377,7 @@ pub struct ProduceResponse {
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 422, description = "Invalid body (42201, a member Strata does not know included) or field (42202, a schema-registry member such as value_schema_id included: there is no schema registry yet)", body = ErrorBody),
         (status = 429, description = "Throttled: the produce queue is full", body = ErrorBody),
         (status = 503, description = "The broker cannot take writes (e.g. not enough in-sync replicas)", body = ErrorBody),
     ))]
@@ -392,7 +413,7 @@ pub async fn produce(
         (status = 404, description = "Unknown topic (40401) or partition (40402)", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 422, description = "Invalid body (42201, a member Strata does not know included) or field (42202, a schema-registry member such as value_schema_id included: there is no schema registry yet)", body = ErrorBody),
         (status = 429, description = "Throttled", body = ErrorBody),
         (status = 503, description = "The broker cannot take writes", body = ErrorBody),
     ))]
@@ -457,6 +478,12 @@ async fn produce_v2_inner(
     bytes: &[u8],
 ) -> ApiResult<Response> {
     let req: ProduceRequest = util::parse_json(bytes)?;
+    util::refuse_schema_members([
+        ("key_schema".to_string(), &req.key_schema),
+        ("key_schema_id".to_string(), &req.key_schema_id),
+        ("value_schema".to_string(), &req.value_schema),
+        ("value_schema_id".to_string(), &req.value_schema_id),
+    ])?;
     if req.records.is_empty() {
         return Err(ApiError::invalid_body("records must not be empty"));
     }
@@ -658,7 +685,13 @@ pub async fn read_partition(
         .iter()
         .map(|x| encode_record(x, format))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error::NOT_JSON_RECORD, e))?;
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                error::NOT_JSON_RECORD,
+                format!("{e}; read it with the binary format"),
+            )
+        })?;
     Ok(util::json_response(
         StatusCode::OK,
         V2,

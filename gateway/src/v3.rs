@@ -28,8 +28,11 @@ use crate::util::{self, JSON};
 use crate::v2::{HeaderJson, idempotent, partition_count};
 use crate::{Shared, acl};
 
-/// A key or a value.
+/// A key or a value. Confluent's `schema_id`, `schema_version`, `schema`, `subject` and
+/// `subject_name_strategy` need a schema registry, which Strata does not have yet: they
+/// are refused (422) unless null. Any other member is refused too, not ignored.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DataJson {
     /// BINARY (base64 data), JSON (any JSON data) or STRING (text) [default: JSON]
     #[serde(rename = "type")]
@@ -37,10 +40,27 @@ pub struct DataJson {
     #[serde(default)]
     #[schema(value_type = Object, nullable)]
     pub data: Option<Value>,
+    // Parsed only to be refused by name (an unknown member's error would not say why).
+    #[serde(default)]
+    #[schema(ignore)]
+    pub schema_id: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub schema_version: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub schema: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub subject: Option<Value>,
+    #[serde(default)]
+    #[schema(ignore)]
+    pub subject_name_strategy: Option<Value>,
 }
 
-/// A record to produce.
+/// A record to produce. A member not listed here is refused (422), not ignored.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecordJson {
     /// The partition; absent: by the key's hash
     pub partition_id: Option<i32>,
@@ -116,6 +136,16 @@ struct Parsed {
 
 fn data(what: &str, d: Option<&DataJson>) -> ApiResult<(Option<Vec<u8>>, Option<DataInfo>)> {
     let Some(d) = d else { return Ok((None, None)) };
+    util::refuse_schema_members([
+        (format!("{what}.schema_id"), &d.schema_id),
+        (format!("{what}.schema_version"), &d.schema_version),
+        (format!("{what}.schema"), &d.schema),
+        (format!("{what}.subject"), &d.subject),
+        (
+            format!("{what}.subject_name_strategy"),
+            &d.subject_name_strategy,
+        ),
+    ])?;
     let kind = d.kind.as_deref().unwrap_or("JSON").to_ascii_uppercase();
     let bytes = match (kind.as_str(), &d.data) {
         (_, None | Some(Value::Null)) => None,
@@ -251,7 +281,7 @@ fn line(v: &impl Serialize) -> Bytes {
         (status = 404, description = "Unknown cluster, topic or partition", body = ErrorBody),
         (status = 413, description = "Body or record too large", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid record", body = ErrorBody),
+        (status = 422, description = "Invalid record (42201, a member Strata does not know included) or field (42202, a schema-registry member such as schema_id or subject included: there is no schema registry yet)", body = ErrorBody),
         (status = 429, description = "Throttled", body = ErrorBody),
         (status = 503, description = "The broker cannot take writes", body = ErrorBody),
     ))]

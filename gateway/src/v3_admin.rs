@@ -516,8 +516,11 @@ pub struct LagSummaryV3 {
     pub max_lag_partition_id: i32,
     pub max_lag: i64,
     pub total_lag: i64,
-    pub max_lag_consumer: Related,
-    pub max_lag_partition: Related,
+    /// Null when no member is assigned the most lagging partition (a group without
+    /// members), as Confluent's: there is no consumer to link to.
+    pub max_lag_consumer: Option<Related>,
+    /// Null when the group has committed no offset the caller may see.
+    pub max_lag_partition: Option<Related>,
 }
 
 /// The brokers (every caller's, as Kafka's Metadata).
@@ -829,16 +832,15 @@ pub async fn lag_summary(
         max_lag_partition_id: max.map_or(-1, |l| l.partition_id),
         max_lag: max.map_or(0, |l| l.lag),
         total_lag: total,
-        max_lag_consumer: related(format!(
-            "{base}/consumers/{}",
-            max.map(|l| l.consumer_id.as_str()).unwrap_or_default()
-        )),
-        max_lag_partition: related(max.map_or_else(String::new, |l| {
-            format!(
+        max_lag_consumer: max
+            .filter(|l| !l.consumer_id.is_empty())
+            .map(|l| related(format!("{base}/consumers/{}", l.consumer_id))),
+        max_lag_partition: max.map(|l| {
+            related(format!(
                 "/v3/clusters/{cluster}/topics/{}/partitions/{}",
                 l.topic_name, l.partition_id
-            )
-        })),
+            ))
+        }),
     };
     Ok(util::json_response(StatusCode::OK, JSON, &body))
 }

@@ -3,6 +3,7 @@
 
 pub mod bucket;
 pub mod cluster;
+pub mod gateway;
 pub mod kafka;
 pub mod pki;
 pub mod secure;

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::{Instance, body_json};
 use crate::auth::Caller;
+use crate::dlq::OnDecodeError;
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::ConsumerSettings;
 use crate::service::OffsetReset;
@@ -56,6 +57,12 @@ pub struct CreateConsumer {
     #[serde(rename = "consumer.request.timeout.ms")]
     #[schema(value_type = Option<String>)]
     pub consumer_request_timeout_ms: Option<Value>,
+    /// A json instance's answer to a record whose key or value is not JSON: fail (the
+    /// default: 422 naming it, and the instance stops there until it is nacked or
+    /// sought past) or dead-letter (copied to the dead-letter topic as a nack does,
+    /// with the decode error as the reason, and skipped)
+    #[serde(rename = "strata.on.decode.error")]
+    pub on_decode_error: Option<String>,
 }
 
 /// A created instance.
@@ -65,7 +72,7 @@ pub struct Created {
     pub base_uri: String,
 }
 
-fn parse_settings(req: &CreateConsumer) -> ApiResult<(Format, ConsumerSettings)> {
+fn parse_settings(req: &CreateConsumer) -> ApiResult<(Format, OnDecodeError, ConsumerSettings)> {
     let bad = |m: String| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -104,8 +111,10 @@ fn parse_settings(req: &CreateConsumer) -> ApiResult<(Format, ConsumerSettings)>
         Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
         Some(v) => return Err(bad(format!("auto.commit.enable {v}: use true or false"))),
     };
+    let on_decode_error = OnDecodeError::parse(req.on_decode_error.as_deref()).map_err(bad)?;
     Ok((
         format,
+        on_decode_error,
         ConsumerSettings {
             offset_reset,
             auto_commit,
@@ -142,7 +151,7 @@ pub async fn create(
             "the group name must be 1 to 249 printable characters",
         ));
     }
-    let (format, settings) = parse_settings(&req)?;
+    let (format, on_decode_error, settings) = parse_settings(&req)?;
     let name = match req.name {
         Some(n) if util::valid_topic_name(&n) => n,
         Some(_) => {
@@ -177,6 +186,7 @@ pub async fn create(
         name: name.clone(),
         principal: caller.principal.clone(),
         format,
+        on_decode_error,
         consumer,
         last_used: Mutex::new(Instant::now()),
         busy: tokio::sync::Mutex::new(()),

@@ -202,7 +202,7 @@ pub async fn committed(
         (status = 204, description = "Positioned"),
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
-        (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
+        (status = 409, description = "A partition is not assigned to the instance: not yet (poll first) or no more (rebalanced) (40901)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek(
@@ -290,7 +290,7 @@ async fn seek_to(
         (status = 204, description = "Positioned"),
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
-        (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
+        (status = 409, description = "A partition is not assigned to the instance: not yet (poll first) or no more (rebalanced) (40901)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek_beginning(
@@ -314,7 +314,7 @@ pub async fn seek_beginning(
         (status = 204, description = "Positioned"),
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
-        (status = 409, description = "A partition is not assigned to the instance", body = ErrorBody),
+        (status = 409, description = "A partition is not assigned to the instance: not yet (poll first) or no more (rebalanced) (40901)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
     ))]
 pub async fn seek_end(

@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 
 use super::instance;
 use crate::auth::Caller;
+use crate::dlq::{OnDecodeError, on_decode_error};
 use crate::error::{self, ApiError, ApiResult, ErrorBody};
 use crate::service::{GroupConsumer, PartitionOffset, Record};
 use crate::util;
@@ -99,7 +100,8 @@ pub struct RecordsQuery {
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 406, description = "Accept names another format than the instance's (40601)", body = ErrorBody),
-        (status = 422, description = "A record is not JSON in a json instance (42203)", body = ErrorBody),
+        (status = 409, description = "A partition has no committed offset and the instance's auto.offset.reset is none (40903): commit an offset for it and subscribe again", body = ErrorBody),
+        (status = 422, description = "A record is not JSON in a json instance with strata.on.decode.error fail (42203): the instance stops at it until it is nacked or sought past", body = ErrorBody),
     ))]
 pub async fn records(
     State(s): State<Shared>,
@@ -140,20 +142,34 @@ pub async fn records(
     let got = screen(&s, &caller, i.consumer.as_ref(), got?).await?;
     let mut out = Vec::with_capacity(got.len());
     for (n, r) in got.iter().enumerate() {
-        match encode_record(r, i.format) {
-            Ok(x) => out.push(x),
-            Err(e) => {
-                // Give the records from here on back: the next read starts at them.
-                give_back(i.consumer.as_ref(), &got[n..]).await?;
-                if out.is_empty() {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        error::NOT_JSON_RECORD,
-                        e,
-                    ));
-                }
-                break;
+        let e = match encode_record(r, i.format) {
+            Ok(x) => {
+                out.push(x);
+                continue;
             }
+            Err(e) => e,
+        };
+        // Dead-lettered (the member is past it already: it was polled), or the reader
+        // stops at it.
+        let base = format!(
+            "/consumers/{}/instances/{}",
+            util::pct(&group),
+            util::pct(&name)
+        );
+        let stop = format!(
+            "The instance stops at it until you nack it (POST {base}/nack: it goes to the \
+             dead-letter topic) or seek past it (POST {base}/positions). Or read the topic \
+             with the binary format, or create the instance with \
+             \"{}\": \"dead-letter\".",
+            OnDecodeError::NAME
+        );
+        if let Err(e) = on_decode_error(&s, &caller, i.on_decode_error, r, e, &stop).await {
+            // Give the records from here on back: the next read starts at them.
+            give_back(i.consumer.as_ref(), &got[n..]).await?;
+            if out.is_empty() {
+                return Err(e);
+            }
+            break;
         }
     }
     Ok(util::json_response(StatusCode::OK, i.format.media(), &out))

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::dlq::OnDecodeError;
 use crate::error::{ApiError, ApiResult};
 use crate::service::GroupConsumer;
 use crate::v2::Format;
@@ -16,6 +17,8 @@ pub struct Instance {
     /// The principal that created it, the only one that may use it.
     pub principal: String,
     pub format: Format,
+    /// What a poll does with a record it cannot show in `format`.
+    pub on_decode_error: OnDecodeError,
     pub consumer: Box<dyn GroupConsumer>,
     pub(super) last_used: Mutex<Instant>,
     /// One request at a time per instance, as Confluent's.

@@ -38,7 +38,7 @@ pub struct Subscription {
         (status = 403, description = "Not authorized to read the group or a topic (40301)", body = ErrorBody),
         (status = 404, description = "Unknown instance (40403)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 422, description = "Invalid body, or a topic_pattern the Kafka client cannot use (42202)", body = ErrorBody),
     ))]
 pub async fn subscribe(
     State(s): State<Shared>,
