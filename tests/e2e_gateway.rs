@@ -1493,12 +1493,18 @@ fn v3_admin_describes_a_real_topic() {
     expect_error(gw.get(&format!("{base}/missing")), 404, 40401);
     expect_error(gw.get(&format!("{base}/shapes/partitions/9")), 404, 40402);
 
-    // A Kafka consumer group reads 30 records and commits; 5 more arrive unread.
+    // A Kafka consumer group reads 30 records and commits; 5 more arrive unread. Each
+    // record names its partition: keyless records go where librdkafka's sticky
+    // partitioner puts them, all in one partition when they are sent within its linger.
     let (p, _) = producer(&gw.b.kafka, &[("acks", "all")]);
     let send = |n: usize| {
         for i in 0..n {
-            p.send(BaseRecord::<(), _>::to("shapes").payload(&format!("v{i}")))
-                .unwrap();
+            p.send(
+                BaseRecord::<(), _>::to("shapes")
+                    .partition((i % 3) as i32)
+                    .payload(&format!("v{i}")),
+            )
+            .unwrap();
         }
         p.flush(Duration::from_secs(30)).unwrap();
     };
