@@ -3,6 +3,7 @@
 mod cli;
 mod http;
 mod http_doc;
+mod registry;
 
 use clap::Parser;
 

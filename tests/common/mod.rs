@@ -19,6 +19,8 @@ pub struct Broker {
     pub child: Child,
     pub kafka: String,
     pub http: String,
+    /// The schema registry's address (a free port of its own).
+    pub registry: String,
     pub data_dir: PathBuf,
     /// Every listener, PROTOCOL://HOST:PORT, as the broker printed them.
     pub listeners: Vec<String>,
@@ -81,6 +83,12 @@ impl Broker {
             .args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--kafka-addr", kafka_addr, "--http-addr", "127.0.0.1:0"])
+            // Each broker its own registry on a free port (the default, 8081, is one).
+            .args(if extra.contains(&"--schema-registry-addr") {
+                &[][..]
+            } else {
+                &["--schema-registry-addr", "127.0.0.1:0"][..]
+            })
             // A single-node broker's own controller on a free port, unless the test
             // builds a quorum.
             .args(if extra.contains(&"--controller-addr") {
@@ -127,6 +135,7 @@ impl Broker {
             child,
             kafka: field("kafka"),
             http: field("http"),
+            registry: field("registry"),
             listeners: field("listeners").split(',').map(str::to_string).collect(),
             data_dir: data_dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),

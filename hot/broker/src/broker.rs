@@ -30,6 +30,7 @@ use crate::groups::Groups;
 use crate::lifecycle::Lifecycle;
 use crate::metadata::MetadataCache;
 use crate::replicas::ReplicaManager;
+use crate::schemas::Schemas;
 use crate::security::Security;
 use crate::throttle::Throttles;
 use crate::tiering::TierScheduler;
@@ -57,6 +58,8 @@ pub struct Broker {
     /// The transaction coordinator (the `__transaction_state` partitions led here) and
     /// producer ids.
     pub txns: Arc<Txns>,
+    /// The schema registry (its state is the `_schemas` topic).
+    pub schemas: Arc<Schemas>,
     /// The tier: offload, remote retention and Parquet of the partitions hosted here
     /// (strata-tier's `Tiering`, handed the hosted topics each round).
     pub tiering: Arc<TierScheduler>,
@@ -125,6 +128,7 @@ impl Broker {
             clock.clone(),
             config.clone(),
         ));
+        let schemas = Arc::new(Schemas::new(replicas.clone(), clock.clone()));
         let tiering = Arc::new(TierScheduler::new(
             replicas.clone(),
             tiering,
@@ -142,6 +146,7 @@ impl Broker {
             throttles: Arc::new(Throttles::default()),
             groups,
             txns,
+            schemas,
             tiering,
         });
         broker.lifecycle.register().await?;
@@ -179,6 +184,7 @@ impl Broker {
             tokio::spawn(self.tiering.clone().run(shutdown.clone())),
             tokio::spawn(self.groups.clone().run(shutdown.clone())),
             tokio::spawn(self.txns.clone().run(shutdown.clone())),
+            tokio::spawn(self.schemas.clone().run(shutdown.clone())),
         ]
     }
 

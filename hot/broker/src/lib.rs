@@ -83,6 +83,7 @@ pub mod partition;
 pub mod replicas;
 pub mod replication;
 pub mod resources;
+pub mod schemas;
 pub mod security;
 pub mod server;
 pub mod throttle;

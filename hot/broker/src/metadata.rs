@@ -29,7 +29,9 @@ impl From<InvalidTopicName> for ApiError {
 /// Topics only the broker's own coordinators write (Kafka's Topic.isInternal):
 /// clients may read them, but not produce to, delete, repartition or reconfigure them.
 pub fn is_internal_topic(name: &str) -> bool {
-    name == crate::groups::OFFSETS_TOPIC || name == crate::txns::TXN_TOPIC
+    name == crate::groups::OFFSETS_TOPIC
+        || name == crate::txns::TXN_TOPIC
+        || name == crate::schemas::SCHEMAS_TOPIC
 }
 
 /// The topic configs a client may change on an internal topic: the ones that do not

@@ -39,6 +39,12 @@ pub struct ServeArgs {
     #[arg(long, env = "STRATA_HTTP_ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_addr: Option<SocketAddr>,
+    /// The schema registry's REST address (Confluent's API), or `off`. The default is
+    /// served when it is free (a development broker needs no flag, as Redpanda's);
+    /// given, it must bind [default: 127.0.0.1:8081]
+    #[arg(long, env = "STRATA_SCHEMA_REGISTRY_ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_registry_addr: Option<String>,
     /// The controller quorum's listener [default: 127.0.0.1:9093]
     #[arg(long, env = "STRATA_CONTROLLER_ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]

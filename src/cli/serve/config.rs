@@ -21,6 +21,10 @@ pub struct ServeConfig {
     /// The Kafka listeners, TLS, principals.
     pub security: crate::cli::security::Security,
     pub http_addr: SocketAddr,
+    /// Where the schema registry listens (`None`: off), and whether it was asked for
+    /// (then it must bind; the default is served only if free).
+    pub schema_registry_addr: Option<SocketAddr>,
+    pub schema_registry_explicit: bool,
     pub controller_addr: SocketAddr,
     pub controller_voters: Vec<Voter>,
     pub object_store: ObjectStoreUrl,
@@ -437,6 +441,16 @@ impl ServeConfig {
             http_addr: args
                 .http_addr
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            schema_registry_explicit: args.schema_registry_addr.is_some(),
+            schema_registry_addr: match args.schema_registry_addr.as_deref().map(str::trim) {
+                None => Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
+                Some("off") => None,
+                Some(v) => Some(v.parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "--schema-registry-addr '{v}': expected HOST:PORT (an IP address and a port) or off"
+                    )
+                })?),
+            },
             controller_addr,
             controller_voters: parse_voters(&voters)?,
             object_store,

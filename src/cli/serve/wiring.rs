@@ -287,6 +287,37 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             Default::default(),
         );
     }
+    let registry = match config.schema_registry_addr {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) if config.schema_registry_explicit => {
+                return Err(anyhow::anyhow!(
+                    "--schema-registry-addr {addr}: cannot listen: {e}"
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "the schema registry's default address is taken: it is not served; pass --schema-registry-addr to serve it elsewhere");
+                None
+            }
+        },
+    };
+    let registry_addr = registry
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map_or_else(|| "-".to_string(), |a| a.to_string());
+    let registry_task = registry.map(|l| {
+        let app = crate::registry::router(
+            broker.clone(),
+            config.http_auth.clone(),
+            Some(crate::http::audit()),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(l, app).await {
+                tracing::warn!(error = %e, "the schema registry's listener stopped");
+            }
+        })
+    });
     let http_task = tokio::spawn(crate::http::serve(
         http,
         metrics,
@@ -297,7 +328,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     ));
     // Tests and scripts read this line to learn the bound ports.
     println!(
-        "strata listening kafka={} http={} controller={} data={} listeners={}",
+        "strata listening kafka={} http={} controller={} data={} listeners={} registry={}",
         server.local_addr,
         http_addr,
         controller
@@ -310,6 +341,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             .map(|(p, a)| format!("{p}://{a}"))
             .collect::<Vec<_>>()
             .join(","),
+        registry_addr,
     );
     tracing::info!(kafka = %server.local_addr, http = %http_addr, cluster = %broker.cluster_id(), "strata serving");
     tracing::info!(controller = %config.controller_addr, voters = ?config.controller_voters, voter = controller.is_some(), object_store = ?config.object_store, "controller and object store settings");
@@ -329,6 +361,9 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     publisher_stop.cancel();
     let _ = publisher.await;
+    if let Some(t) = registry_task {
+        t.abort();
+    }
     // The gateway first: its Kafka clients (consumer instances leaving their groups)
     // close while the listener they talk to is still up.
     gateway_handle.close().await;
