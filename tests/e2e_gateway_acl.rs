@@ -133,6 +133,23 @@ impl Cluster {
         }
     }
 
+    /// A call to the broker's schema registry (the same identities).
+    fn registry(&self, who: Who, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("http://{}{path}", self.broker.registry);
+        let mut r = self.http.request(method.parse().unwrap(), url);
+        r = match who {
+            Who::Basic(u, p) => r.basic_auth(u, Some(p)),
+            Who::Bearer(t) => r.bearer_auth(t),
+            Who::Nobody => r,
+        };
+        if let Some(b) = body {
+            r = r
+                .header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                .body(b.to_string());
+        }
+        answer(r.send().unwrap())
+    }
+
     fn produce(&self, who: Who, topic: &str, value: Value) -> (u16, Value) {
         self.call(
             who,
@@ -615,4 +632,64 @@ fn https_client_certificates_are_principals_under_the_acls() {
     }
     // carol's unmapped subject, no certificate, mallory's, and bob's wrong password.
     assert_eq!(failures(), 4.0, "HTTPS authentication failures counted");
+}
+
+/// The schema registry asks the same ACLs (issue 37): a subject is guarded by its topic
+/// (TopicNameStrategy): Write there registers, Describe reads; a caller sees no trace of
+/// subjects and ids it may not describe; compatibility changes need cluster Alter.
+#[test]
+fn the_schema_registry_asks_the_topics_acls() {
+    let c = Cluster::start();
+    let schema = json!({"schema": "{\"type\":\"record\",\"name\":\"Order\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"}]}"});
+    // Nobody: 401; bob, with no ACL: 403 naming what it needs.
+    assert_eq!(c.registry(Who::Nobody, "GET", "/subjects", None).0, 401);
+    let (s, j) = c.registry(BOB, "POST", "/subjects/orders-value/versions", Some(schema.clone()));
+    assert_eq!((s, j["error_code"].clone()), (403, json!(40301)), "{j}");
+    assert!(j["message"].as_str().unwrap().contains("Write on Topic:orders"), "{j}");
+    c.allow("User:alice", "Write", &["--topic", "orders"]);
+    let t0 = Instant::now();
+    let id = loop {
+        let (s, j) = c.registry(ALICE, "POST", "/subjects/orders-value/versions", Some(schema.clone()));
+        if s == 200 {
+            break j["id"].as_i64().unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{s} {j}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Write implies Describe: alice reads what she registered.
+    let (s, j) = c.registry(ALICE, "GET", "/subjects", None);
+    assert_eq!((s, j), (200, json!(["orders-value"])));
+    let (s, j) = c.registry(ALICE, "GET", &format!("/schemas/ids/{id}"), None);
+    assert_eq!(s, 200, "{j}");
+    // bob sees nothing: not the subject, not its id, not its versions.
+    let (s, j) = c.registry(BOB, "GET", "/subjects", None);
+    assert_eq!((s, j), (200, json!([])));
+    let (s, j) = c.registry(BOB, "GET", &format!("/schemas/ids/{id}"), None);
+    assert_eq!((s, j["error_code"].clone()), (404, json!(40403)), "{j}");
+    let (s, _) = c.registry(BOB, "GET", "/subjects/orders-value/versions", None);
+    assert_eq!(s, 403);
+    let (s, _) = c.registry(BOB, "POST", "/subjects/orders-value", Some(schema.clone()));
+    assert_eq!(s, 403, "a lookup is a read of the subject");
+    // Describe alone reads but does not register.
+    c.allow("User:bob", "Describe", &["--topic", "orders"]);
+    let t0 = Instant::now();
+    while c.registry(BOB, "GET", "/subjects", None).1 != json!(["orders-value"]) {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (s, _) = c.registry(BOB, "DELETE", "/subjects/orders-value", None);
+    assert_eq!(s, 403, "deleting needs Write");
+    // Compatibility levels are the cluster's: Alter on it.
+    let level = json!({"compatibility": "FULL"});
+    let (s, j) = c.registry(ALICE, "PUT", "/config/orders-value", Some(level.clone()));
+    assert_eq!(s, 403, "{j}");
+    assert!(j["message"].as_str().unwrap().contains("Alter on Cluster"), "{j}");
+    c.allow("User:alice", "Alter", &["--cluster"]);
+    let t0 = Instant::now();
+    while c.registry(ALICE, "PUT", "/config/orders-value", Some(level.clone())).0 != 200 {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (s, j) = c.registry(BOB, "GET", "/config/orders-value", None);
+    assert_eq!((s, j), (200, json!({"compatibilityLevel": "FULL"})));
 }

@@ -105,3 +105,135 @@ fn confluents_avro_serializers_work_against_the_registry() {
     let out = common::cli(&broker.kafka, &["topic", "delete", "_schemas"]);
     assert!(!out.status.success());
 }
+
+/// Broker-side validation (confluent.value.schema.validation): values under a schema
+/// registered for the topic's subject are taken (confluent-kafka's AvroSerializer); a
+/// batch holding a value under another id, or without Confluent's header, is refused
+/// with INVALID_RECORD naming those records (kafka-python reads KIP-467's
+/// record_errors); null values pass; the good records sent again are stored.
+#[test]
+fn a_validating_topic_refuses_values_under_unregistered_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let k = broker.kafka.clone();
+    common::kafka::create_topic(
+        &k,
+        "orders",
+        1,
+        &[("confluent.value.schema.validation", "true")],
+    );
+    let url = format!("http://{}", broker.registry);
+    let v = common::python_json("registry_validation.py", &[&k, &url, "orders"]);
+    assert_eq!(v["delivered"], serde_json::json!([true, true, true]), "{v}");
+    let id = v["schema_id"].as_i64().unwrap();
+    let batch = v["batch"].as_array().unwrap();
+    assert!(batch.iter().all(|r| r["ok"] == false), "refused whole: {v}");
+    let error = |i: usize| batch[i]["error"].as_str().unwrap().to_string();
+    assert!(
+        error(1).contains(&format!("names schema id {}, which is not registered under the subject orders-value", id + 1000)),
+        "{}",
+        error(1)
+    );
+    assert!(error(1).contains("batch index 1"), "{}", error(1));
+    assert!(error(2).contains("not in the schema registry's wire format"), "{}", error(2));
+    for i in [0, 3] {
+        assert!(error(i).contains("part of a batch"), "record {i}: {}", error(i));
+    }
+    assert_eq!(v["resent"], serde_json::json!([true, true]), "{v}");
+    // 3 Avro records and the 2 resent; nothing of the refused batch.
+    let (_, high) = common::kafka::watermarks(&k, "orders", 0);
+    assert_eq!(high, 5);
+    // Turned off, anything goes again.
+    let out = common::cli(
+        &k,
+        &["topic", "alter", "orders", "--config", "confluent.value.schema.validation=false"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bad = common::cli(
+        &k,
+        &["topic", "alter", "orders", "--config", "confluent.value.schema.validation=maybe"],
+    );
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("confluent.value.schema.validation"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+/// `strata schema`: register, read back, list, check, set compatibility, delete, with
+/// errors that say what the registry refused.
+#[test]
+fn the_schema_cli_drives_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), &[]);
+    let reg = format!("http://{}", broker.registry);
+    let schema = |args: &[&str]| -> (bool, String, String) {
+        let out = std::process::Command::new(common::strata_bin())
+            .arg("schema")
+            .args(args)
+            .env("STRATA_SCHEMA_REGISTRY", &reg)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let v1 = dir.path().join("order.avsc");
+    std::fs::write(
+        &v1,
+        r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}"#,
+    )
+    .unwrap();
+    let (ok, out, err) = schema(&["register", "--subject", "orders-value", "--file", v1.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "id 1");
+    let (ok, out, _) = schema(&["get", "--subject", "orders-value"]);
+    assert!(ok);
+    assert!(out.starts_with("subject orders-value  version 1  id 1  type AVRO"), "{out}");
+    assert!(out.contains("\"name\":\"Order\""), "{out}");
+    let (_, out, _) = schema(&["list"]);
+    assert_eq!(out.trim(), "orders-value");
+    // A field without a default breaks BACKWARD: check says why, register is refused.
+    let bad = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}"#;
+    let (ok, out, err) = schema(&["check", "--subject", "orders-value", "--schema", bad]);
+    assert!(!ok);
+    assert!(out.contains("qty"), "{out}");
+    assert!(err.contains("not compatible with orders-value version latest"), "{err}");
+    let (ok, _, err) = schema(&["register", "--subject", "orders-value", "--schema", bad]);
+    assert!(!ok);
+    assert!(err.contains("error 409"), "{err}");
+    let (ok, out, _) = schema(&["config", "--subject", "orders-value", "--set", "none"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "NONE");
+    let (ok, out, err) = schema(&["register", "--subject", "orders-value", "--schema", bad]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "id 2");
+    let (_, out, _) = schema(&["list", "--subject", "orders-value"]);
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["1", "2"]);
+    let (ok, out, _) = schema(&["get", "--id", "2"]);
+    assert!(ok);
+    assert!(out.contains("subject orders-value  version 2") && out.contains("qty"), "{out}");
+    let (ok, out, _) = schema(&["delete", "--subject", "orders-value", "--version", "1"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "deleted orders-value version 1");
+    let (ok, _, err) = schema(&["get", "--subject", "orders-value", "--version", "1"]);
+    assert!(!ok);
+    assert!(err.contains("error 40402"), "{err}");
+    let (ok, _, err) = schema(&["register", "--subject", "x-value", "--schema", "{not avro"]);
+    assert!(!ok);
+    assert!(err.contains("error 42201"), "{err}");
+    let (ok, _, err) = schema(&["register", "--subject", "x-value", "--schema", "\"string\"", "--reference", "nonsense"]);
+    assert!(!ok);
+    assert!(err.contains("--reference") && err.contains("NAME=SUBJECT:VERSION"), "{err}");
+    // No registry there: the error says where it looked and what to set.
+    let out = std::process::Command::new(common::strata_bin())
+        .args(["schema", "list", "--registry", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot reach the schema registry at http://127.0.0.1:1"), "{err}");
+}

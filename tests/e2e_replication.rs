@@ -480,14 +480,7 @@ fn an_isolated_leader_cannot_acknowledge_acks_all() {
     assert_eq!((lo, hi), (0, 1));
 }
 
-fn watermarks(bootstrap: &str, topic: &str, p: i32) -> (i64, i64) {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let c: BaseConsumer = common::kafka::client_config(bootstrap, &[])
-        .create()
-        .unwrap();
-    c.fetch_watermarks(topic, p, Duration::from_secs(10))
-        .unwrap()
-}
+use common::kafka::watermarks;
 
 #[test]
 fn killing_the_controller_leader_during_topic_creation_creates_it_once_or_not() {

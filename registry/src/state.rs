@@ -199,6 +199,22 @@ impl Registry {
             .ok_or_else(|| RegistryError::SchemaNotFound(format!("with id {id}")))
     }
 
+    /// The ids of `subject`'s live (not deleted) versions, sorted: what a topic that
+    /// validates schemas accepts (none when the subject does not exist).
+    pub fn ids_in(&self, subject: &str) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .subjects
+            .get(subject)
+            .into_iter()
+            .flat_map(|s| s.versions.values())
+            .filter(|v| !v.deleted)
+            .map(|v| v.id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// The (subject, version) pairs that use schema `id`.
     pub fn versions_of(&self, id: i32, deleted: bool) -> impl Iterator<Item = (&str, i32)> {
         self.subjects.iter().flat_map(move |(name, s)| {

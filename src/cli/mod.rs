@@ -22,6 +22,7 @@ mod plan_live;
 mod produce;
 mod quota;
 mod repartition;
+mod schema;
 pub mod security;
 pub mod serve;
 mod tier;
@@ -71,6 +72,9 @@ pub enum Command {
     Partition(partition::PartitionArgs),
     /// List brokers, drain one (decommission), balance new ones in (add), unregister one.
     Cluster(cluster::ClusterArgs),
+    /// Register, read, list, check or delete schemas, and set compatibility levels, in
+    /// a schema registry (a broker's --schema-registry-addr, or any Confluent-compatible one).
+    Schema(schema::SchemaArgs),
     /// Size a cluster for a workload: throughput, brokers, disk with and without tiering,
     /// the bucket's objects, requests and cost, and how long a lagging group takes to
     /// catch up (offline; add --simulate for the catch-up model).
@@ -92,6 +96,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Quota(args) => quota::run(args),
         Command::Partition(args) => partition::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(*args),
     }
 }

@@ -87,6 +87,14 @@ pub fn send(p: &BaseProducer<Deliveries>, topic: &str, key: Option<&[u8]>, value
     }
 }
 
+/// A partition's (low, high) watermarks.
+pub fn watermarks(bootstrap: &str, topic: &str, p: i32) -> (i64, i64) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = client_config(bootstrap, &[]).create().unwrap();
+    c.fetch_watermarks(topic, p, std::time::Duration::from_secs(10))
+        .unwrap()
+}
+
 pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
     client_config(bootstrap, &[])
         .create()

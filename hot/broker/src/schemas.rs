@@ -21,6 +21,10 @@ use crate::replicas::ReplicaManager;
 /// Confluent's topic name for the registry's records.
 pub const SCHEMAS_TOPIC: &str = "_schemas";
 
+/// The name under which a broker registers its registry's HTTP address with the
+/// controller, beside its Kafka listeners: where the others forward writes to it.
+pub const REGISTRY_ENDPOINT: &str = "SCHEMA_REGISTRY";
+
 /// How long a request waits for the registry to catch up with the log, or for a write
 /// to be applied.
 const CATCH_UP: Duration = Duration::from_secs(10);
@@ -90,6 +94,18 @@ impl Schemas {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .registry)
+    }
+
+    /// The schema ids registered under `subject` (its live versions), for the produce
+    /// path's validation (`confluent.value.schema.validation`): from the state this
+    /// broker holds, and once more after replaying what its replica has (a schema
+    /// registered a moment ago) when `id` is not among them.
+    pub fn accepts(&self, subject: &str, id: i32) -> bool {
+        if self.read(|r| r.ids_in(subject).binary_search(&id).is_ok()) {
+            return true;
+        }
+        self.catch_up();
+        self.read(|r| r.ids_in(subject).binary_search(&id).is_ok())
     }
 
     /// Replays what the local replica of `_schemas` has below its high-water mark and
@@ -200,6 +216,39 @@ impl Schemas {
             .and_then(|t| t.partition(0))
             .map(|p| p.leader)
             .filter(|l| *l >= 0)
+    }
+
+    /// Which broker should answer a request, when not this one: a write goes to the
+    /// leader of `_schemas` (the topic is created first if it does not exist, so a first
+    /// registration has a writer), a read to it only when this broker has no replica.
+    /// Returns the broker's id and its registry's address (`host`, `port`); `None` when
+    /// the request is answered here (which also reports a missing writer).
+    pub async fn route(&self, write: bool) -> Result<Option<(i32, String, u16)>, SchemasError> {
+        if write {
+            self.replicas
+                .internal_topic_partitions(SCHEMAS_TOPIC, 1)
+                .await?;
+        } else if self.replicas.partition(SCHEMAS_TOPIC, 0).is_some()
+            || self.replicas.cluster().topic(SCHEMAS_TOPIC).is_none()
+        {
+            return Ok(None);
+        }
+        let Some(leader) = self.leader().filter(|l| *l != self.replicas.node_id()) else {
+            return Ok(None);
+        };
+        let cluster = self.replicas.cluster();
+        let endpoint = cluster
+            .broker(leader)
+            .and_then(|b| b.listeners.iter().find(|e| e.name == REGISTRY_ENDPOINT));
+        match endpoint {
+            Some(e) => Ok(Some((leader, e.host.clone(), e.port))),
+            None => Err(SchemasError::Unavailable {
+                message: format!(
+                    "broker {leader} writes the schema registry but serves no registry address (start it with --schema-registry-addr)"
+                ),
+                leader: Some(leader),
+            }),
+        }
     }
 
     /// Makes a change: `compute` gives its records from the current state (or refuses);

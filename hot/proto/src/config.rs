@@ -158,6 +158,11 @@ pub struct TopicConfig {
     pub writes_closed: bool,
     /// Strata: where the topic was repartitioned into; `None` when unset.
     pub repartitioned_to: Option<String>,
+    /// confluent.value.schema.validation: values must name a schema id registered
+    /// under the subject `TOPIC-value`.
+    pub value_schema_validation: bool,
+    /// confluent.key.schema.validation: the same for keys and `TOPIC-key`.
+    pub key_schema_validation: bool,
 }
 
 /// Kafka's `*.replication.throttled.replicas`: which replicas' replication the broker's
@@ -418,6 +423,8 @@ impl TopicConfig {
                 };
             }
             keys::WRITES_CLOSED => self.writes_closed = parse_bool(key, value)?,
+            keys::VALUE_SCHEMA_VALIDATION => self.value_schema_validation = parse_bool(key, value)?,
+            keys::KEY_SCHEMA_VALIDATION => self.key_schema_validation = parse_bool(key, value)?,
             // Kafka 3.x's deprecated keys: taken (old clients and tools set them), checked
             // for their type, and without effect (`table::DEPRECATED_NO_OPS`).
             keys::MESSAGE_DOWNCONVERSION_ENABLE => {
@@ -484,6 +491,8 @@ impl TopicConfig {
             follower_throttled_replicas: ThrottledReplicas::None,
             writes_closed: false,
             repartitioned_to: None,
+            value_schema_validation: false,
+            key_schema_validation: false,
         };
         for (k, v) in overrides {
             c.apply(k, v)?;

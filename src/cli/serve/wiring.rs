@@ -215,6 +215,35 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .find(|e| e.name == config.security.inter_broker_listener.name())
         .map(|e| (e.host.clone(), e.port))
         .context("the inter-broker listener is not among the listeners")?;
+    let registry = match config.schema_registry_addr {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) if config.schema_registry_explicit => {
+                return Err(anyhow::anyhow!(
+                    "--schema-registry-addr {addr}: cannot listen: {e}"
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "the schema registry's default address is taken: it is not served; pass --schema-registry-addr to serve it elsewhere");
+                None
+            }
+        },
+    };
+    // Registered beside the Kafka listeners: the other brokers forward registry
+    // writes to the writer's address.
+    if let Some(addr) = registry.as_ref().and_then(|l| l.local_addr().ok()) {
+        let host = if addr.ip().is_unspecified() {
+            advertised.0.clone()
+        } else {
+            addr.ip().to_string()
+        };
+        endpoints.push(strata_controller::Endpoint {
+            name: strata_broker::schemas::REGISTRY_ENDPOINT.to_string(),
+            host,
+            port: addr.port(),
+        });
+    }
     let broker = Broker::open(
         config.broker_config(),
         Arc::new(client),
@@ -287,21 +316,6 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             Default::default(),
         );
     }
-    let registry = match config.schema_registry_addr {
-        None => None,
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => Some(l),
-            Err(e) if config.schema_registry_explicit => {
-                return Err(anyhow::anyhow!(
-                    "--schema-registry-addr {addr}: cannot listen: {e}"
-                ));
-            }
-            Err(e) => {
-                tracing::warn!(%addr, error = %e, "the schema registry's default address is taken: it is not served; pass --schema-registry-addr to serve it elsewhere");
-                None
-            }
-        },
-    };
     let registry_addr = registry
         .as_ref()
         .and_then(|l| l.local_addr().ok())

@@ -447,15 +447,41 @@ fn produce_partition(
         // LogValidator refuses it the same way); message.timestamp.before/after.max.ms
         // (its validateTimestamp).
         // Every record that breaks a rule is named (KIP-467), not only the first.
-        if compacted || bounds.is_some() {
+        // confluent.*.schema.validation: each key or value names, in its first five
+        // bytes, a schema registered under the topic's subject (nothing else is parsed).
+        // The ids each subject accepts are read once per batch; a miss asks again
+        // (a schema registered a moment ago).
+        let subjects = [
+            (config.key_schema_validation, "key"),
+            (config.value_schema_validation, "value"),
+        ]
+        .map(|(on, what)| {
+            let subject = format!("{name}-{what}");
+            let ids = if on {
+                broker.schemas.read(|r| r.ids_in(&subject))
+            } else {
+                Vec::new()
+            };
+            (on, what, subject, ids)
+        });
+        let validates = subjects.iter().any(|(on, ..)| *on);
+        if compacted || bounds.is_some() || validates {
             let records = b.records().map_err(|e| (e.error_code(), e.to_string()))?;
             let mut bad: Vec<(i32, String)> = Vec::new();
-            let mut keyless = false;
+            let mut invalid = false;
             for (i, r) in records.iter().enumerate() {
                 let r = r.map_err(|e| (e.error_code(), e.to_string()))?;
                 let at = i32::try_from(i).unwrap_or(i32::MAX);
-                if compacted && r.key.is_none() {
-                    keyless = true;
+                let unregistered = subjects.iter().find_map(|(on, what, subject, ids)| {
+                    let bytes = if *what == "key" { r.key } else { r.value };
+                    on.then(|| schema_problem(broker, what, subject, ids, bytes))
+                        .flatten()
+                });
+                if let Some(why) = unregistered {
+                    invalid = true;
+                    bad.push((at, format!("the record at batch index {i}: {why}")));
+                } else if compacted && r.key.is_none() {
+                    invalid = true;
                     bad.push((
                         at,
                         format!(
@@ -482,9 +508,10 @@ fn produce_partition(
                     n => format!("{first} ({n} records of the batch break the topic's rules)"),
                 };
                 return Err(Refusal {
-                    // A missing key is an invalid record; timestamps alone, an invalid
+                    // A missing key or an unregistered schema is an invalid record;
+                    // timestamps alone, an invalid
                     // timestamp (Kafka's LogValidator answers the same codes).
-                    code: if keyless {
+                    code: if invalid {
                         ErrorCode::InvalidRecord
                     } else {
                         ErrorCode::InvalidTimestamp
@@ -550,6 +577,30 @@ fn produce_partition(
         log_append_time: info.log_append_time.unwrap_or(-1),
         log_start: p.log_start_offset(),
         wait,
+    })
+}
+
+/// Why a record's key or value (`what`) does not carry, in Confluent's wire format
+/// (magic byte 0, then a 4-byte big-endian schema id), the id of a schema registered
+/// under `subject` (whose ids were `ids` when the batch arrived); `None` when it does,
+/// or is null.
+fn schema_problem(
+    broker: &Broker,
+    what: &str,
+    subject: &str,
+    ids: &[i32],
+    bytes: Option<&[u8]>,
+) -> Option<String> {
+    let bytes = bytes?;
+    let Some(&[0, a, b, c, d]) = bytes.first_chunk::<5>() else {
+        return Some(format!(
+            "its {what} is not in the schema registry's wire format (a 0 byte, then a 4-byte schema id), which confluent.{what}.schema.validation requires"
+        ));
+    };
+    let id = i32::from_be_bytes([a, b, c, d]);
+    let known = ids.binary_search(&id).is_ok() || broker.schemas.accepts(subject, id);
+    (!known).then(|| {
+        format!("its {what} names schema id {id}, which is not registered under the subject {subject}")
     })
 }
 

@@ -36,6 +36,10 @@ pub mod keys {
     pub const LEADER_REPLICATION_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
     pub const WRITES_CLOSED: &str = "writes.closed";
     pub const REPARTITIONED_TO: &str = "repartitioned.to";
+    /// Confluent Server's broker-side schema validation (the registry's subject
+    /// `TOPIC-value` / `TOPIC-key`, TopicNameStrategy).
+    pub const VALUE_SCHEMA_VALIDATION: &str = "confluent.value.schema.validation";
+    pub const KEY_SCHEMA_VALIDATION: &str = "confluent.key.schema.validation";
     pub const FOLLOWER_REPLICATION_THROTTLED_REPLICAS: &str =
         "follower.replication.throttled.replicas";
     /// Deprecated in Kafka 3.x, removed in 4.0: accepted (Kafka 3.x clients and tools
@@ -54,6 +58,8 @@ pub const DEPRECATED_NO_OPS: &[&str] = &[
 pub const DEFAULTS: &[(&str, &str)] = &[
     (keys::CLEANUP_POLICY, "delete"),
     (keys::COMPRESSION_TYPE, "producer"),
+    (keys::KEY_SCHEMA_VALIDATION, "false"),
+    (keys::VALUE_SCHEMA_VALIDATION, "false"),
     (keys::DELETE_RETENTION_MS, "86400000"),
     (keys::FLUSH_MESSAGES, "9223372036854775807"),
     (keys::FLUSH_MS, "9223372036854775807"),
@@ -242,6 +248,14 @@ pub fn key_info(key: &str) -> Option<(ConfigType, &'static str)> {
         keys::PARQUET_VALUE_SCHEMA => (
             String,
             "The Arrow schema of JSON values, as JSON: {\"fields\":[{\"name\":..,\"type\":..}]}; empty for none (Strata).",
+        ),
+        keys::VALUE_SCHEMA_VALIDATION => (
+            Boolean,
+            "Refuse a batch with a record whose value does not carry, in Confluent's wire format, the id of a schema registered under the subject TOPIC-value (INVALID_RECORD; Confluent Server).",
+        ),
+        keys::KEY_SCHEMA_VALIDATION => (
+            Boolean,
+            "The same for record keys and the subject TOPIC-key (Confluent Server).",
         ),
         _ => return None,
     })

@@ -5,8 +5,12 @@
 //!
 //! Errors are Confluent's: `{"error_code": 40401, "message": "..."}` with its statuses.
 
+mod access;
+mod forward;
+
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use strata_broker::Broker;
 use strata_broker::schemas::SchemasError;
+use strata_gateway::auth::Caller;
 use strata_registry::{Compatibility, Mode, NewSchema, Reference, RegistryError, SchemaType};
 
 /// Confluent's media type; plain JSON is taken and answered too.
@@ -114,6 +119,15 @@ pub fn router(
             "/compatibility/subjects/{subject}/versions",
             post(check_all),
         )
+        // Inside authentication: authorized here, then answered here or by the writer.
+        .route_layer(axum::middleware::from_fn_with_state(
+            broker.clone(),
+            forward::to_writer,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            broker.clone(),
+            access::guard,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(broker);
     strata_gateway::require_auth(api, auth, audit)
@@ -257,13 +271,21 @@ async fn schema_types() -> Response {
     ok(json!(["AVRO"]))
 }
 
-async fn list_subjects(State(b): State<Shared>, Query(q): Query<ListQuery>) -> Response {
+async fn list_subjects(
+    State(b): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    Query(q): Query<ListQuery>,
+) -> Response {
     if let Err(e) = b.schemas.current().await {
         return refused(e);
     }
     let (all, live) = b.schemas.read(|r| (r.subjects(true), r.subjects(false)));
     let prefix = q.subject.clone().unwrap_or_default();
-    let all: Vec<String> = all.into_iter().filter(|s| s.starts_with(&prefix)).collect();
+    let caller = caller.map(|Extension(c)| c);
+    let all: Vec<String> = all
+        .into_iter()
+        .filter(|s| s.starts_with(&prefix) && access::may_read(&b, caller.as_ref(), s))
+        .collect();
     ok(json!(q.page(all, |s| live.contains(s))))
 }
 
@@ -410,6 +432,23 @@ async fn delete_version(
     }
 }
 
+/// The id asked for, once the registry is current and the caller may read a subject
+/// that uses it (an id only other subjects use is not found, as one that does not exist).
+async fn visible_id(b: &Broker, caller: Option<Extension<Caller>>, id: &str) -> Result<i32, Response> {
+    let id = parse_id(id).map_err(bad)?;
+    b.schemas.current().await.map_err(refused)?;
+    let caller = caller.map(|Extension(c)| c);
+    let visible = b.schemas.read(|r| {
+        r.versions_of(id, true)
+            .any(|(s, _)| access::may_read(b, caller.as_ref(), s))
+    });
+    if visible || !b.security.authorizer_enabled() {
+        Ok(id)
+    } else {
+        Err(bad(RegistryError::SchemaNotFound(format!("with id {id}"))))
+    }
+}
+
 fn parse_id(id: &str) -> Result<i32, RegistryError> {
     id.parse::<i32>()
         .ok()
@@ -417,14 +456,15 @@ fn parse_id(id: &str) -> Result<i32, RegistryError> {
         .ok_or_else(|| RegistryError::SchemaNotFound(format!("with id {id}")))
 }
 
-async fn schema_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Response {
-    let id = match parse_id(&id) {
+async fn schema_by_id(
+    State(b): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
-        Err(e) => return bad(e),
+        Err(r) => return r,
     };
-    if let Err(e) = b.schemas.current().await {
-        return refused(e);
-    }
     match b.schemas.read(|r| r.schema(id).cloned()) {
         Ok(s) => {
             let mut out = json!({"schema": s.schema});
@@ -435,28 +475,30 @@ async fn schema_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Respon
     }
 }
 
-async fn raw_schema_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Response {
-    let id = match parse_id(&id) {
+async fn raw_schema_by_id(
+    State(b): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
-        Err(e) => return bad(e),
+        Err(r) => return r,
     };
-    if let Err(e) = b.schemas.current().await {
-        return refused(e);
-    }
     match b.schemas.read(|r| r.schema(id).map(|s| s.schema.clone())) {
         Ok(s) => raw(s),
         Err(e) => bad(e),
     }
 }
 
-async fn versions_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Response {
-    let id = match parse_id(&id) {
+async fn versions_by_id(
+    State(b): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
-        Err(e) => return bad(e),
+        Err(r) => return r,
     };
-    if let Err(e) = b.schemas.current().await {
-        return refused(e);
-    }
     let found = b.schemas.read(|r| {
         r.schema(id).map(|_| {
             r.versions_of(id, false)
@@ -470,14 +512,15 @@ async fn versions_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Resp
     }
 }
 
-async fn subjects_by_id(State(b): State<Shared>, Path(id): Path<String>) -> Response {
-    let id = match parse_id(&id) {
+async fn subjects_by_id(
+    State(b): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
-        Err(e) => return bad(e),
+        Err(r) => return r,
     };
-    if let Err(e) = b.schemas.current().await {
-        return refused(e);
-    }
     let found = b.schemas.read(|r| {
         r.schema(id).map(|_| {
             let mut s: Vec<&str> = r.versions_of(id, false).map(|(s, _)| s).collect();
