@@ -12,6 +12,8 @@
 //!   the file's top-level messages down to the record's message).
 
 mod compat;
+#[cfg(test)]
+mod compat_tests;
 mod print;
 #[cfg(test)]
 mod tests;
