@@ -25,7 +25,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use miette::Diagnostic;
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, FileDescriptor, MessageDescriptor};
-use prost_types::{DescriptorProto, FileDescriptorProto};
+use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto};
 use protox::Compiler;
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
@@ -71,7 +71,53 @@ pub fn compile(schema: Resolved<'_>) -> Result<FileDescriptor, String> {
 /// The schema's identity: its compiled file printed as .proto text (comments, spacing
 /// and the order of imports' own contents do not count; text and descriptor agree).
 pub fn identity(schema: Resolved<'_>) -> Result<String, String> {
-    Ok(print::file(compile(schema)?.file_descriptor_proto()))
+    let file = compile(schema)?;
+    let text = print::file(file.file_descriptor_proto());
+    // A descriptor can hold what text cannot say (a name that is not an identifier, a
+    // custom option): such a schema is refused rather than stored as text that does
+    // not compile, or compiles to another schema.
+    let again = compile(Resolved {
+        text: &text,
+        references: schema.references,
+    })
+    .map_err(|e| format!("the schema does not print as valid .proto text: {e}"))?;
+    if normalized(file.file_descriptor_proto()) != normalized(again.file_descriptor_proto()) {
+        return Err(
+            "the schema's descriptor holds what .proto text cannot say (names must be \
+             identifiers; custom options are not supported)"
+                .to_string(),
+        );
+    }
+    Ok(text)
+}
+
+/// A file's descriptor without what its .proto text does not decide: source positions,
+/// the file's name, proto2's optional `syntax`, json names derived from field names.
+fn normalized(file: &FileDescriptorProto) -> FileDescriptorProto {
+    fn fields(fields: &mut [FieldDescriptorProto]) {
+        for f in fields {
+            if f.json_name.as_deref() == Some(print::default_json_name(f.name()).as_str()) {
+                f.json_name = None;
+            }
+        }
+    }
+    let mut out = FileDescriptorProto {
+        source_code_info: None,
+        name: None,
+        ..file.clone()
+    };
+    if out.syntax() == "proto2" {
+        out.syntax = None;
+    }
+    fields(&mut out.extension);
+    // Without recursion: nesting is bounded, but so is the stack of a caller's thread.
+    let mut stack: Vec<&mut DescriptorProto> = out.message_type.iter_mut().collect();
+    while let Some(m) = stack.pop() {
+        fields(&mut m.field);
+        fields(&mut m.extension);
+        stack.extend(m.nested_type.iter_mut());
+    }
+    out
 }
 
 /// Confluent's `serialized` format: the base64 of the schema file's
@@ -148,10 +194,20 @@ impl Files {
             self.sources.insert(name.to_string(), text.to_string());
             file
         };
-        if file.file_descriptor_proto().syntax() == "editions" {
-            return Err(format!(
-                "{shown}: Protobuf editions are not supported (proto2 and proto3 are)"
-            ));
+        // Checked here, not left to prost-reflect: version 0.16 panics on an unknown
+        // syntax in a descriptor (it labels the error with a file not yet added).
+        match file.file_descriptor_proto().syntax.as_deref() {
+            None | Some("" | "proto2" | "proto3") => {}
+            Some("editions") => {
+                return Err(format!(
+                    "{shown}: Protobuf editions are not supported (proto2 and proto3 are)"
+                ));
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{shown}: unknown syntax {other:?} (proto2 or proto3)"
+                ));
+            }
         }
         self.files.insert(name.to_string(), file);
         Ok(())

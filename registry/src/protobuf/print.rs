@@ -217,7 +217,7 @@ impl Printer {
             let ranges: Vec<String> = m
                 .extension_range
                 .iter()
-                .map(|r| range(r.start(), r.end() - 1, FIELD_NUMBER_END - 1))
+                .map(|r| range(r.start(), r.end().saturating_sub(1), FIELD_NUMBER_END - 1))
                 .collect();
             indent(out, level);
             let _ = writeln!(out, "extensions {};", ranges.join(", "));
@@ -225,7 +225,7 @@ impl Printer {
         let ranges: Vec<(i32, i32)> = m
             .reserved_range
             .iter()
-            .map(|r| (r.start(), r.end() - 1))
+            .map(|r| (r.start(), r.end().saturating_sub(1)))
             .collect();
         reserved(out, &ranges, FIELD_NUMBER_END - 1, &m.reserved_name, level);
     }

@@ -36,16 +36,9 @@ fn strip_json_names(messages: &mut [DescriptorProto]) {
     }
 }
 
-/// The descriptor without what text cannot say or need not: source positions, the
-/// file's name, proto2's optional `syntax`.
+/// The descriptor as its .proto text decides it.
 fn normalized(file: &FileDescriptor) -> FileDescriptorProto {
-    let mut proto = file.file_descriptor_proto().clone();
-    proto.source_code_info = None;
-    proto.name = None;
-    if proto.syntax() == "proto2" {
-        proto.syntax = None;
-    }
-    proto
+    super::normalized(file.file_descriptor_proto())
 }
 
 /// `text` printed compiles to the descriptor `text` compiles to, and prints the same.
@@ -385,4 +378,62 @@ fn serialized_format_is_the_files_descriptor() {
         format::render(SchemaType::Avro, plain(avro), Some("serialized")).unwrap(),
         avro
     );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// A descriptor damaged anywhere is refused with an error, or gives an identity that
+    /// compiles and is its own identity: never a panic, never a stored text that fails.
+    #[test]
+    fn damaged_descriptors_fail_cleanly_or_round_trip(
+        damage in proptest::collection::vec(
+            (proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+            1..6,
+        )
+    ) {
+        let mut bytes = BASE64.decode(as_descriptor(USER, "user.proto", &[])).unwrap();
+        for (at, byte) in damage {
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+        }
+        let b64 = BASE64.encode(&bytes);
+        if let Ok(text) = identity(plain(&b64)) {
+            // The text is the damaged schema (as .proto text decides it), not another.
+            proptest::prop_assert_eq!(
+                normalized(&compile(plain(&text)).unwrap()),
+                normalized(&compile(plain(&b64)).unwrap())
+            );
+            proptest::prop_assert_eq!(identity(plain(&text)), Ok(text.clone()));
+        }
+    }
+
+    /// The same for .proto text with characters changed.
+    #[test]
+    fn damaged_text_fails_cleanly_or_round_trips(
+        damage in proptest::collection::vec(
+            (proptest::prelude::any::<proptest::sample::Index>(), 0x20u8..0x7f),
+            1..6,
+        )
+    ) {
+        let mut bytes = PROTO2.as_bytes().to_vec();
+        for (at, byte) in damage {
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        if let Ok(id) = identity(plain(&text)) {
+            proptest::prop_assert_eq!(identity(plain(&id)), Ok(id.clone()));
+        }
+    }
+}
+
+#[test]
+fn a_descriptor_with_an_unknown_syntax_is_refused() {
+    // Found by the property test above: prost-reflect 0.16 panics on it.
+    let file = compile(plain(USER)).unwrap();
+    let mut proto = file.file_descriptor_proto().clone();
+    proto.syntax = Some("\0roto3".into());
+    let e = compile(plain(&BASE64.encode(proto.encode_to_vec()))).unwrap_err();
+    assert_eq!(e, "schema: unknown syntax \"\\0roto3\" (proto2 or proto3)");
 }
