@@ -25,7 +25,9 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use miette::Diagnostic;
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, FileDescriptor, MessageDescriptor};
-use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto};
+use prost_types::{
+    DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorProto,
+};
 use protox::Compiler;
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
@@ -64,6 +66,18 @@ pub fn compile(schema: Resolved<'_>) -> Result<FileDescriptor, String> {
         .open_file(MAIN_FILE)
         .map_err(|e| describe(&e, &sources))?;
     let pool: DescriptorPool = compiler.descriptor_pool();
+    // prost-reflect takes a descriptor's map entries as they are, and its accessors
+    // panic on one without a key or value: refused here, once for every user.
+    if let Some(m) = pool
+        .all_messages()
+        .find(|m| m.is_map_entry() && (m.get_field(1).is_none() || m.get_field(2).is_none()))
+    {
+        return Err(format!(
+            "{}: map entry {} lacks its key or value field",
+            shown(m.parent_file().name()),
+            m.full_name()
+        ));
+    }
     pool.get_file_by_name(MAIN_FILE)
         .ok_or_else(|| "the schema's file is missing after compiling it".to_string())
 }
@@ -92,12 +106,28 @@ pub fn identity(schema: Resolved<'_>) -> Result<String, String> {
 }
 
 /// A file's descriptor without what its .proto text does not decide: source positions,
-/// the file's name, proto2's optional `syntax`, json names derived from field names.
+/// the file's name, proto2's optional `syntax`, json names derived from field names,
+/// and options left empty (prost-types drops custom options while decoding, leaving
+/// their message behind; the text does not keep them).
 fn normalized(file: &FileDescriptorProto) -> FileDescriptorProto {
+    fn empty<T: Default + PartialEq>(options: &mut Option<T>) {
+        if options.as_ref().is_some_and(|o| *o == T::default()) {
+            *options = None;
+        }
+    }
     fn fields(fields: &mut [FieldDescriptorProto]) {
         for f in fields {
             if f.json_name.as_deref() == Some(print::default_json_name(f.name()).as_str()) {
                 f.json_name = None;
+            }
+            empty(&mut f.options);
+        }
+    }
+    fn enums(enums: &mut [EnumDescriptorProto]) {
+        for e in enums {
+            empty(&mut e.options);
+            for v in &mut e.value {
+                empty(&mut v.options);
             }
         }
     }
@@ -109,12 +139,28 @@ fn normalized(file: &FileDescriptorProto) -> FileDescriptorProto {
     if out.syntax() == "proto2" {
         out.syntax = None;
     }
+    empty(&mut out.options);
     fields(&mut out.extension);
+    enums(&mut out.enum_type);
+    for s in &mut out.service {
+        empty(&mut s.options);
+        for m in &mut s.method {
+            empty(&mut m.options);
+        }
+    }
     // Without recursion: nesting is bounded, but so is the stack of a caller's thread.
     let mut stack: Vec<&mut DescriptorProto> = out.message_type.iter_mut().collect();
     while let Some(m) = stack.pop() {
+        empty(&mut m.options);
         fields(&mut m.field);
         fields(&mut m.extension);
+        enums(&mut m.enum_type);
+        for o in &mut m.oneof_decl {
+            empty(&mut o.options);
+        }
+        for r in &mut m.extension_range {
+            empty(&mut r.options);
+        }
         stack.extend(m.nested_type.iter_mut());
     }
     out

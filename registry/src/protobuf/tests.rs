@@ -437,3 +437,34 @@ fn a_descriptor_with_an_unknown_syntax_is_refused() {
     let e = compile(plain(&BASE64.encode(proto.encode_to_vec()))).unwrap_err();
     assert_eq!(e, "schema: unknown syntax \"\\0roto3\" (proto2 or proto3)");
 }
+
+#[test]
+fn a_descriptor_with_a_broken_map_entry_is_refused() {
+    let file = compile(plain(USER)).unwrap();
+    let mut proto = file.file_descriptor_proto().clone();
+    let entry = &mut proto.message_type[0].nested_type[0];
+    assert_eq!(entry.name(), "TagsEntry");
+    entry.field.retain(|f| f.number() != 2);
+    let e = compile(plain(&BASE64.encode(proto.encode_to_vec()))).unwrap_err();
+    assert_eq!(
+        e,
+        "schema: map entry demo.User.TagsEntry lacks its key or value field"
+    );
+}
+
+#[test]
+fn custom_options_are_dropped_not_refused() {
+    // A client's descriptor whose options were all custom ones: prost-types keeps an
+    // empty options message. The schema is taken; its text has no options.
+    let file = compile(plain(USER)).unwrap();
+    let mut proto = file.file_descriptor_proto().clone();
+    proto.options = Some(prost_types::FileOptions::default());
+    proto.message_type[0].options = Some(prost_types::MessageOptions::default());
+    proto.message_type[0].field[0].options = Some(prost_types::FieldOptions::default());
+    let text = identity(plain(&BASE64.encode(proto.encode_to_vec()))).unwrap();
+    let expected = identity(plain(USER)).unwrap().replace(
+        "option java_package = \"com.example.demo\";\noption go_package = \"example.com/demo\";\n\n",
+        "",
+    );
+    assert_eq!(text, expected);
+}
