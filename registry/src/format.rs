@@ -1,10 +1,10 @@
 //! What each schema type must answer: a schema's identity (the text compared to find
-//! whether it is already registered) and whether data written with one schema can be read
-//! with another. Avro is in [`avro`]; Protobuf and JSON Schema are refused until they are
-//! built, with a message saying so.
+//! whether it is already registered), whether data written with one schema can be read
+//! with another, and the text served for a `?format=`. Avro is in [`avro`], Protobuf in
+//! [`protobuf`]; JSON Schema is refused until it is built, with a message saying so.
 
 use crate::SchemaType;
-use crate::avro;
+use crate::{avro, protobuf};
 
 /// A schema's text and the texts of the schemas it references, by the name it uses for
 /// each (resolved from the references' subjects and versions).
@@ -19,6 +19,7 @@ pub struct Resolved<'a> {
 pub fn identity(ty: SchemaType, schema: Resolved<'_>) -> Result<String, String> {
     match ty {
         SchemaType::Avro => avro::identity(schema),
+        SchemaType::Protobuf => protobuf::identity(schema),
         other => Err(not_built(other)),
     }
 }
@@ -31,13 +32,31 @@ pub fn can_read(
 ) -> Result<(), Vec<String>> {
     match ty {
         SchemaType::Avro => avro::can_read(writer, reader),
+        SchemaType::Protobuf => protobuf::can_read(writer, reader),
         other => Err(vec![not_built(other)]),
+    }
+}
+
+/// A stored schema as Confluent serves it for `?format=` (`GET /schemas/ids/{id}`, a
+/// subject's versions): `serialized` gives a Protobuf schema's base64
+/// `FileDescriptorProto`; anything else (none, `resolved`, a format this registry does
+/// not know, as Confluent's) gives the stored text.
+pub fn render(
+    ty: SchemaType,
+    schema: Resolved<'_>,
+    format: Option<&str>,
+) -> Result<String, String> {
+    match (ty, format.map(str::trim)) {
+        (SchemaType::Protobuf, Some(f)) if f.eq_ignore_ascii_case("serialized") => {
+            protobuf::serialized(schema)
+        }
+        _ => Ok(schema.text.to_string()),
     }
 }
 
 fn not_built(ty: SchemaType) -> String {
     format!(
-        "{} schemas are not supported yet (this registry takes AVRO schemas only)",
+        "{} schemas are not supported yet (this registry takes AVRO and PROTOBUF schemas)",
         ty.name()
     )
 }

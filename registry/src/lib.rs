@@ -10,14 +10,16 @@
 //! * [`records`]: the `_schemas` records (Confluent's JSON keys and values).
 //! * [`state`]: [`Registry`], its state and the reads of the API.
 //! * [`ops`]: registrations, lookups, compatibility checks, deletions, config and mode.
-//! * [`format`]: what a schema type answers (identity, can one read another's data);
-//!   [`avro`] implements it for Avro (apache-avro's resolution rules). Protobuf and JSON
-//!   Schema are refused, saying so, until they are built.
+//! * [`format`]: what a schema type answers (identity, can one read another's data, the
+//!   text served for a `?format=`); [`avro`] implements it for Avro (apache-avro's
+//!   resolution rules), [`protobuf`] for Protobuf (protox and prost-reflect, Confluent's
+//!   compatibility rules). JSON Schema is refused, saying so, until it is built.
 
 pub mod avro;
 pub mod error;
 pub mod format;
 pub mod ops;
+pub mod protobuf;
 pub mod records;
 pub mod state;
 pub mod types;
