@@ -53,6 +53,28 @@ impl Registry {
         Ok(mode)
     }
 
+    /// A stored schema's text in Confluent's `?format=`: `serialized` gives a Protobuf
+    /// schema as its descriptor (base64), anything else (or none) the stored text.
+    pub fn render(
+        &self,
+        s: &crate::StoredSchema,
+        format: Option<&str>,
+    ) -> Result<String, RegistryError> {
+        if format.is_none_or(|f| f.trim().is_empty()) {
+            return Ok(s.schema.clone());
+        }
+        let refs = self.resolve(&s.references)?;
+        format::render(
+            s.schema_type,
+            format::Resolved {
+                text: &s.schema,
+                references: &refs,
+            },
+            format,
+        )
+        .map_err(RegistryError::InvalidSchema)
+    }
+
     /// The texts of a schema's references, by the names it uses: each must be a version
     /// that exists (not soft-deleted).
     fn resolve(&self, references: &[Reference]) -> Result<Vec<(String, String)>, RegistryError> {

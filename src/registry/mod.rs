@@ -193,6 +193,15 @@ impl ListQuery {
     }
 }
 
+/// `?deleted=` and Confluent's `?format=` (`serialized`: a Protobuf schema's descriptor).
+#[derive(Deserialize, Default)]
+struct ReadQuery {
+    #[serde(default, deserialize_with = "lenient_bool")]
+    deleted: bool,
+    #[serde(default)]
+    format: Option<String>,
+}
+
 #[derive(Deserialize, Default)]
 struct PermanentQuery {
     #[serde(default, deserialize_with = "lenient_bool")]
@@ -267,8 +276,8 @@ fn add_type_and_refs(out: &mut Value, s: &strata_registry::StoredSchema) {
 }
 
 async fn schema_types() -> Response {
-    // Only what this registry parses (PROTOBUF and JSON are refused until built).
-    ok(json!(["AVRO"]))
+    // Only what this registry parses (JSON is refused until built).
+    ok(json!(["AVRO", "PROTOBUF"]))
 }
 
 async fn list_subjects(
@@ -311,12 +320,16 @@ async fn list_versions(
 async fn get_version(
     State(b): State<Shared>,
     Path((subject, version)): Path<(String, String)>,
-    Query(q): Query<DeletedQuery>,
+    Query(q): Query<ReadQuery>,
 ) -> Response {
     if let Err(e) = b.schemas.current().await {
         return refused(e);
     }
-    match b.schemas.read(|r| r.version(&subject, &version, q.deleted)) {
+    match b.schemas.read(|r| {
+        let mut v = r.version(&subject, &version, q.deleted)?;
+        v.schema.schema = r.render(&v.schema, q.format.as_deref())?;
+        Ok::<_, RegistryError>(v)
+    }) {
         Ok(v) => ok(version_json(&v)),
         Err(e) => bad(e),
     }
@@ -325,13 +338,16 @@ async fn get_version(
 async fn get_version_schema(
     State(b): State<Shared>,
     Path((subject, version)): Path<(String, String)>,
-    Query(q): Query<DeletedQuery>,
+    Query(q): Query<ReadQuery>,
 ) -> Response {
     if let Err(e) = b.schemas.current().await {
         return refused(e);
     }
-    match b.schemas.read(|r| r.version(&subject, &version, q.deleted)) {
-        Ok(v) => raw(v.schema.schema),
+    match b.schemas.read(|r| {
+        let v = r.version(&subject, &version, q.deleted)?;
+        r.render(&v.schema, q.format.as_deref())
+    }) {
+        Ok(text) => raw(text),
         Err(e) => bad(e),
     }
 }
@@ -460,14 +476,18 @@ async fn schema_by_id(
     State(b): State<Shared>,
     caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
+    Query(q): Query<ReadQuery>,
 ) -> Response {
     let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
         Err(r) => return r,
     };
-    match b.schemas.read(|r| r.schema(id).cloned()) {
-        Ok(s) => {
-            let mut out = json!({"schema": s.schema});
+    match b.schemas.read(|r| {
+        let s = r.schema(id)?;
+        Ok::<_, RegistryError>((s.clone(), r.render(s, q.format.as_deref())?))
+    }) {
+        Ok((s, text)) => {
+            let mut out = json!({"schema": text});
             add_type_and_refs(&mut out, &s);
             ok(out)
         }
@@ -479,12 +499,13 @@ async fn raw_schema_by_id(
     State(b): State<Shared>,
     caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
+    Query(q): Query<ReadQuery>,
 ) -> Response {
     let id = match visible_id(&b, caller, &id).await {
         Ok(id) => id,
         Err(r) => return r,
     };
-    match b.schemas.read(|r| r.schema(id).map(|s| s.schema.clone())) {
+    match b.schemas.read(|r| r.schema(id).and_then(|s| r.render(s, q.format.as_deref()))) {
         Ok(s) => raw(s),
         Err(e) => bad(e),
     }
