@@ -19,6 +19,7 @@ pub struct Resolved<'a> {
 pub fn identity(ty: SchemaType, schema: Resolved<'_>) -> Result<String, String> {
     match ty {
         SchemaType::Avro => avro::identity(schema),
+        SchemaType::Json => crate::json::identity(schema),
         other => Err(not_built(other)),
     }
 }
@@ -31,6 +32,7 @@ pub fn can_read(
 ) -> Result<(), Vec<String>> {
     match ty {
         SchemaType::Avro => avro::can_read(writer, reader),
+        SchemaType::Json => crate::json::can_read(writer, reader),
         other => Err(vec![not_built(other)]),
     }
 }

@@ -17,6 +17,7 @@
 pub mod avro;
 pub mod error;
 pub mod format;
+pub mod json;
 pub mod ops;
 pub mod records;
 pub mod state;
