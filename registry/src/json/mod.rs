@@ -214,4 +214,6 @@ pub fn can_read(writer: Resolved<'_>, reader: Resolved<'_>) -> Result<(), Vec<St
 }
 
 #[cfg(test)]
+mod compat_tests;
+#[cfg(test)]
 mod tests;

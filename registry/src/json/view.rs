@@ -259,9 +259,37 @@ impl<'a> Sch<'a> {
             Value::Object(m) => m,
             _ => return Kind::True,
         };
-        let draft = docs.draft(self.base);
-        let has = |k: &str| m.contains_key(k);
-        if has("$ref") && !modern(draft) {
+        let modern = modern(docs.draft(self.base));
+        // One pass over the keys (a schema has few) rather than a lookup per keyword:
+        // this runs for every schema pair compared.
+        let mut implied = [false; 4];
+        let mut found = [false; 7];
+        const KEYWORDS: [(&str, Facet); 7] = [
+            ("enum", Facet::Enum),
+            ("const", Facet::Const),
+            ("not", Facet::Not),
+            ("allOf", Facet::AllOf),
+            ("anyOf", Facet::AnyOf),
+            ("oneOf", Facet::OneOf),
+            ("$ref", Facet::Ref),
+        ];
+        for key in m.keys() {
+            let key = key.as_str();
+            if let Some(i) = KEYWORDS.iter().position(|(k, _)| *k == key) {
+                found[i] = true;
+            } else if key == "$dynamicRef" || key == "$recursiveRef" {
+                found[6] = true;
+            } else if OBJECT_WORDS.contains(&key) {
+                implied[0] = true;
+            } else if ARRAY_WORDS.contains(&key) {
+                implied[1] = true;
+            } else if STRING_WORDS.contains(&key) {
+                implied[2] = true;
+            } else if NUMBER_WORDS.contains(&key) {
+                implied[3] = true;
+            }
+        }
+        if m.contains_key("$ref") && !modern {
             return self.facet(Facet::Ref).kind(docs);
         }
         let mut facets = Vec::new();
@@ -273,32 +301,14 @@ impl<'a> Sch<'a> {
             Some(Value::Array(ts)) if ts.len() > 1 => facets.push(Facet::Types),
             _ => {
                 // No type: each type whose keywords it has (everit's sniffing).
-                for (words, ty) in [
-                    (OBJECT_WORDS, Ty::Object),
-                    (ARRAY_WORDS, Ty::Array),
-                    (STRING_WORDS, Ty::String),
-                    (NUMBER_WORDS, Ty::Number),
-                ] {
-                    if words.iter().any(|w| has(w)) {
-                        facets.push(Facet::Type(ty));
-                    }
-                }
+                let tys = [Ty::Object, Ty::Array, Ty::String, Ty::Number];
+                facets.extend((0..4).filter(|i| implied[*i]).map(|i| Facet::Type(tys[i])));
             }
         }
-        for (key, facet) in [
-            ("enum", Facet::Enum),
-            ("const", Facet::Const),
-            ("not", Facet::Not),
-            ("allOf", Facet::AllOf),
-            ("anyOf", Facet::AnyOf),
-            ("oneOf", Facet::OneOf),
-            ("$ref", Facet::Ref),
-            ("$dynamicRef", Facet::Ref),
-            ("$recursiveRef", Facet::Ref),
-        ] {
-            let keyword = facet != Facet::Ref || modern(draft);
-            if keyword && has(key) && !facets.contains(&facet) {
-                facets.push(facet);
+        for (i, (_, facet)) in KEYWORDS.iter().enumerate() {
+            // `$ref` beside other keywords only from 2019-09 (before, it replaced them).
+            if found[i] && (*facet != Facet::Ref || modern) {
+                facets.push(*facet);
             }
         }
         match facets.as_slice() {
