@@ -1,10 +1,10 @@
 //! What each schema type must answer: a schema's identity (the text compared to find
 //! whether it is already registered), whether data written with one schema can be read
 //! with another, and the text served for a `?format=`. Avro is in [`avro`], Protobuf in
-//! [`protobuf`]; JSON Schema is refused until it is built, with a message saying so.
+//! [`protobuf`], JSON Schema in [`json`].
 
 use crate::SchemaType;
-use crate::{avro, protobuf};
+use crate::{avro, json, protobuf};
 
 /// A schema's text and the texts of the schemas it references, by the name it uses for
 /// each (resolved from the references' subjects and versions).
@@ -20,7 +20,7 @@ pub fn identity(ty: SchemaType, schema: Resolved<'_>) -> Result<String, String> 
     match ty {
         SchemaType::Avro => avro::identity(schema),
         SchemaType::Protobuf => protobuf::identity(schema),
-        other => Err(not_built(other)),
+        SchemaType::Json => json::identity(schema),
     }
 }
 
@@ -33,7 +33,7 @@ pub fn can_read(
     match ty {
         SchemaType::Avro => avro::can_read(writer, reader),
         SchemaType::Protobuf => protobuf::can_read(writer, reader),
-        other => Err(vec![not_built(other)]),
+        SchemaType::Json => json::can_read(writer, reader),
     }
 }
 
@@ -54,9 +54,3 @@ pub fn render(
     }
 }
 
-fn not_built(ty: SchemaType) -> String {
-    format!(
-        "{} schemas are not supported yet (this registry takes AVRO and PROTOBUF schemas)",
-        ty.name()
-    )
-}

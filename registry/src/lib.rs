@@ -13,11 +13,13 @@
 //! * [`format`]: what a schema type answers (identity, can one read another's data, the
 //!   text served for a `?format=`); [`avro`] implements it for Avro (apache-avro's
 //!   resolution rules), [`protobuf`] for Protobuf (protox and prost-reflect, Confluent's
-//!   compatibility rules). JSON Schema is refused, saying so, until it is built.
+//!   compatibility rules), [`json`] for JSON Schema (the jsonschema crate for schemas and
+//!   values; Confluent's content-model rules for compatibility).
 
 pub mod avro;
 pub mod error;
 pub mod format;
+pub mod json;
 pub mod ops;
 pub mod protobuf;
 pub mod records;

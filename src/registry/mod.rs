@@ -276,8 +276,7 @@ fn add_type_and_refs(out: &mut Value, s: &strata_registry::StoredSchema) {
 }
 
 async fn schema_types() -> Response {
-    // Only what this registry parses (JSON is refused until built).
-    ok(json!(["AVRO", "PROTOBUF"]))
+    ok(json!(["AVRO", "JSON", "PROTOBUF"]))
 }
 
 async fn list_subjects(
