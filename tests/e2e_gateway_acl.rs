@@ -643,13 +643,29 @@ fn the_schema_registry_asks_the_topics_acls() {
     let schema = json!({"schema": "{\"type\":\"record\",\"name\":\"Order\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"}]}"});
     // Nobody: 401; bob, with no ACL: 403 naming what it needs.
     assert_eq!(c.registry(Who::Nobody, "GET", "/subjects", None).0, 401);
-    let (s, j) = c.registry(BOB, "POST", "/subjects/orders-value/versions", Some(schema.clone()));
+    let (s, j) = c.registry(
+        BOB,
+        "POST",
+        "/subjects/orders-value/versions",
+        Some(schema.clone()),
+    );
     assert_eq!((s, j["error_code"].clone()), (403, json!(40301)), "{j}");
-    assert!(j["message"].as_str().unwrap().contains("Write on Topic:orders"), "{j}");
+    assert!(
+        j["message"]
+            .as_str()
+            .unwrap()
+            .contains("Write on Topic:orders"),
+        "{j}"
+    );
     c.allow("User:alice", "Write", &["--topic", "orders"]);
     let t0 = Instant::now();
     let id = loop {
-        let (s, j) = c.registry(ALICE, "POST", "/subjects/orders-value/versions", Some(schema.clone()));
+        let (s, j) = c.registry(
+            ALICE,
+            "POST",
+            "/subjects/orders-value/versions",
+            Some(schema.clone()),
+        );
         if s == 200 {
             break j["id"].as_i64().unwrap();
         }
@@ -683,10 +699,17 @@ fn the_schema_registry_asks_the_topics_acls() {
     let level = json!({"compatibility": "FULL"});
     let (s, j) = c.registry(ALICE, "PUT", "/config/orders-value", Some(level.clone()));
     assert_eq!(s, 403, "{j}");
-    assert!(j["message"].as_str().unwrap().contains("Alter on Cluster"), "{j}");
+    assert!(
+        j["message"].as_str().unwrap().contains("Alter on Cluster"),
+        "{j}"
+    );
     c.allow("User:alice", "Alter", &["--cluster"]);
     let t0 = Instant::now();
-    while c.registry(ALICE, "PUT", "/config/orders-value", Some(level.clone())).0 != 200 {
+    while c
+        .registry(ALICE, "PUT", "/config/orders-value", Some(level.clone()))
+        .0
+        != 200
+    {
         assert!(t0.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -130,14 +130,25 @@ fn a_validating_topic_refuses_values_under_unregistered_schemas() {
     assert!(batch.iter().all(|r| r["ok"] == false), "refused whole: {v}");
     let error = |i: usize| batch[i]["error"].as_str().unwrap().to_string();
     assert!(
-        error(1).contains(&format!("names schema id {}, which is not registered under the subject orders-value", id + 1000)),
+        error(1).contains(&format!(
+            "names schema id {}, which is not registered under the subject orders-value",
+            id + 1000
+        )),
         "{}",
         error(1)
     );
     assert!(error(1).contains("batch index 1"), "{}", error(1));
-    assert!(error(2).contains("not in the schema registry's wire format"), "{}", error(2));
+    assert!(
+        error(2).contains("not in the schema registry's wire format"),
+        "{}",
+        error(2)
+    );
     for i in [0, 3] {
-        assert!(error(i).contains("part of a batch"), "record {i}: {}", error(i));
+        assert!(
+            error(i).contains("part of a batch"),
+            "record {i}: {}",
+            error(i)
+        );
     }
     assert_eq!(v["resent"], serde_json::json!([true, true]), "{v}");
     // 3 Avro records and the 2 resent; nothing of the refused batch.
@@ -146,12 +157,28 @@ fn a_validating_topic_refuses_values_under_unregistered_schemas() {
     // Turned off, anything goes again.
     let out = common::cli(
         &k,
-        &["topic", "alter", "orders", "--config", "confluent.value.schema.validation=false"],
+        &[
+            "topic",
+            "alter",
+            "orders",
+            "--set",
+            "confluent.value.schema.validation=false",
+        ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bad = common::cli(
         &k,
-        &["topic", "alter", "orders", "--config", "confluent.value.schema.validation=maybe"],
+        &[
+            "topic",
+            "alter",
+            "orders",
+            "--set",
+            "confluent.value.schema.validation=maybe",
+        ],
     );
     assert!(!bad.status.success());
     assert!(
@@ -187,12 +214,21 @@ fn the_schema_cli_drives_the_registry() {
         r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}"#,
     )
     .unwrap();
-    let (ok, out, err) = schema(&["register", "--subject", "orders-value", "--file", v1.to_str().unwrap()]);
+    let (ok, out, err) = schema(&[
+        "register",
+        "--subject",
+        "orders-value",
+        "--file",
+        v1.to_str().unwrap(),
+    ]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "id 1");
     let (ok, out, _) = schema(&["get", "--subject", "orders-value"]);
     assert!(ok);
-    assert!(out.starts_with("subject orders-value  version 1  id 1  type AVRO"), "{out}");
+    assert!(
+        out.starts_with("subject orders-value  version 1  id 1  type AVRO"),
+        "{out}"
+    );
     assert!(out.contains("\"name\":\"Order\""), "{out}");
     let (_, out, _) = schema(&["list"]);
     assert_eq!(out.trim(), "orders-value");
@@ -201,7 +237,10 @@ fn the_schema_cli_drives_the_registry() {
     let (ok, out, err) = schema(&["check", "--subject", "orders-value", "--schema", bad]);
     assert!(!ok);
     assert!(out.contains("qty"), "{out}");
-    assert!(err.contains("not compatible with orders-value version latest"), "{err}");
+    assert!(
+        err.contains("not compatible with orders-value version latest"),
+        "{err}"
+    );
     let (ok, _, err) = schema(&["register", "--subject", "orders-value", "--schema", bad]);
     assert!(!ok);
     assert!(err.contains("error 409"), "{err}");
@@ -215,7 +254,10 @@ fn the_schema_cli_drives_the_registry() {
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["1", "2"]);
     let (ok, out, _) = schema(&["get", "--id", "2"]);
     assert!(ok);
-    assert!(out.contains("subject orders-value  version 2") && out.contains("qty"), "{out}");
+    assert!(
+        out.contains("subject orders-value  version 2") && out.contains("qty"),
+        "{out}"
+    );
     let (ok, out, _) = schema(&["delete", "--subject", "orders-value", "--version", "1"]);
     assert!(ok);
     assert_eq!(out.trim(), "deleted orders-value version 1");
@@ -225,9 +267,20 @@ fn the_schema_cli_drives_the_registry() {
     let (ok, _, err) = schema(&["register", "--subject", "x-value", "--schema", "{not avro"]);
     assert!(!ok);
     assert!(err.contains("error 42201"), "{err}");
-    let (ok, _, err) = schema(&["register", "--subject", "x-value", "--schema", "\"string\"", "--reference", "nonsense"]);
+    let (ok, _, err) = schema(&[
+        "register",
+        "--subject",
+        "x-value",
+        "--schema",
+        "\"string\"",
+        "--reference",
+        "nonsense",
+    ]);
     assert!(!ok);
-    assert!(err.contains("--reference") && err.contains("NAME=SUBJECT:VERSION"), "{err}");
+    assert!(
+        err.contains("--reference") && err.contains("NAME=SUBJECT:VERSION"),
+        "{err}"
+    );
     // No registry there: the error says where it looked and what to set.
     let out = std::process::Command::new(common::strata_bin())
         .args(["schema", "list", "--registry", "127.0.0.1:1"])
@@ -235,5 +288,8 @@ fn the_schema_cli_drives_the_registry() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("cannot reach the schema registry at http://127.0.0.1:1"), "{err}");
+    assert!(
+        err.contains("cannot reach the schema registry at http://127.0.0.1:1"),
+        "{err}"
+    );
 }

@@ -30,11 +30,19 @@ fn schema(s: &str, n: usize) -> String {
 
 /// Registers until a registry answers 200 (a 503 while the writer moves is retried,
 /// as Confluent's clients retry); the id.
-fn register(c: &reqwest::blocking::Client, registries: &[String], subject: &str, text: &str) -> i64 {
+fn register(
+    c: &reqwest::blocking::Client,
+    registries: &[String],
+    subject: &str,
+    text: &str,
+) -> i64 {
     let t0 = Instant::now();
     let mut i = 0;
     loop {
-        let url = format!("http://{}/subjects/{subject}/versions", registries[i % registries.len()]);
+        let url = format!(
+            "http://{}/subjects/{subject}/versions",
+            registries[i % registries.len()]
+        );
         i += 1;
         let answer = c
             .post(&url)
@@ -43,13 +51,17 @@ fn register(c: &reqwest::blocking::Client, registries: &[String], subject: &str,
             .send();
         if let Ok(r) = answer {
             let status = r.status().as_u16();
-            let body: Value = serde_json::from_str(&r.text().unwrap_or_default()).unwrap_or(Value::Null);
+            let body: Value =
+                serde_json::from_str(&r.text().unwrap_or_default()).unwrap_or(Value::Null);
             if status == 200 {
                 return body["id"].as_i64().unwrap();
             }
             assert!(status >= 500, "{url}: {status} {body}");
         }
-        assert!(t0.elapsed() < Duration::from_secs(90), "{subject}: never registered");
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{subject}: never registered"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -40,8 +40,15 @@ fn confluents_protobuf_serializers_work_against_the_registry() {
     assert_eq!(v["text_has_message"], true, "{v}");
     // The same schema given as text is the version the serializer registered.
     assert_eq!(v["lookup_text"]["id"], v["v1_id"], "{v}");
-    assert_eq!(v["incompatible"], json!({"status": 409, "code": 409}), "{v}");
-    assert!(v["v2_id"].as_i64().unwrap() > v["v1_id"].as_i64().unwrap(), "{v}");
+    assert_eq!(
+        v["incompatible"],
+        json!({"status": 409, "code": 409}),
+        "{v}"
+    );
+    assert!(
+        v["v2_id"].as_i64().unwrap() > v["v1_id"].as_i64().unwrap(),
+        "{v}"
+    );
     assert_eq!(v["versions"], json!([1, 2]), "{v}");
     assert_eq!(v["soft_deleted"], json!([1, 2]), "{v}");
     assert_eq!(v["subjects_after"], json!(["shop/address.proto"]), "{v}");
@@ -58,8 +65,16 @@ fn confluents_json_schema_serializers_work_against_the_registry() {
     let decoded = v["decoded"].as_array().unwrap();
     assert_eq!(decoded.len(), 5, "{v}");
     assert_eq!(decoded[4], json!({"id": 4, "item": "item4"}), "{v}");
-    assert_eq!(v["v1"], json!({"id": 1, "version": 1, "type": "JSON"}), "{v}");
-    assert_eq!(v["incompatible"], json!({"status": 409, "code": 409}), "{v}");
+    assert_eq!(
+        v["v1"],
+        json!({"id": 1, "version": 1, "type": "JSON"}),
+        "{v}"
+    );
+    assert_eq!(
+        v["incompatible"],
+        json!({"status": 409, "code": 409}),
+        "{v}"
+    );
     assert_eq!(v["v2_id"], 2, "{v}");
     assert_eq!(v["versions"], json!([1, 2]), "{v}");
     // The registry names the types it takes.

@@ -53,4 +53,3 @@ pub fn render(
         _ => Ok(schema.text.to_string()),
     }
 }
-

@@ -108,7 +108,8 @@ pub enum SchemaCommand {
 }
 
 fn parse_reference(v: &str) -> Result<Value, String> {
-    let bad = || format!("'{v}': expected NAME=SUBJECT:VERSION (e.g. address.proto=address-value:1)");
+    let bad =
+        || format!("'{v}': expected NAME=SUBJECT:VERSION (e.g. address.proto=address-value:1)");
     let (name, rest) = v.split_once('=').ok_or_else(bad)?;
     let (subject, version) = rest.rsplit_once(':').ok_or_else(bad)?;
     let version: i32 = version.parse().map_err(|_| bad())?;
@@ -193,7 +194,12 @@ impl Registry {
         Ok(Registry { base, auth, client })
     }
 
-    fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+    fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
         let mut req = self
             .client
@@ -238,7 +244,12 @@ fn print_version(v: &Value) {
     );
     if let Some(refs) = v["references"].as_array() {
         for r in refs {
-            outln!("reference {} = {}:{}", r["name"].as_str().unwrap_or("-"), r["subject"].as_str().unwrap_or("-"), r["version"]);
+            outln!(
+                "reference {} = {}:{}",
+                r["name"].as_str().unwrap_or("-"),
+                r["subject"].as_str().unwrap_or("-"),
+                r["version"]
+            );
         }
     }
     outln!("{}", v["schema"].as_str().unwrap_or_default());
@@ -256,14 +267,25 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
             )?;
             outln!("id {}", v["id"]);
         }
-        SchemaCommand::Get { subject, version, id } => match (subject, id) {
+        SchemaCommand::Get {
+            subject,
+            version,
+            id,
+        } => match (subject, id) {
             (_, Some(id)) => {
                 let v = r.call(Method::GET, &format!("/schemas/ids/{id}"), None)?;
                 let used = r.call(Method::GET, &format!("/schemas/ids/{id}/versions"), None)?;
                 for u in used.as_array().into_iter().flatten() {
-                    outln!("subject {}  version {}", u["subject"].as_str().unwrap_or("-"), u["version"]);
+                    outln!(
+                        "subject {}  version {}",
+                        u["subject"].as_str().unwrap_or("-"),
+                        u["version"]
+                    );
                 }
-                outln!("id {id}  type {}", v["schemaType"].as_str().unwrap_or("AVRO"));
+                outln!(
+                    "id {id}  type {}",
+                    v["schemaType"].as_str().unwrap_or("AVRO")
+                );
                 outln!("{}", v["schema"].as_str().unwrap_or_default());
             }
             (Some(s), None) => {
@@ -281,16 +303,28 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
                 Some(s) => format!("/subjects/{}/versions?deleted={deleted}", seg(s)),
                 None => format!("/subjects?deleted={deleted}"),
             };
-            for x in r.call(Method::GET, &path, None)?.as_array().into_iter().flatten() {
+            for x in r
+                .call(Method::GET, &path, None)?
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 match x {
                     Value::String(s) => outln!("{s}"),
                     other => outln!("{other}"),
                 }
             }
         }
-        SchemaCommand::Check { subject, version, text } => {
+        SchemaCommand::Check {
+            subject,
+            version,
+            text,
+        } => {
             let path = if version == "all" {
-                format!("/compatibility/subjects/{}/versions?verbose=true", seg(&subject))
+                format!(
+                    "/compatibility/subjects/{}/versions?verbose=true",
+                    seg(&subject)
+                )
             } else {
                 format!(
                     "/compatibility/subjects/{}/versions/{}?verbose=true",
@@ -308,31 +342,58 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
                 bail!("not compatible with {subject} version {version}");
             }
         }
-        SchemaCommand::Delete { subject, version, permanent } => {
+        SchemaCommand::Delete {
+            subject,
+            version,
+            permanent,
+        } => {
             let path = match &version {
-                Some(v) => format!("/subjects/{}/versions/{}?permanent={permanent}", seg(&subject), seg(v)),
+                Some(v) => format!(
+                    "/subjects/{}/versions/{}?permanent={permanent}",
+                    seg(&subject),
+                    seg(v)
+                ),
                 None => format!("/subjects/{}?permanent={permanent}", seg(&subject)),
             };
             let v = r.call(Method::DELETE, &path, None)?;
-            let how = if permanent { "permanently deleted" } else { "deleted" };
+            let how = if permanent {
+                "permanently deleted"
+            } else {
+                "deleted"
+            };
             match version {
                 Some(_) => outln!("{how} {subject} version {v}"),
                 None => outln!("{how} {subject} versions {v}"),
             }
         }
-        SchemaCommand::Config { subject, set, delete } => {
+        SchemaCommand::Config {
+            subject,
+            set,
+            delete,
+        } => {
             let path = match &subject {
                 Some(s) => format!("/config/{}", seg(s)),
                 None => "/config".to_string(),
             };
             if let Some(level) = set {
-                let v = r.call(Method::PUT, &path, Some(&json!({"compatibility": level.to_ascii_uppercase()})))?;
+                let v = r.call(
+                    Method::PUT,
+                    &path,
+                    Some(&json!({"compatibility": level.to_ascii_uppercase()})),
+                )?;
                 outln!("{}", v["compatibility"].as_str().unwrap_or_default());
             } else if delete {
                 let v = r.call(Method::DELETE, &path, None)?;
-                outln!("removed (was {})", v["compatibilityLevel"].as_str().unwrap_or_default());
+                outln!(
+                    "removed (was {})",
+                    v["compatibilityLevel"].as_str().unwrap_or_default()
+                );
             } else {
-                let q = if subject.is_some() { "?defaultToGlobal=true" } else { "" };
+                let q = if subject.is_some() {
+                    "?defaultToGlobal=true"
+                } else {
+                    ""
+                };
                 let v = r.call(Method::GET, &format!("{path}{q}"), None)?;
                 outln!("{}", v["compatibilityLevel"].as_str().unwrap_or_default());
             }
@@ -352,7 +413,12 @@ mod tests {
             json!({"name": "address.proto", "subject": "address-value", "version": 2})
         );
         for bad in ["x", "x=y", "=s:1", "n=s:v", "n=:1"] {
-            assert!(parse_reference(bad).unwrap_err().contains("NAME=SUBJECT:VERSION"), "{bad}");
+            assert!(
+                parse_reference(bad)
+                    .unwrap_err()
+                    .contains("NAME=SUBJECT:VERSION"),
+                "{bad}"
+            );
         }
     }
 

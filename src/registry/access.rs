@@ -41,8 +41,15 @@ fn allowed(
     audit: bool,
 ) -> bool {
     !b.security.authorizer_enabled()
-        || b.security
-            .authorize(&c.principal, c.host, operation, rt, name, "schema-registry", audit)
+        || b.security.authorize(
+            &c.principal,
+            c.host,
+            operation,
+            rt,
+            name,
+            "schema-registry",
+            audit,
+        )
 }
 
 /// Whether `c` may read `subject` (filtering: not audited).
@@ -72,7 +79,9 @@ fn needs<'a>(
     let subject = subject?;
     let write = changes
         && !route.starts_with("/compatibility/")
-        && (route.ends_with("/versions") || *method == Method::DELETE || route.contains("{version}"));
+        && (route.ends_with("/versions")
+            || *method == Method::DELETE
+            || route.contains("{version}"));
     if !write {
         return Some(read_of(subject));
     }
@@ -111,19 +120,22 @@ pub(super) async fn guard(State(b): State<Shared>, req: Request, next: Next) -> 
     let Some(c) = parts.extensions.get::<Caller>().cloned() else {
         return error(401, 40101, "authentication required");
     };
-    if let Some((op, rt, name)) = needs(&parts.method, &route, params.get("subject").map(String::as_str)) {
-        if !allowed(&b, &c, op, rt, name, true) {
-            return error(
-                403,
-                40301,
-                format!(
-                    "{} may not do this: it needs {} on {}:{name}",
-                    c.principal,
-                    op.name(),
-                    rt.name()
-                ),
-            );
-        }
+    if let Some((op, rt, name)) = needs(
+        &parts.method,
+        &route,
+        params.get("subject").map(String::as_str),
+    ) && !allowed(&b, &c, op, rt, name, true)
+    {
+        return error(
+            403,
+            40301,
+            format!(
+                "{} may not do this: it needs {} on {}:{name}",
+                c.principal,
+                op.name(),
+                rt.name()
+            ),
+        );
     }
     next.run(Request::from_parts(parts, body)).await
 }
@@ -136,7 +148,10 @@ mod tests {
     fn subjects_map_to_their_topics_or_the_cluster() {
         assert_eq!(resource("orders-value"), (ResourceType::Topic, "orders"));
         assert_eq!(resource("orders-key"), (ResourceType::Topic, "orders"));
-        assert_eq!(resource("com.acme.Order"), (ResourceType::Cluster, CLUSTER_NAME));
+        assert_eq!(
+            resource("com.acme.Order"),
+            (ResourceType::Cluster, CLUSTER_NAME)
+        );
         assert_eq!(resource("-value"), (ResourceType::Cluster, CLUSTER_NAME));
     }
 
@@ -157,7 +172,11 @@ mod tests {
             Some((Operation::Write, ResourceType::Topic, "orders"))
         );
         assert_eq!(
-            needs(&post, "/compatibility/subjects/{subject}/versions/{version}", s),
+            needs(
+                &post,
+                "/compatibility/subjects/{subject}/versions/{version}",
+                s
+            ),
             Some((Operation::Describe, ResourceType::Topic, "orders"))
         );
         assert_eq!(
@@ -170,7 +189,11 @@ mod tests {
             Some((Operation::Alter, ResourceType::Cluster, CLUSTER_NAME))
         );
         assert_eq!(
-            needs(&post, "/subjects/{subject}/versions", Some("com.acme.Order")),
+            needs(
+                &post,
+                "/subjects/{subject}/versions",
+                Some("com.acme.Order")
+            ),
             Some((Operation::Alter, ResourceType::Cluster, CLUSTER_NAME))
         );
     }

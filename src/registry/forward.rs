@@ -86,13 +86,12 @@ async fn forward(
     let answer = out.send().await.map_err(|e| {
         format!("cannot reach broker {node}'s registry at {url} (it writes the schema registry): {e}; retry")
     })?;
-    let status = StatusCode::from_u16(answer.status().as_u16())
-        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status =
+        StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
-    let bytes = answer
-        .bytes()
-        .await
-        .map_err(|e| format!("broker {node}'s registry answered {status} but not its body: {e}; retry"))?;
+    let bytes = answer.bytes().await.map_err(|e| {
+        format!("broker {node}'s registry answered {status} but not its body: {e}; retry")
+    })?;
     let mut response = (status, Body::from(bytes)).into_response();
     if let Some(ct) = content_type {
         response.headers_mut().insert(header::CONTENT_TYPE, ct);

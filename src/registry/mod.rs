@@ -449,7 +449,11 @@ async fn delete_version(
 
 /// The id asked for, once the registry is current and the caller may read a subject
 /// that uses it (an id only other subjects use is not found, as one that does not exist).
-async fn visible_id(b: &Broker, caller: Option<Extension<Caller>>, id: &str) -> Result<i32, Response> {
+async fn visible_id(
+    b: &Broker,
+    caller: Option<Extension<Caller>>,
+    id: &str,
+) -> Result<i32, Response> {
     let id = parse_id(id).map_err(bad)?;
     b.schemas.current().await.map_err(refused)?;
     let caller = caller.map(|Extension(c)| c);
@@ -504,7 +508,10 @@ async fn raw_schema_by_id(
         Ok(id) => id,
         Err(r) => return r,
     };
-    match b.schemas.read(|r| r.schema(id).and_then(|s| r.render(s, q.format.as_deref()))) {
+    match b
+        .schemas
+        .read(|r| r.schema(id).and_then(|s| r.render(s, q.format.as_deref())))
+    {
         Ok(s) => raw(s),
         Err(e) => bad(e),
     }

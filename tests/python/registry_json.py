@@ -29,6 +29,9 @@ V1 = {
     "type": "object",
     "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
     "required": ["id"],
+    # A closed content model: as in Confluent's registry, adding a property to an open
+    # one is not BACKWARD compatible (old data may hold it with any value).
+    "additionalProperties": False,
 }
 
 client = SchemaRegistryClient({"url": url})
@@ -71,7 +74,7 @@ try:
     out["incompatible"] = "accepted"
 except SchemaRegistryError as e:
     out["incompatible"] = {"status": e.http_status_code, "code": e.error_code}
-# An optional property added to an open content model: compatible.
+# An optional property added to a closed content model: compatible.
 GOOD = json.loads(json.dumps(V1))
 GOOD["properties"]["qty"] = {"type": "integer"}
 out["v2_id"] = client.register_schema(subject, Schema(json.dumps(GOOD), "JSON"))

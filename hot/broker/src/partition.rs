@@ -393,6 +393,11 @@ impl Partition {
         self.hwm.get()
     }
 
+    /// The offset after the last record in the local log (committed or not).
+    pub fn log_end_offset(&self) -> Offset {
+        self.local.log_end_offset()
+    }
+
     /// The last stable offset (KIP-98): where read_committed consumers stop.
     pub fn last_stable_offset(&self) -> Offset {
         self.log.last_stable_offset(self.high_watermark())

@@ -275,9 +275,25 @@ impl Schemas {
                 },
                 leader: self.leader(),
             })?;
-        // The writer's state must include everything acknowledged before it wrote.
+        // The writer's state must include everything acknowledged before it wrote. A new
+        // leader's high-water mark can lag what its predecessor acknowledged (it learns
+        // the mark from its followers' fetches), but its log holds all of it: wait until
+        // its whole log is committed and replayed, or it would hand out ids again.
+        let end = p.log_end_offset();
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        match p.wait_acked(end, p.leader_epoch(), deadline).await {
+            ErrorCode::None => {}
+            code => {
+                return Err(SchemasError::Unavailable {
+                    message: format!(
+                        "the schema registry's writer is not caught up with _schemas ({code:?}); retry"
+                    ),
+                    leader: None,
+                });
+            }
+        }
         self.catch_up();
-        self.applied_to(p.high_watermark()).await?;
+        self.applied_to(end).await?;
         let (answer, records) = self.read(compute)?;
         if records.is_empty() {
             return Ok(answer);

@@ -600,7 +600,9 @@ fn schema_problem(
     let id = i32::from_be_bytes([a, b, c, d]);
     let known = ids.binary_search(&id).is_ok() || broker.schemas.accepts(subject, id);
     (!known).then(|| {
-        format!("its {what} names schema id {id}, which is not registered under the subject {subject}")
+        format!(
+            "its {what} names schema id {id}, which is not registered under the subject {subject}"
+        )
     })
 }
 
