@@ -152,6 +152,11 @@ pub struct ProduceArgs {
     /// for every codec, as encrypted or already-compressed payloads are.
     #[arg(long, conflicts_with = "json_values")]
     pub unique_values: bool,
+    /// Each value starts with Confluent's schema-registry header naming this schema id
+    /// (a 0 byte, then the id in 4 bytes), over its first 5 bytes: values a topic with
+    /// confluent.value.schema.validation takes.
+    #[arg(long)]
+    pub schema_id: Option<u32>,
     /// Values are JSON objects `{"data":"..."}` of exactly --record-size bytes and keys
     /// JSON strings (`"key-N"`): the bytes `http-produce` sends through the gateway.
     #[arg(long)]

@@ -154,6 +154,7 @@ pub(crate) fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     };
     let mut key = Vec::new();
     let mut json_value = Vec::new();
+    let mut framed = Vec::new();
     let mut unique = vec![0u8; if a.unique_values { size } else { 0 }];
 
     let bar = match (a.records, duration) {
@@ -235,6 +236,16 @@ pub(crate) fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
                 let off = (sent as usize).wrapping_mul(61) % 4096;
                 &pool[off..off + size]
             }
+        };
+        let value = match a.schema_id {
+            Some(id) => {
+                framed.clear();
+                framed.push(0);
+                framed.extend_from_slice(&id.to_be_bytes());
+                framed.extend_from_slice(value.get(5..).unwrap_or_default());
+                &framed[..]
+            }
+            None => value,
         };
         let sent_us = ctx.start.elapsed().as_micros() as usize;
         let mut record: BaseRecord<'_, [u8], [u8], usize> =
@@ -328,6 +339,9 @@ pub(crate) fn produce(a: &ProduceArgs) -> anyhow::Result<Report> {
     settings.insert("batch_size".into(), a.batch_size.to_string());
     settings.insert("compression".into(), a.compression.name().into());
     settings.insert("json_values".into(), a.json_values.to_string());
+    if let Some(id) = a.schema_id {
+        settings.insert("schema_id".into(), id.to_string());
+    }
     if let Some(id) = &a.transactional_id {
         settings.insert("transactional_id".into(), id.clone());
         settings.insert("transactions".into(), txns.to_string());
