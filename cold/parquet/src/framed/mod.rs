@@ -12,7 +12,7 @@
 //!
 //! # Rows and failures
 //!
-//! [`AvroColumns::decode`] (and Protobuf's, next) return one row per value: null
+//! [`AvroColumns::decode`] and [`ProtoColumns::decode`] return one row per value: null
 //! for a null value and for one that failed. A failure (bad magic byte, unknown id,
 //! truncated or garbage payload, trailing bytes, another message than the reader's) fails
 //! only its own row: the builders take back whatever the value had pushed. Nothing read
@@ -41,17 +41,39 @@
 //! | uuid (string or fixed(16))             | utf8, the hyphenated text (Iceberg's uuid does not round-trip through pyarrow) |
 //! | duration / big-decimal                 | fixed_size_binary(12) / binary      |
 //!
-//! Recursive types are refused: Parquet columns
-//! cannot nest without end.
+//! | Protobuf                                  | Arrow |
+//! |-------------------------------------------|-------|
+//! | message                                   | struct, nullable where it is a field |
+//! | proto3 scalar (implicit presence)         | its type, not null: absent is the default (0, "", false, the enum's first value) |
+//! | `optional`, proto2 fields, oneof members  | their type, nullable: absent is null |
+//! | double, float, bool, string, bytes        | float64, float32, boolean, utf8, binary |
+//! | int32, sint32, sfixed32                   | int32 |
+//! | int64, sint64, sfixed64                   | int64 |
+//! | uint32, fixed32                           | int64 (Iceberg has no unsigned types) |
+//! | uint64, fixed64                           | int64, the bits as protobuf-java reads them (above 2^63 - 1 is negative) |
+//! | enum                                      | utf8: the value's name; a number the enum lacks as its decimal text |
+//! | repeated T / map<K, V>                    | list (`element`, not null) / map (`entries: key, value`) |
+//! | google.protobuf.Timestamp                 | timestamp(us, UTC) |
+//! | google.protobuf.Duration                  | int64 microseconds (Iceberg has no duration) |
+//! | wrappers (Int64Value, StringValue, ...)   | the nullable primitive |
+//! | google.protobuf.Struct, Value, ListValue, Any | utf8: the value as JSON (Any as `{"@type", "value": base64}`) |
+//!
+//! A message without fields (google.protobuf.Empty) is refused too: Parquet has no empty
+//! groups.
+//!
+//! Recursive types are refused in both: Parquet columns cannot nest without end.
 
 mod avro;
 mod avro_refs;
 mod avro_schema;
 mod column;
+mod proto_wire;
+mod protobuf;
 
 pub use avro::AvroColumns;
 pub use avro_refs::inline_references;
 pub use avro_schema::MAX_DEPTH;
+pub use protobuf::ProtoColumns;
 
 use arrow::array::StructArray;
 
