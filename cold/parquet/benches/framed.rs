@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use apache_avro::types::Value as Avro;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListBuilder, RecordBatch,
-    StringBuilder, StructArray, TimestampMicrosecondBuilder,
+    Array, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListBuilder,
+    RecordBatch, StringBuilder, StructArray, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use criterion::{Criterion, Throughput};
@@ -251,6 +251,9 @@ fn proto_values(evs: &[Event], desc: &MessageDescriptor) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A decoder: values in, the struct column out.
+type Decode<'a> = dyn FnMut(&[Option<&[u8]>]) -> StructArray + 'a;
+
 fn props() -> parquet::file::properties::WriterProperties {
     writer_properties(&ConvertOptions::new("bench", 0)).unwrap()
 }
@@ -403,6 +406,21 @@ fn main() {
         bare(&evs, &proto_dt),
     );
 
+    // STRATA_BENCH_PROFILE=avro|protobuf: decode only, in a loop, for a profiler.
+    if let Ok(which) = std::env::var("STRATA_BENCH_PROFILE") {
+        for _ in 0..150 {
+            for chunk in if which == "avro" { &avro_in } else { &proto_in }.chunks(CHUNK_ROWS) {
+                let refs: Vec<Option<&[u8]>> = chunk.iter().map(|v| Some(v.as_slice())).collect();
+                if which == "avro" {
+                    black_box(avro_decode(&refs));
+                } else {
+                    black_box(proto_decode(&refs));
+                }
+            }
+        }
+        return;
+    }
+
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -438,8 +456,9 @@ fn main() {
     };
     let pair = |name: &str,
                 mut t: Box<dyn FnMut() -> usize + '_>,
-                mut b: Box<dyn FnMut() -> usize + '_>| {
-        let (mut tt, mut tb) = (Vec::new(), Vec::new());
+                mut b: Box<dyn FnMut() -> usize + '_>,
+                mut decode_only: Box<dyn FnMut() -> usize + '_>| {
+        let (mut tt, mut tb, mut td) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let s = Instant::now();
             black_box(t());
@@ -447,26 +466,44 @@ fn main() {
             let s = Instant::now();
             black_box(b());
             tb.push(s.elapsed());
+            let s = Instant::now();
+            black_box(decode_only());
+            td.push(s.elapsed());
         }
-        let (mt, mb) = (median(tt), median(tb));
+        let (mt, mb, md) = (median(tt), median(tb), median(td));
         let krps = |d: Duration| rows as f64 / d.as_secs_f64() / 1e3;
         println!(
-            "{name}, median of {rounds}: transcode {:.1} ms ({:.0}k records/s), bare {:.1} ms ({:.0}k records/s), ratio {:.2}x (target >= 0.70x)",
+            "{name}, median of {rounds}: transcode {:.1} ms ({:.0}k records/s), bare {:.1} ms ({:.0}k records/s), ratio {:.2}x (target >= 0.70x); decoding alone {:.1} ms",
             mt.as_secs_f64() * 1e3,
             krps(mt),
             mb.as_secs_f64() * 1e3,
             krps(mb),
-            mb.as_secs_f64() / mt.as_secs_f64()
+            mb.as_secs_f64() / mt.as_secs_f64(),
+            md.as_secs_f64() * 1e3,
         );
     };
+    // Decoding alone: the columns built, no Parquet written.
+    fn decode_only(values: &[Vec<u8>], decode: &mut Decode<'_>) -> usize {
+        values
+            .chunks(CHUNK_ROWS)
+            .map(|chunk| {
+                let refs: Vec<Option<&[u8]>> = chunk.iter().map(|v| Some(v.as_slice())).collect();
+                decode(&refs).len()
+            })
+            .sum()
+    }
+    let avro_decode = std::cell::RefCell::new(avro_decode);
+    let proto_decode = std::cell::RefCell::new(proto_decode);
     pair(
         "avro",
-        Box::new(|| transcode(&avro_in, &avro_dt, &mut avro_decode)),
+        Box::new(|| transcode(&avro_in, &avro_dt, &mut *avro_decode.borrow_mut())),
         Box::new(|| bare(&evs, &avro_dt)),
+        Box::new(|| decode_only(&avro_in, &mut *avro_decode.borrow_mut())),
     );
     pair(
         "protobuf",
-        Box::new(|| transcode(&proto_in, &proto_dt, &mut proto_decode)),
+        Box::new(|| transcode(&proto_in, &proto_dt, &mut *proto_decode.borrow_mut())),
         Box::new(|| bare(&evs, &proto_dt)),
+        Box::new(|| decode_only(&proto_in, &mut *proto_decode.borrow_mut())),
     );
 }

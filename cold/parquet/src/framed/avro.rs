@@ -6,7 +6,6 @@
 //! promotions, union branches matched) decided ahead, so decoding a value is one walk of
 //! its bytes straight into the column builders, with no intermediate values.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Fields};
@@ -28,7 +27,10 @@ pub struct AvroColumns {
     reader: Ty,
     fields: Fields,
     root: Column,
-    writers: HashMap<i32, Plan>,
+    /// Per schema id, its plan: few ids per subject, so a list searched from the last
+    /// one found (values of one id come in runs).
+    writers: Vec<(i32, Plan)>,
+    last: usize,
 }
 
 impl AvroColumns {
@@ -49,7 +51,8 @@ impl AvroColumns {
             reader,
             fields,
             root,
-            writers: HashMap::new(),
+            writers: Vec::new(),
+            last: 0,
         })
     }
 
@@ -60,7 +63,10 @@ impl AvroColumns {
         let writer = avro_schema::parse(writer_schema_json)?;
         let plan = plan(&writer, &self.reader, "")
             .map_err(|e| format!("schema id {id} cannot be read with the reader schema: {e}"))?;
-        self.writers.insert(id, plan);
+        match self.writers.iter_mut().find(|(i, _)| *i == id) {
+            Some(w) => w.1 = plan,
+            None => self.writers.push((id, plan)),
+        }
         Ok(())
     }
 
@@ -92,10 +98,19 @@ impl AvroColumns {
 
     fn decode_one(&mut self, value: &[u8]) -> Result<(), FramedError> {
         let (id, payload) = split(value)?;
-        let plan = self.writers.get(&id).ok_or(FramedError::UnknownId(id))?;
+        if self.writers.get(self.last).is_none_or(|(i, _)| *i != id) {
+            self.last = self
+                .writers
+                .iter()
+                .position(|(i, _)| *i == id)
+                .ok_or(FramedError::UnknownId(id))?;
+        }
+        let Some((_, plan)) = self.writers.get(self.last) else {
+            return Err(FramedError::UnknownId(id));
+        };
         let mut cur = Cursor::new(payload);
         plan.run(&mut cur, &mut self.root)
-            .map_err(|e| FramedError::Payload(e.0))?;
+            .map_err(|e| FramedError::Payload(e.0.into()))?;
         match cur.remaining() {
             0 => Ok(()),
             n => Err(FramedError::Trailing(n)),
@@ -394,6 +409,7 @@ struct Cursor<'a> {
     buf: &'a [u8],
 }
 
+#[cold]
 fn short() -> DecodeError {
     DecodeError::new("the value ends early")
 }
@@ -407,6 +423,7 @@ impl<'a> Cursor<'a> {
         self.buf.len()
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.buf.len() {
             return Err(short());
@@ -416,7 +433,15 @@ impl<'a> Cursor<'a> {
         Ok(head)
     }
 
+    #[inline]
     fn long(&mut self) -> Result<i64, DecodeError> {
+        // Most values fit one byte.
+        if let Some((&b, rest)) = self.buf.split_first()
+            && b < 0x80
+        {
+            self.buf = rest;
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
         let mut z: u64 = 0;
         for i in 0..10 {
             let (&b, rest) = self.buf.split_first().ok_or_else(short)?;
@@ -432,11 +457,13 @@ impl<'a> Cursor<'a> {
         Err(DecodeError::new("a varint longer than 64 bits"))
     }
 
+    #[inline]
     fn int(&mut self) -> Result<i32, DecodeError> {
         let n = self.long()?;
         i32::try_from(n).map_err(|_| DecodeError::new(format!("int {n} is out of range")))
     }
 
+    #[inline]
     fn len(&mut self) -> Result<usize, DecodeError> {
         let n = self.long()?;
         usize::try_from(n)
@@ -450,11 +477,13 @@ impl<'a> Cursor<'a> {
             })
     }
 
+    #[inline]
     fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.len()?;
         self.take(n)
     }
 
+    #[inline]
     fn array(&mut self, n: usize) -> Result<[u8; 8], DecodeError> {
         let mut out = [0; 8];
         out[..n].copy_from_slice(self.take(n)?);
@@ -488,13 +517,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn utf8(b: &[u8]) -> Result<&[u8], DecodeError> {
-    std::str::from_utf8(b)
-        .map(|_| b)
-        .map_err(|e| DecodeError::new(format!("a string that is not UTF-8: {e}")))
-}
+use super::column::utf8;
 
 impl Sink {
+    #[inline]
     fn push(self, b: &[u8], col: &mut Column) -> Result<(), DecodeError> {
         match self {
             Sink::Binary => col.push_bytes(b),
@@ -506,6 +532,7 @@ impl Sink {
 }
 
 impl Num {
+    #[inline]
     fn push_i64(self, v: i64, col: &mut Column) -> Result<(), DecodeError> {
         match self {
             Num::I32 => col.push_i32(
@@ -523,16 +550,39 @@ impl Num {
 }
 
 impl Plan {
+    /// Reads one value into `col`. Scalars are handled here, in a small frame; the
+    /// rest in [`Plan::run_nested`].
+    #[inline]
     fn run(&self, cur: &mut Cursor<'_>, col: &mut Column) -> Result<(), DecodeError> {
         match self {
-            Plan::Null => col.push_null(),
+            Plan::Long(num) => num.push_i64(cur.long()?, col),
+            Plan::Bytes(sink) => sink.push(cur.bytes()?, col),
+            Plan::Int(num) => num.push_i64(i64::from(cur.int()?), col),
+            Plan::Double => col.push_f64(f64::from_le_bytes(cur.array(8)?)),
             Plan::Bool => match cur.take(1)?[0] {
-                0 => col.push_bool(false)?,
-                1 => col.push_bool(true)?,
-                b => return Err(DecodeError::new(format!("boolean byte {b}"))),
+                0 => col.push_bool(false),
+                1 => col.push_bool(true),
+                b => Err(DecodeError::new(format!("boolean byte {b}"))),
             },
-            Plan::Int(num) => num.push_i64(i64::from(cur.int()?), col)?,
-            Plan::Long(num) => num.push_i64(cur.long()?, col)?,
+            Plan::Null => {
+                col.push_null();
+                Ok(())
+            }
+            _ => self.run_nested(cur, col),
+        }
+    }
+
+    #[inline(never)]
+    fn run_nested(&self, cur: &mut Cursor<'_>, col: &mut Column) -> Result<(), DecodeError> {
+        match self {
+            Plan::Null
+            | Plan::Bool
+            | Plan::Int(_)
+            | Plan::Long(_)
+            | Plan::Double
+            | Plan::Bytes(_) => {
+                return self.run(cur, col);
+            }
             Plan::Float(num) => {
                 let v = f32::from_le_bytes(cur.take(4)?.try_into().map_err(|_| short())?);
                 match num {
@@ -540,8 +590,6 @@ impl Plan {
                     _ => col.push_f32(v)?,
                 }
             }
-            Plan::Double => col.push_f64(f64::from_le_bytes(cur.array(8)?))?,
-            Plan::Bytes(sink) => sink.push(cur.bytes()?, col)?,
             Plan::Fixed(n, sink) => sink.push(cur.take(*n)?, col)?,
             Plan::Enum(symbols) => {
                 let i = cur.long()?;

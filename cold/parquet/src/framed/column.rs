@@ -11,20 +11,23 @@ use arrow::array::{ArrayData, StructArray};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 
-/// Why one value did not decode (the framing layer wraps it in a `FramedError`).
+/// Why one value did not decode (the framing layer wraps it in a `FramedError`). Boxed,
+/// so that the `Result<(), DecodeError>` of every push fits a register.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DecodeError(pub(crate) String);
+pub(crate) struct DecodeError(pub(crate) Box<str>);
 
 impl DecodeError {
+    #[cold]
     pub(crate) fn new(reason: impl Into<String>) -> DecodeError {
-        DecodeError(reason.into())
+        DecodeError(reason.into().into_boxed_str())
     }
 }
 
 /// A plan pushed a value of one kind into a column of another: a bug, reported per row
 /// rather than as a panic.
+#[cold]
 fn mismatch(what: &str, dt: &DataType) -> DecodeError {
-    DecodeError(format!("internal: {what} pushed into a {dt} column"))
+    DecodeError::new(format!("internal: {what} pushed into a {dt} column"))
 }
 
 /// One column under construction.
@@ -71,7 +74,22 @@ enum Data {
     },
 }
 
+/// `b` if it is UTF-8. Most strings are ASCII, checked a word at a time before the full
+/// check.
+#[inline]
+pub(crate) fn utf8(b: &[u8]) -> Result<&[u8], DecodeError> {
+    if b.is_ascii() || std::str::from_utf8(b).is_ok() {
+        return Ok(b);
+    }
+    let e = std::str::from_utf8(b).err();
+    Err(DecodeError::new(format!(
+        "a string that is not UTF-8{}",
+        e.map(|e| format!(": {e}")).unwrap_or_default()
+    )))
+}
+
 /// A length as an Arrow i32 offset; a chunk past 2 GiB in one column fails its row.
+#[inline]
 fn offset(len: usize) -> Result<i32, DecodeError> {
     i32::try_from(len).map_err(|_| DecodeError::new("more than 2 GiB in one column of a chunk"))
 }
@@ -140,6 +158,7 @@ impl Column {
         }
     }
 
+    #[inline]
     fn valid(&mut self) {
         if let Some(v) = &mut self.validity {
             v.push(true);
@@ -176,6 +195,7 @@ impl Column {
         }
     }
 
+    #[inline]
     pub(crate) fn push_bool(&mut self, x: bool) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::Bool(v) => v.push(x),
@@ -185,6 +205,7 @@ impl Column {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn push_i32(&mut self, x: i32) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::I32(v) => v.push(x),
@@ -194,6 +215,7 @@ impl Column {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn push_i64(&mut self, x: i64) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::I64(v) => v.push(x),
@@ -203,6 +225,7 @@ impl Column {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn push_f32(&mut self, x: f32) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::F32(v) => v.push(x),
@@ -212,6 +235,7 @@ impl Column {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn push_f64(&mut self, x: f64) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::F64(v) => v.push(x),
@@ -231,6 +255,7 @@ impl Column {
     }
 
     /// Bytes into a Binary column, or into a Utf8 column once the caller checked UTF-8.
+    #[inline]
     pub(crate) fn push_bytes(&mut self, x: &[u8]) -> Result<(), DecodeError> {
         match &mut self.data {
             Data::Bytes { offsets, data } => {
@@ -327,31 +352,31 @@ impl Column {
         let nulls = self
             .validity
             .as_mut()
-            .map(|v| BooleanBuffer::from(std::mem::take(v)).into_inner());
+            .map(|v| BooleanBuffer::from(again(v).as_slice()).into_inner());
         let (buffers, children) = match &mut self.data {
             Data::Bool(v) => (
-                vec![BooleanBuffer::from(std::mem::take(v)).into_inner()],
+                vec![BooleanBuffer::from(again(v).as_slice()).into_inner()],
                 vec![],
             ),
-            Data::I32(v) => (vec![Buffer::from_vec(std::mem::take(v))], vec![]),
-            Data::I64(v) => (vec![Buffer::from_vec(std::mem::take(v))], vec![]),
-            Data::F32(v) => (vec![Buffer::from_vec(std::mem::take(v))], vec![]),
-            Data::F64(v) => (vec![Buffer::from_vec(std::mem::take(v))], vec![]),
-            Data::I128(v) => (vec![Buffer::from_vec(std::mem::take(v))], vec![]),
+            Data::I32(v) => (vec![Buffer::from_vec(again(v))], vec![]),
+            Data::I64(v) => (vec![Buffer::from_vec(again(v))], vec![]),
+            Data::F32(v) => (vec![Buffer::from_vec(again(v))], vec![]),
+            Data::F64(v) => (vec![Buffer::from_vec(again(v))], vec![]),
+            Data::I128(v) => (vec![Buffer::from_vec(again(v))], vec![]),
             Data::Bytes { offsets, data } => (
                 vec![
-                    Buffer::from_vec(std::mem::replace(offsets, vec![0])),
-                    Buffer::from_vec(std::mem::take(data)),
+                    Buffer::from_vec(again_offsets(offsets)),
+                    Buffer::from_vec(again(data)),
                 ],
                 vec![],
             ),
-            Data::Fixed { data, .. } => (vec![Buffer::from_vec(std::mem::take(data))], vec![]),
+            Data::Fixed { data, .. } => (vec![Buffer::from_vec(again(data))], vec![]),
             Data::List { offsets, child } => (
-                vec![Buffer::from_vec(std::mem::replace(offsets, vec![0]))],
+                vec![Buffer::from_vec(again_offsets(offsets))],
                 vec![child.finish_data()?],
             ),
             Data::Map { offsets, entries } => (
-                vec![Buffer::from_vec(std::mem::replace(offsets, vec![0]))],
+                vec![Buffer::from_vec(again_offsets(offsets))],
                 vec![entries.finish_data()?],
             ),
             Data::Struct { len, children } => {
@@ -366,6 +391,20 @@ impl Column {
         ArrayData::try_new(self.data_type.clone(), len, nulls, 0, buffers, children)
             .map_err(|e| format!("internal: building a {} column: {e}", self.data_type))
     }
+}
+
+/// Takes the vector's contents, leaving it empty with room for as many again: chunks are
+/// alike, so the next one fills it without growing (and copying) step by step.
+fn again<T>(v: &mut Vec<T>) -> Vec<T> {
+    let room = Vec::with_capacity(v.len());
+    std::mem::replace(v, room)
+}
+
+/// [`again`] for offsets, which start at 0.
+fn again_offsets(v: &mut Vec<i32>) -> Vec<i32> {
+    let mut room = Vec::with_capacity(v.len());
+    room.push(0);
+    std::mem::replace(v, room)
 }
 
 fn end(offsets: &[i32]) -> usize {

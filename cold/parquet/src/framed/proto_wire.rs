@@ -19,6 +19,7 @@ pub(crate) struct Wire<'a> {
     buf: &'a [u8],
 }
 
+#[cold]
 fn short() -> DecodeError {
     DecodeError::new("the value ends early")
 }
@@ -32,6 +33,7 @@ impl<'a> Wire<'a> {
         self.buf.is_empty()
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.buf.len() {
             return Err(short());
@@ -41,7 +43,15 @@ impl<'a> Wire<'a> {
         Ok(head)
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64, DecodeError> {
+        // Keys and most values fit one byte.
+        if let Some((&b, rest)) = self.buf.split_first()
+            && b < 0x80
+        {
+            self.buf = rest;
+            return Ok(u64::from(b));
+        }
         let mut n: u64 = 0;
         for i in 0..10 {
             let (&b, rest) = self.buf.split_first().ok_or_else(short)?;
@@ -58,6 +68,7 @@ impl<'a> Wire<'a> {
     }
 
     /// A field's number and wire type.
+    #[inline]
     pub(crate) fn key(&mut self) -> Result<(u32, u8), DecodeError> {
         let key = self.varint()?;
         let number = u32::try_from(key >> 3)
@@ -67,6 +78,7 @@ impl<'a> Wire<'a> {
         Ok((number, (key & 7) as u8))
     }
 
+    #[inline]
     pub(crate) fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.varint()?;
         let n = usize::try_from(n)
@@ -81,6 +93,7 @@ impl<'a> Wire<'a> {
         self.take(n)
     }
 
+    #[inline]
     pub(crate) fn read(&mut self, wt: u8) -> Result<Raw<'a>, DecodeError> {
         Ok(match wt {
             wire_type::VARINT => Raw::Int(self.varint()?),

@@ -18,7 +18,7 @@ use prost_reflect::{FileDescriptor, Kind, MessageDescriptor};
 
 use super::column::{Column, DecodeError, list_of, map_of, timestamp_us};
 use super::proto_wire::{Raw, Wire, json_text};
-use super::{Decoded, Failure, FramedError, MAX_DEPTH, ProtoFrame, split_protobuf};
+use super::{Decoded, Failure, FramedError, MAX_DEPTH, ProtoFrame, split, split_protobuf};
 
 /// Decodes Confluent-framed Protobuf values of one message type into a struct column.
 #[derive(Debug)]
@@ -69,13 +69,15 @@ impl ProtoColumns {
     /// (each failure listed with its row and reason). Errs only on a bug in the builders.
     pub fn decode(&mut self, values: &[Option<&[u8]>]) -> Result<Decoded, FramedError> {
         let mut failures = Vec::new();
+        let mut scratch = Vec::new();
         for (row, value) in values.iter().enumerate() {
             let Some(value) = value else {
                 self.root.push_null();
                 continue;
             };
             let before = self.root.len();
-            if let Err(error) = self.decode_one(value) {
+            if let Err(error) = self.decode_one(value, &mut scratch) {
+                scratch.clear();
                 self.root.truncate(before);
                 self.root.push_null();
                 failures.push(Failure { row, error });
@@ -85,25 +87,48 @@ impl ProtoColumns {
         Ok(Decoded { column, failures })
     }
 
-    fn decode_one(&mut self, value: &[u8]) -> Result<(), FramedError> {
-        let ProtoFrame {
-            id,
-            indexes,
-            payload,
-        } = split_protobuf(value)?;
+    fn decode_one<'a>(
+        &mut self,
+        value: &'a [u8],
+        scratch: &mut Scratch<'a>,
+    ) -> Result<(), FramedError> {
+        let (id, rest) = split(value)?;
         let writer = self.writers.get(&id).ok_or(FramedError::UnknownId(id))?;
-        if writer.path.as_ref() != Some(&indexes) {
-            return Err(FramedError::WrongMessage {
-                id,
-                found: name_at(&writer.file, &indexes)
-                    .unwrap_or_else(|| format!("(no message at indexes {indexes:?})")),
-                expected: self.expected.clone(),
-            });
+        // The usual case without allocating: the indexes are the reader's.
+        if let Some(path) = &writer.path
+            && let Some(payload) = strip_path(rest, path)
+        {
+            return self
+                .plan
+                .decode(&[payload], &mut self.root, scratch)
+                .map_err(|e| FramedError::Payload(e.0.into()));
         }
-        self.plan
-            .decode(&[payload], &mut self.root)
-            .map_err(|e| FramedError::Payload(e.0))
+        let ProtoFrame { indexes, .. } = split_protobuf(value)?;
+        Err(FramedError::WrongMessage {
+            id,
+            found: name_at(&writer.file, &indexes)
+                .unwrap_or_else(|| format!("(no message at indexes {indexes:?})")),
+            expected: self.expected.clone(),
+        })
     }
+}
+
+/// The payload after the message indexes, if they are `path` (encoded as
+/// [`split_protobuf`] reads them).
+fn strip_path<'a>(mut rest: &'a [u8], path: &[i32]) -> Option<&'a [u8]> {
+    let count = super::zigzag_varint(&mut rest)?;
+    if count == 0 {
+        return (path == [0]).then_some(rest);
+    }
+    if usize::try_from(count).ok()? != path.len() {
+        return None;
+    }
+    for &want in path {
+        if super::zigzag_varint(&mut rest)? != i64::from(want) {
+            return None;
+        }
+    }
+    Some(rest)
 }
 
 /// Where the message named `full_name` sits in `file`: its index among the top-level
@@ -199,19 +224,38 @@ enum Shape {
 #[derive(Debug)]
 struct FieldPlan {
     kind: Scalar,
+    /// `kind`'s wire type and whether it is a message, looked up once.
+    wire: u8,
+    message: bool,
     shape: Shape,
     /// The oneof it belongs to: setting it clears the others.
     oneof: Option<usize>,
 }
+
+/// Field numbers to field indexes: a table when the numbers are small (the usual case,
+/// and a lookup per field on the wire), else a map.
+#[derive(Debug)]
+enum Lookup {
+    /// `u32::MAX` where no field has the number.
+    Dense(Vec<u32>),
+    Sparse(HashMap<u32, usize>),
+}
+
+/// The largest field number a dense [`Lookup`] covers.
+const DENSE_NUMBERS: u32 = 1024;
 
 /// A message: its fields in column order, found by number.
 #[derive(Debug)]
 struct MsgPlan {
     fields: Vec<FieldPlan>,
     /// Field number -> index in `fields`.
-    by_number: HashMap<u32, usize>,
+    by_number: Lookup,
     /// Per oneof, the indexes of its fields.
     oneofs: Vec<Vec<usize>>,
+    /// Per field, the bits (in a u64 of fields seen) that a second value for it would
+    /// collide with: its own, and its oneof's other members. Empty past 64 fields, where
+    /// only the slow path runs.
+    collides: Vec<u64>,
 }
 
 impl Scalar {
@@ -384,14 +428,42 @@ fn message_plan(
             None => None,
         };
         columns.push(Field::new(f.name(), dt, nullable));
-        fields.push(FieldPlan { kind, shape, oneof });
+        fields.push(FieldPlan {
+            wire: kind.wire_type(),
+            message: kind.is_message(),
+            kind,
+            shape,
+            oneof,
+        });
     }
     stack.pop();
+    let by_number = match by_number.keys().max() {
+        Some(&max) if max <= DENSE_NUMBERS => {
+            let mut table = vec![u32::MAX; max as usize + 1];
+            for (&n, &i) in &by_number {
+                // At most one entry per field of the message: far below u32::MAX.
+                table[n as usize] = i as u32;
+            }
+            Lookup::Dense(table)
+        }
+        _ => Lookup::Sparse(by_number),
+    };
+    let collides = if fields.len() <= 64 {
+        (0..fields.len())
+            .map(|i| match fields[i].oneof {
+                Some(g) => oneofs[g].iter().fold(0u64, |m, &j| m | (1 << j)),
+                None => 1 << i,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok((
         MsgPlan {
             fields,
             by_number,
             oneofs,
+            collides,
         },
         Fields::from(columns),
     ))
@@ -415,21 +487,67 @@ fn mismatched(wt: u8, number: u32, kind: &Scalar) -> DecodeError {
     ))
 }
 
+/// Slots of the messages being decoded, innermost last: one allocation per chunk
+/// rather than one per message.
+type Scratch<'a> = Vec<Slot<'a>>;
+
 impl MsgPlan {
+    fn field_at(&self, number: u32) -> Option<usize> {
+        match &self.by_number {
+            Lookup::Dense(table) => table
+                .get(number as usize)
+                .copied()
+                .filter(|&i| i != u32::MAX)
+                .map(|i| i as usize),
+            Lookup::Sparse(map) => map.get(&number).copied(),
+        }
+    }
+
     /// Decodes the occurrences `parts` of one message into a row of the struct `col`.
-    fn decode(&self, parts: &[&[u8]], col: &mut Column) -> Result<(), DecodeError> {
+    fn decode<'a>(
+        &self,
+        parts: &[&'a [u8]],
+        col: &mut Column,
+        scratch: &mut Scratch<'a>,
+    ) -> Result<(), DecodeError> {
         let kids = col.children()?;
         if kids.len() != self.fields.len() {
             return Err(DecodeError::new(
                 "internal: a message's columns do not match its fields",
             ));
         }
-        let mut slots: Vec<Slot<'_>> = vec![Slot::Empty; self.fields.len()];
-        for part in parts {
-            self.scan(part, kids, &mut slots)?;
+        if let [part] = parts
+            && !self.collides.is_empty()
+        {
+            let row = col_row(kids);
+            if self.direct(part, kids, scratch)? {
+                return col.end_struct();
+            }
+            // A field given twice: take back what was pushed, merge the slow way.
+            for kid in kids.iter_mut() {
+                kid.truncate(row);
+            }
         }
-        for ((f, kid), slot) in self.fields.iter().zip(kids.iter_mut()).zip(slots) {
-            match (&f.shape, slot) {
+        let base = scratch.len();
+        scratch.resize(base + self.fields.len(), Slot::Empty);
+        let out = self.fill(parts, kids, scratch, base);
+        scratch.truncate(base);
+        out?;
+        col.end_struct()
+    }
+
+    fn fill<'a>(
+        &self,
+        parts: &[&'a [u8]],
+        kids: &mut [Column],
+        scratch: &mut Scratch<'a>,
+        base: usize,
+    ) -> Result<(), DecodeError> {
+        for part in parts {
+            self.scan(part, kids, scratch, base)?;
+        }
+        for (i, (f, kid)) in self.fields.iter().zip(kids.iter_mut()).enumerate() {
+            match (&f.shape, std::mem::take(&mut scratch[base + i])) {
                 (Shape::Single { nullable }, Slot::Empty) => {
                     if *nullable {
                         kid.push_null();
@@ -437,24 +555,27 @@ impl MsgPlan {
                         push_default(&f.kind, kid)?;
                     }
                 }
-                (Shape::Single { .. }, Slot::Raw(raw)) => push(&f.kind, raw, kid)?,
-                (Shape::Single { .. }, Slot::Parts(parts)) => push_message(&f.kind, &parts, kid)?,
+                (Shape::Single { .. }, Slot::Raw(raw)) => push(&f.kind, raw, kid, scratch)?,
+                (Shape::Single { .. }, Slot::Parts(parts)) => {
+                    push_message(&f.kind, &parts, kid, scratch)?
+                }
                 (Shape::Repeated | Shape::Map { .. }, _) => kid.end_list()?,
             }
         }
-        col.end_struct()
+        Ok(())
     }
 
     fn scan<'a>(
         &self,
         buf: &'a [u8],
         kids: &mut [Column],
-        slots: &mut [Slot<'a>],
+        scratch: &mut Scratch<'a>,
+        base: usize,
     ) -> Result<(), DecodeError> {
         let mut w = Wire::new(buf);
         while !w.is_empty() {
             let (number, wt) = w.key()?;
-            let Some(&i) = self.by_number.get(&number) else {
+            let Some(i) = self.field_at(number) else {
                 w.skip(wt, number)?;
                 continue;
             };
@@ -462,12 +583,13 @@ impl MsgPlan {
             let kid = &mut kids[i];
             match &f.shape {
                 Shape::Single { .. } => {
-                    if wt != f.kind.wire_type() {
+                    if wt != f.wire {
                         return Err(mismatched(wt, number, &f.kind));
                     }
                     let raw = w.read(wt)?;
-                    slots[i] = match (std::mem::take(&mut slots[i]), raw) {
-                        (Slot::Raw(Raw::Len(first)), Raw::Len(next)) if f.kind.is_message() => {
+                    let slot = &mut scratch[base + i];
+                    *slot = match (std::mem::take(slot), raw) {
+                        (Slot::Raw(Raw::Len(first)), Raw::Len(next)) if f.message => {
                             Slot::Parts(vec![first, next])
                         }
                         (Slot::Parts(mut parts), Raw::Len(next)) => {
@@ -479,37 +601,13 @@ impl MsgPlan {
                     if let Some(g) = f.oneof {
                         for &j in &self.oneofs[g] {
                             if j != i {
-                                slots[j] = Slot::Empty;
+                                scratch[base + j] = Slot::Empty;
                             }
                         }
                     }
                 }
-                Shape::Repeated => {
-                    let items = kid.items()?;
-                    let want = f.kind.wire_type();
-                    if wt == wire_type::LEN && want != wire_type::LEN {
-                        // Packed: the values one after another.
-                        let mut packed = Wire::new(w.bytes()?);
-                        while !packed.is_empty() {
-                            push(&f.kind, packed.read(want)?, items)?;
-                        }
-                    } else if wt == want {
-                        let raw = w.read(wt)?;
-                        match raw {
-                            Raw::Len(b) if f.kind.is_message() => {
-                                push_message(&f.kind, &[b], items)?
-                            }
-                            raw => push(&f.kind, raw, items)?,
-                        }
-                    } else {
-                        return Err(mismatched(wt, number, &f.kind));
-                    }
-                }
-                Shape::Map { key } => {
-                    if wt != wire_type::LEN {
-                        return Err(mismatched(wt, number, &f.kind));
-                    }
-                    map_entry(key, &f.kind, w.bytes()?, kid.items()?)?;
+                Shape::Repeated | Shape::Map { .. } => {
+                    many(f, number, wt, &mut w, kid, scratch)?;
                 }
             }
         }
@@ -517,16 +615,101 @@ impl MsgPlan {
     }
 }
 
+impl MsgPlan {
+    /// The fast path: each value pushed as it comes, for a message whose fields each
+    /// come at most once (as every encoder writes them). False, with values pushed, when
+    /// a field comes twice: then the slots of [`MsgPlan::fill`] decide which one counts.
+    fn direct<'a>(
+        &self,
+        buf: &'a [u8],
+        kids: &mut [Column],
+        scratch: &mut Scratch<'a>,
+    ) -> Result<bool, DecodeError> {
+        let mut seen = 0u64;
+        let mut w = Wire::new(buf);
+        while !w.is_empty() {
+            let (number, wt) = w.key()?;
+            let Some(i) = self.field_at(number) else {
+                w.skip(wt, number)?;
+                continue;
+            };
+            let (f, kid) = (&self.fields[i], &mut kids[i]);
+            if let Shape::Single { .. } = f.shape {
+                if seen & self.collides[i] != 0 {
+                    return Ok(false);
+                }
+                seen |= 1 << i;
+                if wt != f.wire {
+                    return Err(mismatched(wt, number, &f.kind));
+                }
+                push(&f.kind, w.read(wt)?, kid, scratch)?;
+            } else {
+                many(f, number, wt, &mut w, kid, scratch)?;
+            }
+        }
+        for (i, (f, kid)) in self.fields.iter().zip(kids.iter_mut()).enumerate() {
+            match f.shape {
+                Shape::Single { .. } if seen & (1 << i) != 0 => {}
+                Shape::Single { nullable: true } => kid.push_null(),
+                Shape::Single { nullable: false } => push_default(&f.kind, kid)?,
+                Shape::Repeated | Shape::Map { .. } => kid.end_list()?,
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The rows of a struct's columns so far (all alike between rows).
+fn col_row(kids: &[Column]) -> usize {
+    kids.first().map_or(0, Column::len)
+}
+
+/// One occurrence of a repeated or map field: its items pushed into the list or map.
+fn many<'a>(
+    f: &FieldPlan,
+    number: u32,
+    wt: u8,
+    w: &mut Wire<'a>,
+    kid: &mut Column,
+    scratch: &mut Scratch<'a>,
+) -> Result<(), DecodeError> {
+    match &f.shape {
+        Shape::Map { key } => {
+            if wt != wire_type::LEN {
+                return Err(mismatched(wt, number, &f.kind));
+            }
+            map_entry(key, &f.kind, w.bytes()?, kid.items()?, scratch)
+        }
+        _ => {
+            let items = kid.items()?;
+            let want = f.wire;
+            if wt == wire_type::LEN && want != wire_type::LEN {
+                // Packed: the values one after another.
+                let mut packed = Wire::new(w.bytes()?);
+                while !packed.is_empty() {
+                    push_scalar(&f.kind, packed.read(want)?, items)?;
+                }
+                Ok(())
+            } else if wt == want {
+                push(&f.kind, w.read(wt)?, items, scratch)
+            } else {
+                Err(mismatched(wt, number, &f.kind))
+            }
+        }
+    }
+}
+
 /// One map entry (a message of key 1 and value 2, either possibly absent) into the
 /// entries struct.
-fn map_entry(
+fn map_entry<'a>(
     key: &Scalar,
     value: &Scalar,
-    buf: &[u8],
+    buf: &'a [u8],
     entries: &mut Column,
+    scratch: &mut Scratch<'a>,
 ) -> Result<(), DecodeError> {
     let mut k = None;
-    let mut v: Slot<'_> = Slot::Empty;
+    let mut v: Slot<'a> = Slot::Empty;
     let mut w = Wire::new(buf);
     while !w.is_empty() {
         let (number, wt) = w.key()?;
@@ -559,14 +742,14 @@ fn map_entry(
         ));
     };
     match k {
-        Some(raw) => push(key, raw, kc)?,
+        Some(raw) => push_scalar(key, raw, kc)?,
         None => push_default(key, kc)?,
     }
     match v {
         Slot::Empty if value.is_message() => vc.push_null(),
         Slot::Empty => push_default(value, vc)?,
-        Slot::Raw(raw) => push(value, raw, vc)?,
-        Slot::Parts(parts) => push_message(value, &parts, vc)?,
+        Slot::Raw(raw) => push(value, raw, vc, scratch)?,
+        Slot::Parts(parts) => push_message(value, &parts, vc, scratch)?,
     }
     entries.end_struct()
 }
@@ -592,10 +775,28 @@ fn push_default(kind: &Scalar, col: &mut Column) -> Result<(), DecodeError> {
     }
 }
 
-fn push(kind: &Scalar, raw: Raw<'_>, col: &mut Column) -> Result<(), DecodeError> {
-    let n = match raw {
-        Raw::Int(n) => n,
-        Raw::Len(b) => return push_message(kind, &[b], col),
+/// Any value off the wire.
+fn push<'a>(
+    kind: &Scalar,
+    raw: Raw<'a>,
+    col: &mut Column,
+    scratch: &mut Scratch<'a>,
+) -> Result<(), DecodeError> {
+    match raw {
+        Raw::Len(b) if kind.is_message() => push_message(kind, &[b], col, scratch),
+        raw => push_scalar(kind, raw, col),
+    }
+}
+
+/// A number, string or bytes.
+fn push_scalar(kind: &Scalar, raw: Raw<'_>, col: &mut Column) -> Result<(), DecodeError> {
+    let n = match (raw, kind) {
+        (Raw::Int(n), _) => n,
+        (Raw::Len(b), Scalar::Str) => return col.push_bytes(super::column::utf8(b)?),
+        (Raw::Len(b), Scalar::Bytes) => return col.push_bytes(b),
+        (Raw::Len(_), _) => {
+            return Err(DecodeError::new(format!("bytes where a {kind:?} belongs")));
+        }
     };
     // The casts below are protobuf's own: varints carry 64 bits, narrower types take
     // the low bits.
@@ -621,8 +822,17 @@ fn push(kind: &Scalar, raw: Raw<'_>, col: &mut Column) -> Result<(), DecodeError
     }
 }
 
-/// Length-delimited values: strings, bytes, and messages (several parts merge).
-fn push_message(kind: &Scalar, parts: &[&[u8]], col: &mut Column) -> Result<(), DecodeError> {
+/// A message-typed value given in `parts` (more than one merge, as protobuf merges a
+/// message field given twice).
+fn push_message<'a>(
+    kind: &Scalar,
+    parts: &[&'a [u8]],
+    col: &mut Column,
+    scratch: &mut Scratch<'a>,
+) -> Result<(), DecodeError> {
+    if let Scalar::Message(plan) = kind {
+        return plan.decode(parts, col, scratch);
+    }
     let joined;
     let one: &[u8] = match parts {
         [one] => one,
@@ -632,13 +842,6 @@ fn push_message(kind: &Scalar, parts: &[&[u8]], col: &mut Column) -> Result<(), 
         }
     };
     match kind {
-        Scalar::Str => col.push_bytes(
-            std::str::from_utf8(one)
-                .map_err(|e| DecodeError::new(format!("a string that is not UTF-8: {e}")))?
-                .as_bytes(),
-        ),
-        Scalar::Bytes => col.push_bytes(one),
-        Scalar::Message(plan) => plan.decode(parts, col),
         Scalar::Timestamp | Scalar::Duration => {
             let (seconds, nanos) = super::proto_wire::seconds_nanos(one)?;
             let micros = seconds
@@ -662,11 +865,11 @@ fn push_message(kind: &Scalar, parts: &[&[u8]], col: &mut Column) -> Result<(), 
                 }
             }
             match value {
-                Some(raw) => push(inner, raw, col),
+                Some(raw) => push_scalar(inner, raw, col),
                 None => push_default(inner, col),
             }
         }
         Scalar::Json(k) => col.push_bytes(json_text(*k, one)?.as_bytes()),
-        _ => Err(DecodeError::new(format!("bytes where a {kind:?} belongs"))),
+        _ => push_scalar(kind, Raw::Len(one), col),
     }
 }
