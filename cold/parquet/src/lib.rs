@@ -12,6 +12,8 @@
 //! # Modules
 //!
 //! * [`compact`]: small-file compaction of a partition's files of one UTC day.
+//! * [`framed`]: schema-registry values (Confluent's wire format, Avro and Protobuf) -> a
+//!   typed struct column, with the values that do not decode set aside.
 //! * [`reencode`]: Kafka record batches again, from a Parquet file (one-copy fetches).
 //! * [`sink`]: converted segments to the object store, once per offset range, with a manifest.
 //! * [`source`]: where a conversion's input comes from, read a few MiB at a time.
@@ -80,6 +82,7 @@
 pub mod compact;
 mod convert;
 mod error;
+pub mod framed;
 mod json;
 mod options;
 pub mod reencode;
