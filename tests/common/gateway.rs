@@ -5,10 +5,15 @@
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
+use base64::Engine;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
 use reqwest::blocking::{Client, Response};
 use serde_json::Value;
 
 use super::Broker;
+use super::kafka::client_config;
 
 pub const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
 pub const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
@@ -168,4 +173,90 @@ impl Sse {
     pub fn close(self) {
         let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
+}
+
+pub fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+pub fn unb64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// A record as every side compares it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rec {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+pub fn rec_of(m: &rdkafka::message::BorrowedMessage<'_>) -> Rec {
+    Rec {
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        value: m.payload().map(<[u8]>::to_vec),
+        headers: m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// A v2 consumer record (binary format) as a Rec.
+pub fn rec_of_json(j: &Value) -> Rec {
+    let bytes = |v: &Value| v.as_str().map(unb64);
+    Rec {
+        partition: j["partition"].as_i64().unwrap() as i32,
+        offset: j["offset"].as_i64().unwrap(),
+        key: bytes(&j["key"]),
+        value: bytes(&j["value"]),
+        headers: j["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["name"].as_str().unwrap().to_string(), bytes(&h["value"])))
+            .collect(),
+    }
+}
+
+/// Reads `n` records of every partition from the beginning with a Kafka consumer.
+pub fn kafka_read_all(bootstrap: &str, topic: &str, partitions: i32, n: usize) -> Vec<Rec> {
+    let c: BaseConsumer = client_config(
+        bootstrap,
+        &[("group.id", "verify"), ("enable.auto.commit", "false")],
+    )
+    .create()
+    .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "read {} of {n}",
+            out.len()
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            out.push(rec_of(&m.unwrap()));
+        }
+    }
+    assert!(
+        c.poll(Duration::from_millis(300)).is_none(),
+        "more than {n} records"
+    );
+    out.sort();
+    out
 }

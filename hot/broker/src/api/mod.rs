@@ -10,6 +10,7 @@ mod acls;
 mod admin;
 pub(crate) mod authz;
 mod cluster;
+mod configs;
 mod elections;
 mod epochs;
 mod fetch;
@@ -303,9 +304,9 @@ fn dispatch_parsed(broker: &Arc<Broker>, ctx: &RequestContext, req: Request) -> 
         Request::CreateTopics(r) => admin::create_topics(b, c, r),
         Request::DeleteTopics(r) => admin::delete_topics(b, c, r),
         Request::CreatePartitions(r) => admin::create_partitions(b, c, r),
-        Request::DescribeConfigs(r) => admin::describe_configs(&b, c, r),
-        Request::AlterConfigs(r) => admin::alter_configs(b, c, r),
-        Request::IncrementalAlterConfigs(r) => admin::incremental_alter_configs(b, c, r),
+        Request::DescribeConfigs(r) => configs::describe_configs(&b, c, r),
+        Request::AlterConfigs(r) => configs::alter_configs(b, c, r),
+        Request::IncrementalAlterConfigs(r) => configs::incremental_alter_configs(b, c, r),
         Request::InitProducerId(r) => cluster::init_producer_id(b, c, r),
         Request::DescribeCluster(r) => cluster::describe_cluster(&b, c, r),
         Request::OffsetForLeaderEpoch(r) => epochs::handle(&b, c, r),
