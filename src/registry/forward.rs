@@ -52,6 +52,19 @@ pub(super) async fn to_writer(State(b): State<Shared>, req: Request, next: Next)
     }
 }
 
+/// One client for every forwarded request, so connections to the writer are reused.
+fn client() -> Result<&'static reqwest::Client, String> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(c) = CLIENT.get() {
+        return Ok(c);
+    }
+    let c = reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(CLIENT.get_or_init(|| c))
+}
+
 async fn forward(
     req: Request,
     me: i32,
@@ -70,11 +83,8 @@ async fn forward(
     let body = axum::body::to_bytes(body, MAX_BODY)
         .await
         .map_err(|e| format!("the request body: {e}"))?;
-    let client = reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot reach broker {node}'s registry: {e}"))?;
-    let mut out = client
+    let mut out = client()
+        .map_err(|e| format!("cannot reach broker {node}'s registry: {e}"))?
         .request(parts.method, &url)
         .header(&FORWARDED, me.to_string())
         .body(body);
